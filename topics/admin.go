@@ -1,0 +1,113 @@
+package topics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Layout says how many partitions the pipeline topics get on creation.
+type Layout struct {
+	// Partitions of events, deliveries, retry tiers, dlq and attempts: the
+	// most consumers a group can usefully run. The subscriptions topic
+	// always gets one partition.
+	Partitions int32
+	// ReplicationFactor; -1 uses the broker default.
+	ReplicationFactor int16
+}
+
+const day = 24 * time.Hour
+
+// TopicConfigs returns the configs a topic is created with.
+func (n Names) TopicConfigs(topic string) map[string]*string {
+	ms := func(d time.Duration) *string { s := strconv.FormatInt(d.Milliseconds(), 10); return &s }
+	switch topic {
+	case n.Subscriptions():
+		compact := "compact"
+		return map[string]*string{"cleanup.policy": &compact}
+	case n.Events():
+		// Events are the replay store: keep a week.
+		return map[string]*string{"retention.ms": ms(7 * day)}
+	case n.DLQ():
+		return map[string]*string{"retention.ms": ms(30 * day)}
+	}
+	for _, d := range n.Tiers {
+		if topic == n.Retry(d) {
+			// A record must outlive its hold-back by a wide margin.
+			return map[string]*string{"retention.ms": ms(max(7*day, 4*d))}
+		}
+	}
+	return map[string]*string{"retention.ms": ms(7 * day)}
+}
+
+// EnsureResult reports what Ensure found and did.
+type EnsureResult struct {
+	Created  []string
+	Existing []string
+}
+
+// Ensure creates every missing pipeline topic and verifies the ones that
+// exist: the subscriptions topic must be compacted.
+func Ensure(ctx context.Context, adm *kadm.Client, n Names, l Layout) (EnsureResult, error) {
+	var res EnsureResult
+	if l.Partitions <= 0 {
+		return res, errors.New("ensure topics: partitions must be positive")
+	}
+	details, err := adm.ListTopics(ctx, n.All()...)
+	if err != nil {
+		return res, fmt.Errorf("list topics: %w", err)
+	}
+	for _, t := range n.All() {
+		if d, ok := details[t]; ok && d.Err == nil {
+			res.Existing = append(res.Existing, t)
+			continue
+		}
+		parts := l.Partitions
+		if t == n.Subscriptions() {
+			parts = 1
+		}
+		r, err := adm.CreateTopic(ctx, parts, l.ReplicationFactor, n.TopicConfigs(t), t)
+		if err == nil {
+			err = r.Err
+		}
+		switch {
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			res.Existing = append(res.Existing, t)
+		case err != nil:
+			return res, fmt.Errorf("create topic %s: %w", t, err)
+		default:
+			res.Created = append(res.Created, t)
+		}
+	}
+	return res, verifyCompacted(ctx, adm, n.Subscriptions())
+}
+
+func verifyCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", topic, err)
+	}
+	if rc.Err != nil {
+		return fmt.Errorf("describe %s: %w", topic, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			if slices.Contains(strings.Split(c.MaybeValue(), ","), "compact") {
+				return nil
+			}
+			return fmt.Errorf("topic %s has cleanup.policy=%s; it must be compacted", topic, c.MaybeValue())
+		}
+	}
+	return fmt.Errorf("topic %s has no cleanup.policy; it must be compacted", topic)
+}

@@ -1,0 +1,51 @@
+package topics
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// DeadLetter is the value on the dlq topic: either a delivery that was given
+// up on, or an event the dispatcher could not decode (RawEvent).
+type DeadLetter struct {
+	Delivery *Delivery `json:"delivery,omitempty"`
+	// RawEvent is the undecodable event value exactly as consumed.
+	RawEvent []byte `json:"raw_event,omitempty"`
+	// Reason says why, in one line without secrets.
+	Reason          string    `json:"reason"`
+	FailureCategory string    `json:"failure_category"`
+	HTTPStatus      int       `json:"http_status,omitempty"`
+	Attempts        int       `json:"attempts"`
+	DeadAt          time.Time `json:"dead_at"`
+	Source          Source    `json:"source"`
+}
+
+// Source locates the record a dead letter came from.
+type Source struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// Encode renders the record value.
+func (d *DeadLetter) Encode() []byte {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// DecodeDeadLetter decodes a dlq value.
+func DecodeDeadLetter(b []byte) (DeadLetter, error) {
+	var d DeadLetter
+	if err := decodeStrict("dead letter", b, &d); err != nil {
+		return DeadLetter{}, err
+	}
+	if d.Delivery != nil {
+		if err := d.Delivery.Validate(); err != nil {
+			return DeadLetter{}, err
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,118 @@
+package topics
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// HeaderNotBefore is set on retry-tier records: the unix milliseconds before
+// which the record must not be released. It duplicates Delivery.NotBefore so
+// the retrier can hold records back without decoding them.
+const HeaderNotBefore = "webhooks-not-before"
+
+// Delivery is the value on the deliveries, retry and dlq topics: one event
+// for one subscription. The subscription's URL, secret and headers are not
+// copied: the deliverer reads the current ones from the subscription table.
+type Delivery struct {
+	SubscriptionID string `json:"subscription_id"`
+	EventID        string `json:"event_id"`
+	EventType      string `json:"event_type"`
+	Tenant         string `json:"tenant,omitempty"`
+	// Key is the event's ordering key, empty when it had none.
+	Key string `json:"key,omitempty"`
+	// Timestamp is the event's created_at, or its publish time when it had
+	// none; it is the "timestamp" of the request body.
+	Timestamp string `json:"timestamp"`
+	// Data is the event's data, byte for byte as published (base64 in this
+	// JSON so no re-encoding can alter it).
+	Data []byte `json:"data"`
+	// Attempt is the 1-based number of the attempt this record is for.
+	Attempt int `json:"attempt"`
+	// PublishedAt is the event record's timestamp on the events topic.
+	PublishedAt time.Time `json:"published_at"`
+	// FirstAttemptAt is set once the first attempt was made.
+	FirstAttemptAt time.Time `json:"first_attempt_at,omitzero"`
+	// NotBefore is when a record in a retry tier becomes due.
+	NotBefore time.Time `json:"not_before,omitzero"`
+}
+
+// Encode renders the record value.
+func (d *Delivery) Encode() []byte {
+	b, err := json.Marshal(d)
+	if err != nil { // only unsupported types fail; Delivery has none
+		panic(err)
+	}
+	return b
+}
+
+// DecodeDelivery decodes and validates a delivery value.
+func DecodeDelivery(b []byte) (Delivery, error) {
+	var d Delivery
+	if err := decodeStrict("delivery", b, &d); err != nil {
+		return Delivery{}, err
+	}
+	return d, d.Validate()
+}
+
+// Validate checks the fields the deliverer relies on.
+func (d *Delivery) Validate() error {
+	if err := checkID("delivery", "subscription_id", d.SubscriptionID); err != nil {
+		return err
+	}
+	if err := checkID("delivery", "event_id", d.EventID); err != nil {
+		return err
+	}
+	if !typeRE.MatchString(d.EventType) {
+		return invalid("delivery", "event_type", "%q is not a valid type", d.EventType)
+	}
+	if d.Attempt < 1 {
+		return invalid("delivery", "attempt", "must be at least 1")
+	}
+	if !json.Valid(d.Data) {
+		return invalid("delivery", "data", "not valid JSON")
+	}
+	return nil
+}
+
+// SubscriptionOfKey returns the subscription id part of a delivery key.
+func SubscriptionOfKey(key []byte) []byte {
+	if i := strings.IndexByte(string(key), '/'); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// Partitioner places records keyed "<subscription id>/..." by the
+// subscription id alone (Kafka's murmur2 hashing), so all of a
+// subscription's deliveries, retries and dead letters share a partition.
+// Keys without '/' hash whole, exactly as Kafka's default partitioner does.
+func Partitioner() kgo.Partitioner {
+	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	return kgo.StickyKeyPartitioner(func(key []byte, n int) int {
+		return kafka.Partition(&kgo.Record{Key: SubscriptionOfKey(key)}, n)
+	})
+}
+
+// NotBeforeHeader renders t for HeaderNotBefore.
+func NotBeforeHeader(t time.Time) kgo.RecordHeader {
+	return kgo.RecordHeader{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(t.UnixMilli(), 10))}
+}
+
+// NotBeforeOf reads HeaderNotBefore from a record; ok is false when absent
+// or malformed.
+func NotBeforeOf(r *kgo.Record) (t time.Time, ok bool) {
+	for _, h := range r.Headers {
+		if h.Key == HeaderNotBefore {
+			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.UnixMilli(ms), true
+		}
+	}
+	return time.Time{}, false
+}

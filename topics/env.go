@@ -1,0 +1,78 @@
+package topics
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Environment variables shared by every binary (DESIGN.md section 3).
+const (
+	EnvBrokers    = "WEBHOOKS_KAFKA_BROKERS"
+	EnvPrefix     = "WEBHOOKS_TOPIC_PREFIX"
+	EnvRetryTiers = "WEBHOOKS_RETRY_TIERS"
+	EnvHTTPAddr   = "WEBHOOKS_HTTP_ADDR"
+	EnvLogLevel   = "WEBHOOKS_LOG_LEVEL"
+	EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
+	EnvRedisURL   = "WEBHOOKS_REDIS_URL"
+	EnvSecretsKey = "WEBHOOKS_SECRETS_KEY"
+)
+
+// DefaultBrokers is used when WEBHOOKS_KAFKA_BROKERS is unset.
+const DefaultBrokers = "127.0.0.1:9092"
+
+// Kafka is the part of every binary's configuration that locates the
+// pipeline's topics.
+type Kafka struct {
+	// Brokers: WEBHOOKS_KAFKA_BROKERS, comma-separated, default 127.0.0.1:9092.
+	Brokers []string
+	// Names: WEBHOOKS_TOPIC_PREFIX (default "webhooks.") and
+	// WEBHOOKS_RETRY_TIERS (default "5s,5m,30m,2h,5h,10h").
+	Names Names
+}
+
+// LoadKafka reads the shared Kafka settings through getenv.
+func LoadKafka(getenv func(string) string) (Kafka, error) {
+	brokers := splitList(or(getenv(EnvBrokers), DefaultBrokers))
+	if len(brokers) == 0 {
+		return Kafka{}, fmt.Errorf("%s: no broker address", EnvBrokers)
+	}
+	prefix := DefaultPrefix
+	if v, ok := lookup(getenv, EnvPrefix); ok {
+		prefix = v
+	}
+	names, err := NewNames(prefix, or(getenv(EnvRetryTiers), DefaultRetryTiers))
+	if err != nil {
+		return Kafka{}, fmt.Errorf("%s: %w", EnvRetryTiers, err)
+	}
+	return Kafka{Brokers: brokers, Names: names}, nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// lookup treats a set-but-empty prefix as "no prefix" only when written as
+// the single character "-", since getenv cannot tell unset from empty.
+func lookup(getenv func(string) string, key string) (string, bool) {
+	v := getenv(key)
+	switch v {
+	case "":
+		return "", false
+	case "-":
+		return "", true
+	}
+	return v, true
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package topics
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// DefaultMaxEventBytes is the largest event value accepted by default.
+const DefaultMaxEventBytes = 256 << 10
+
+// typeRE is the grammar of event types.
+var typeRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
+
+// Event is the value producers write to the events topic.
+type Event struct {
+	ID             string          `json:"id"`
+	Type           string          `json:"type"`
+	Tenant         string          `json:"tenant,omitempty"`
+	Key            string          `json:"key,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	CreatedAt      string          `json:"created_at,omitempty"`
+	Data           json.RawMessage `json:"data"`
+}
+
+// DecodeEvent decodes and validates an event value. maxBytes <= 0 means
+// DefaultMaxEventBytes. Data keeps the exact bytes the producer published.
+func DecodeEvent(b []byte, maxBytes int) (Event, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxEventBytes
+	}
+	if len(b) > maxBytes {
+		return Event{}, invalid("event", "", "%d bytes is over the %d byte limit", len(b), maxBytes)
+	}
+	var e Event
+	if err := decodeStrict("event", b, &e); err != nil {
+		return Event{}, err
+	}
+	return e, e.Validate()
+}
+
+// Validate checks the required fields and their grammar.
+func (e Event) Validate() error {
+	if err := checkID("event", "id", e.ID); err != nil {
+		return err
+	}
+	if e.Type == "" {
+		return invalid("event", "type", "required")
+	}
+	if len(e.Type) > 255 || !typeRE.MatchString(e.Type) {
+		return invalid("event", "type", "%q does not match [a-zA-Z0-9_.-]{1,255}", e.Type)
+	}
+	if e.Tenant != "" {
+		if err := checkID("event", "tenant", e.Tenant); err != nil {
+			return err
+		}
+	}
+	if len(e.Key) > 1024 {
+		return invalid("event", "key", "longer than 1024 bytes")
+	}
+	if len(e.IdempotencyKey) > 1024 {
+		return invalid("event", "idempotency_key", "longer than 1024 bytes")
+	}
+	if e.CreatedAt != "" {
+		if _, err := time.Parse(time.RFC3339Nano, e.CreatedAt); err != nil {
+			return invalid("event", "created_at", "not an RFC 3339 time: %q", e.CreatedAt)
+		}
+	}
+	if len(bytes.TrimSpace(e.Data)) == 0 || bytes.Equal(bytes.TrimSpace(e.Data), []byte("null")) {
+		return invalid("event", "data", "required")
+	}
+	return nil
+}
+
+// checkID accepts 1-255 printable ASCII characters without spaces or '/',
+// which keeps ids safe in HTTP headers and in delivery keys.
+func checkID(record, field, s string) error {
+	if s == "" {
+		return invalid(record, field, "required")
+	}
+	if len(s) > 255 {
+		return invalid(record, field, "longer than 255 bytes")
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '/' {
+			return invalid(record, field, "%q: only printable ASCII without spaces or '/'", s)
+		}
+	}
+	return nil
+}

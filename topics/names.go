@@ -1,0 +1,126 @@
+package topics
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultPrefix is the topic name prefix when WEBHOOKS_TOPIC_PREFIX is unset.
+const DefaultPrefix = "webhooks."
+
+// DefaultRetryTiers is the tier list when WEBHOOKS_RETRY_TIERS is unset.
+const DefaultRetryTiers = "5s,5m,30m,2h,5h,10h"
+
+// Consumer groups, one per component.
+const (
+	GroupDispatcher = "webhooks-dispatcher"
+	GroupDeliverer  = "webhooks-deliverer"
+	GroupRetrier    = "webhooks-retrier"
+	GroupRecorder   = "webhooks-recorder"
+)
+
+// Names turns the configured prefix and retry tiers into topic names.
+type Names struct {
+	Prefix string
+	// Tiers are the distinct retry delays, ascending; one topic each.
+	Tiers []time.Duration
+}
+
+// NewNames returns the names for a prefix and a comma-separated tier list.
+func NewNames(prefix, tiers string) (Names, error) {
+	ts, err := ParseTiers(tiers)
+	if err != nil {
+		return Names{}, err
+	}
+	return Names{Prefix: prefix, Tiers: ts}, nil
+}
+
+// Events is the input topic producers write to.
+func (n Names) Events() string { return n.Prefix + "events" }
+
+// Subscriptions is the compacted topic holding subscriptions by id.
+func (n Names) Subscriptions() string { return n.Prefix + "subscriptions" }
+
+// Deliveries holds one record per (event, matching subscription).
+func (n Names) Deliveries() string { return n.Prefix + "deliveries" }
+
+// DLQ holds what the pipeline gave up on.
+func (n Names) DLQ() string { return n.Prefix + "dlq" }
+
+// Attempts holds one record per delivery attempt.
+func (n Names) Attempts() string { return n.Prefix + "attempts" }
+
+// Retry is the topic of the tier with the given delay.
+func (n Names) Retry(d time.Duration) string { return n.Prefix + "retry." + FormatDelay(d) }
+
+// RetryTopics lists the tier topics, shortest delay first.
+func (n Names) RetryTopics() []string {
+	out := make([]string, len(n.Tiers))
+	for i, d := range n.Tiers {
+		out[i] = n.Retry(d)
+	}
+	return out
+}
+
+// TierFor picks the tier for a wanted delay: the longest tier not longer than
+// the delay (so a record never waits in a tier longer than it asked for), or
+// the shortest tier when the delay is below every tier. Within one tier topic
+// not-before times then grow with publish time, give or take jitter.
+func (n Names) TierFor(delay time.Duration) time.Duration {
+	if len(n.Tiers) == 0 {
+		return 0
+	}
+	tier := n.Tiers[0]
+	for _, t := range n.Tiers {
+		if t <= delay {
+			tier = t
+		}
+	}
+	return tier
+}
+
+// All lists every topic of the pipeline.
+func (n Names) All() []string {
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ(), n.Attempts()}
+	return append(out, n.RetryTopics()...)
+}
+
+// ParseTiers parses a comma-separated list of delays ("5s,5m,2h"), returning
+// them sorted and without duplicates.
+func ParseTiers(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			return nil, fmt.Errorf("retry tier %q: %w", f, err)
+		}
+		if d < time.Second {
+			return nil, fmt.Errorf("retry tier %q: must be at least 1s", f)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("retry tiers %q: at least one tier is required", s)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// FormatDelay renders a delay the way tier topics are named: 5s, 5m, 2h,
+// 1h30m; whole units only, no trailing zero units.
+func FormatDelay(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

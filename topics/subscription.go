@@ -1,0 +1,277 @@
+package topics
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Ordering modes of a subscription.
+const (
+	OrderingNone = "none" // deliveries never wait for each other
+	OrderingKey  = "key"  // deliveries with the same event key are attempted in publish order
+)
+
+// DefaultTimeout is the HTTP timeout of a subscription without timeout_ms.
+const DefaultTimeout = 15 * time.Second
+
+// MaxURLLength bounds subscription URLs.
+const MaxURLLength = 2048
+
+// SecretPrefix starts every signing secret (Standard Webhooks).
+const SecretPrefix = "whsec_"
+
+// RotationGrace is how long a rotated-out secret keeps signing.
+const RotationGrace = 24 * time.Hour
+
+// Subscription is the value on the subscriptions topic, keyed by ID; a null
+// value deletes it.
+type Subscription struct {
+	ID            string            `json:"id"`
+	Tenant        string            `json:"tenant,omitempty"`
+	URL           string            `json:"url"`
+	EventTypes    []string          `json:"event_types"`
+	Enabled       bool              `json:"enabled"`
+	Ordering      string            `json:"ordering,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	TimeoutMS     int               `json:"timeout_ms,omitempty"`
+	RateLimitPerS float64           `json:"rate_limit_per_s,omitempty"`
+	RetrySchedule []string          `json:"retry_schedule,omitempty"`
+	// Secret signs every request. PreviousSecret also signs until
+	// PreviousSecretUntil, so receivers can roll over without dropping.
+	Secret              string    `json:"secret"`
+	PreviousSecret      string    `json:"previous_secret,omitempty"`
+	PreviousSecretUntil time.Time `json:"previous_secret_until,omitzero"`
+	DisabledReason      string    `json:"disabled_reason,omitempty"`
+	CreatedAt           time.Time `json:"created_at,omitzero"`
+	UpdatedAt           time.Time `json:"updated_at,omitzero"`
+}
+
+// DecodeSubscription decodes and validates a subscription value. A missing
+// "enabled" means enabled.
+func DecodeSubscription(b []byte) (Subscription, error) {
+	s := Subscription{Enabled: true}
+	if err := decodeStrict("subscription", b, &s); err != nil {
+		return Subscription{}, err
+	}
+	return s, s.Validate()
+}
+
+// reservedHeaders cannot be set by a subscription: they are the signature,
+// the framing, or hop-by-hop.
+var reservedHeaders = map[string]bool{
+	"Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
+	"Content-Type": true, "Content-Length": true, "Host": true, "Connection": true,
+	"Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true,
+	"Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
+}
+
+// Validate checks every field.
+func (s Subscription) Validate() error {
+	if err := checkID("subscription", "id", s.ID); err != nil {
+		return err
+	}
+	if s.Tenant != "" {
+		if err := checkID("subscription", "tenant", s.Tenant); err != nil {
+			return err
+		}
+	}
+	if err := ValidateURL(s.URL); err != nil {
+		return err
+	}
+	if len(s.EventTypes) == 0 {
+		return invalid("subscription", "event_types", "at least one pattern is required")
+	}
+	for _, p := range s.EventTypes {
+		if err := ValidatePattern(p); err != nil {
+			return err
+		}
+	}
+	switch s.Ordering {
+	case "", OrderingNone, OrderingKey:
+	default:
+		return invalid("subscription", "ordering", "%q is not none or key", s.Ordering)
+	}
+	for k, v := range s.Headers {
+		if !validHeaderName(k) {
+			return invalid("subscription", "headers", "%q is not a valid header name", k)
+		}
+		if reservedHeaders[http.CanonicalHeaderKey(k)] {
+			return invalid("subscription", "headers", "%q is set by the deliverer", k)
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return invalid("subscription", "headers", "value of %q has a control character", k)
+		}
+	}
+	if s.TimeoutMS < 0 || s.TimeoutMS > 300_000 {
+		return invalid("subscription", "timeout_ms", "%d is not within 0..300000", s.TimeoutMS)
+	}
+	if s.RateLimitPerS < 0 {
+		return invalid("subscription", "rate_limit_per_s", "must not be negative")
+	}
+	if _, err := ParseSchedule(s.RetrySchedule); err != nil {
+		return err
+	}
+	if err := ValidateSecret(s.Secret); err != nil {
+		return err
+	}
+	if s.PreviousSecret != "" {
+		if err := ValidateSecret(s.PreviousSecret); err != nil {
+			return invalid("subscription", "previous_secret", "%v", err)
+		}
+	}
+	return nil
+}
+
+// ValidateURL accepts absolute http(s) URLs with a host, without userinfo,
+// at most MaxURLLength long.
+func ValidateURL(raw string) error {
+	if raw == "" {
+		return invalid("subscription", "url", "required")
+	}
+	if len(raw) > MaxURLLength {
+		return invalid("subscription", "url", "longer than %d characters", MaxURLLength)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return invalid("subscription", "url", "not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return invalid("subscription", "url", "scheme must be http or https")
+	}
+	if u.Hostname() == "" {
+		return invalid("subscription", "url", "has no host")
+	}
+	if u.User != nil {
+		return invalid("subscription", "url", "must not carry credentials (userinfo)")
+	}
+	if u.Fragment != "" {
+		return invalid("subscription", "url", "must not have a fragment")
+	}
+	return nil
+}
+
+// RedactURL renders a URL for logs: scheme, host and path, without userinfo
+// or query.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable url>"
+	}
+	return u.Scheme + "://" + u.Host + u.EscapedPath()
+}
+
+// ValidatePattern accepts an exact type, "prefix.*" or "*".
+func ValidatePattern(p string) error {
+	if p == "*" {
+		return nil
+	}
+	t := strings.TrimSuffix(p, ".*")
+	if len(t) > 255 || !typeRE.MatchString(t) || strings.HasSuffix(t, ".") {
+		return invalid("subscription", "event_types", "%q is not a type, prefix.* or *", p)
+	}
+	return nil
+}
+
+// MatchType reports whether an event type matches a pattern: exact, "*", or
+// "prefix.*" (matching "prefix.anything", not "prefix" itself).
+func MatchType(pattern, typ string) bool {
+	if pattern == "*" {
+		return true
+	}
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(typ, prefix) && len(typ) > len(prefix)
+	}
+	return pattern == typ
+}
+
+// Matches reports whether this subscription wants the event: enabled, same
+// tenant when the subscription has one, and a matching type pattern.
+func (s *Subscription) Matches(e *Event) bool {
+	if !s.Enabled {
+		return false
+	}
+	if s.Tenant != "" && s.Tenant != e.Tenant {
+		return false
+	}
+	for _, p := range s.EventTypes {
+		if MatchType(p, e.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+// Timeout is the HTTP timeout for one attempt.
+func (s *Subscription) Timeout() time.Duration {
+	if s.TimeoutMS <= 0 {
+		return DefaultTimeout
+	}
+	return time.Duration(s.TimeoutMS) * time.Millisecond
+}
+
+// Secrets returns the secrets that sign a request sent at now: the current
+// one, plus the previous one during its grace period.
+func (s *Subscription) Secrets(now time.Time) []string {
+	if s.PreviousSecret != "" && now.Before(s.PreviousSecretUntil) {
+		return []string{s.Secret, s.PreviousSecret}
+	}
+	return []string{s.Secret}
+}
+
+// DeliveryKey is the key of a delivery record for this subscription:
+// "<subscription id>/<ordering key>" for ordered subscriptions with an event
+// key, else "<subscription id>/<event id>".
+func (s *Subscription) DeliveryKey(e *Event) string {
+	if s.Ordering == OrderingKey && e.Key != "" {
+		return s.ID + "/" + e.Key
+	}
+	return s.ID + "/" + e.ID
+}
+
+// NewSecret returns "whsec_" + base64 of 32 random bytes.
+func NewSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// ValidateSecret accepts "whsec_" + base64 of 24 to 64 bytes.
+func ValidateSecret(s string) error {
+	_, err := DecodeSecret(s)
+	return err
+}
+
+// DecodeSecret returns the key bytes of a "whsec_" secret.
+func DecodeSecret(s string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok {
+		return nil, invalid("subscription", "secret", "must start with %q", SecretPrefix)
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, invalid("subscription", "secret", "not valid base64 after %q", SecretPrefix)
+	}
+	if len(key) < 24 || len(key) > 64 {
+		return nil, invalid("subscription", "secret", "must encode 24 to 64 bytes, has %d", len(key))
+	}
+	return key, nil
+}
+
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
