@@ -3,6 +3,7 @@ package topics
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Environment variables shared by every binary (DESIGN.md section 3).
@@ -28,7 +29,14 @@ type Kafka struct {
 	// Names: WEBHOOKS_TOPIC_PREFIX (default "webhooks.") and
 	// WEBHOOKS_RETRY_TIERS (default "5s,5m,30m,2h,5h,10h").
 	Names Names
+	// SessionTimeout is the consumer group session timeout: how long a
+	// crashed member keeps its partitions. WEBHOOKS_KAFKA_SESSION_TIMEOUT,
+	// default 45s.
+	SessionTimeout time.Duration
 }
+
+// DefaultSessionTimeout is the consumer group session timeout by default.
+const DefaultSessionTimeout = 45 * time.Second
 
 // LoadKafka reads the shared Kafka settings through getenv.
 func LoadKafka(getenv func(string) string) (Kafka, error) {
@@ -44,7 +52,14 @@ func LoadKafka(getenv func(string) string) (Kafka, error) {
 	if err != nil {
 		return Kafka{}, fmt.Errorf("%s: %w", EnvRetryTiers, err)
 	}
-	return Kafka{Brokers: brokers, Names: names}, nil
+	session := DefaultSessionTimeout
+	if v := getenv("WEBHOOKS_KAFKA_SESSION_TIMEOUT"); v != "" {
+		session, err = time.ParseDuration(v)
+		if err != nil || session < time.Second {
+			return Kafka{}, fmt.Errorf("WEBHOOKS_KAFKA_SESSION_TIMEOUT: %q is not a duration of at least 1s", v)
+		}
+	}
+	return Kafka{Brokers: brokers, Names: names, SessionTimeout: session}, nil
 }
 
 func or(v, def string) string {

@@ -3,6 +3,7 @@ package topics
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -67,6 +68,15 @@ var reservedHeaders = map[string]bool{
 	"Content-Type": true, "Content-Length": true, "Host": true, "Connection": true,
 	"Transfer-Encoding": true, "Te": true, "Upgrade": true, "Trailer": true,
 	"Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
+}
+
+// Encode renders the record value.
+func (s *Subscription) Encode() []byte {
+	b, err := json.Marshal(s)
+	if err != nil { // only unsupported types fail; Subscription has none
+		panic(err)
+	}
+	return b
 }
 
 // Validate checks every field.

@@ -1,0 +1,134 @@
+package deliverer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
+	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// errHTTPSRequired refuses plain-http endpoints when HTTPS is required.
+var errHTTPSRequired = errors.New("endpoint is not https and https is required")
+
+// sender makes one HTTP attempt. One per process: its transport pools
+// connections for every endpoint.
+type sender struct {
+	client       *http.Client
+	requireHTTPS bool
+	maxBody      int64
+}
+
+func newSender(c Config) *sender {
+	guard := ssrf.New(c.AllowCIDRs)
+	dialer := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second, Control: guard.Control}
+	tr := &http.Transport{
+		Proxy:                 nil, // a proxy would dial for us and bypass the SSRF guard
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4 * c.MaxInFlight,
+		MaxIdleConnsPerHost:   c.MaxPerSubscription,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   c.ConnectTimeout,
+		ExpectContinueTimeout: time.Second,
+		ResponseHeaderTimeout: 0, // bounded by the per-attempt context
+	}
+	return &sender{
+		client: &http.Client{
+			Transport: tr,
+			// Redirects are failures: following one would send the payload
+			// somewhere the subscriber did not register.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		requireHTTPS: c.RequireHTTPS,
+		maxBody:      c.MaxResponseBytes,
+	}
+}
+
+// response is what an attempt learned.
+type response struct {
+	status     int
+	retryAfter string
+	duration   time.Duration
+}
+
+// body renders the request body: the data bytes go out exactly as
+// published.
+func body(d *topics.Delivery) []byte {
+	b := make([]byte, 0, len(d.Data)+len(d.EventID)+len(d.EventType)+len(d.Timestamp)+48)
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, d.EventID)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, d.EventType)
+	b = append(b, `,"timestamp":`...)
+	b = appendJSONString(b, d.Timestamp)
+	b = append(b, `,"data":`...)
+	b = append(b, d.Data...)
+	return append(b, '}')
+}
+
+// appendJSONString quotes s; ids, types and timestamps are validated
+// printable ASCII, so only '"' and '\\' need escaping, but control bytes
+// are escaped too for safety.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == 0x7f:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// send posts one delivery to the subscription's endpoint.
+func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery, keys [][]byte) (response, error) {
+	u, err := url.Parse(sub.URL)
+	if err != nil {
+		return response{}, err
+	}
+	if s.requireHTTPS && u.Scheme != "https" {
+		return response{}, errHTTPSRequired
+	}
+	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
+	defer cancel()
+	b := body(d)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(b))
+	if err != nil {
+		return response{}, err
+	}
+	for k, v := range sub.Headers {
+		req.Header.Set(k, v)
+	}
+	now := time.Now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header["webhook-id"] = []string{d.EventID}
+	req.Header["webhook-timestamp"] = []string{strconv.FormatInt(now.Unix(), 10)}
+	req.Header["webhook-signature"] = []string{sign.Signature(keys, d.EventID, now.Unix(), b)}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "hookpipe/1")
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return response{duration: time.Since(now)}, err
+	}
+	// Read at most maxBody, then close: an endpoint that streams forever
+	// costs one connection, not memory or time.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.maxBody))
+	resp.Body.Close()
+	return response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), duration: time.Since(now)}, nil
+}

@@ -1,0 +1,140 @@
+package deliverer
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Config is the deliverer's configuration. Every field says its environment
+// variable and default.
+type Config struct {
+	// Kafka: WEBHOOKS_KAFKA_BROKERS, WEBHOOKS_TOPIC_PREFIX, WEBHOOKS_RETRY_TIERS.
+	Kafka topics.Kafka
+	// Group is the consumer group: WEBHOOKS_DELIVERER_GROUP, default webhooks-deliverer.
+	Group string
+	// MaxInFlight caps concurrent HTTP requests of the process:
+	// WEBHOOKS_DELIVERER_MAX_IN_FLIGHT, default 256.
+	MaxInFlight int
+	// MaxBuffered caps records held in memory (running, ready or waiting
+	// behind their key); fetching pauses at the cap:
+	// WEBHOOKS_DELIVERER_MAX_BUFFERED, default 8192.
+	MaxBuffered int
+	// MaxPerSubscription caps concurrent requests to one subscription:
+	// WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION, default 64.
+	MaxPerSubscription int
+	// AllowCIDRs opens blocked address ranges (SSRF guard):
+	// WEBHOOKS_ALLOW_CIDRS, default none.
+	AllowCIDRs []netip.Prefix
+	// RequireHTTPS refuses http:// endpoints: WEBHOOKS_REQUIRE_HTTPS, default false.
+	RequireHTTPS bool
+	// CommitInterval is how often watermarks are committed:
+	// WEBHOOKS_DELIVERER_COMMIT_INTERVAL, default 1s.
+	CommitInterval time.Duration
+	// ShutdownTimeout bounds how long in-flight requests may finish after
+	// SIGTERM: WEBHOOKS_SHUTDOWN_TIMEOUT, default 30s.
+	ShutdownTimeout time.Duration
+	// MaxResponseBytes is how much of a response body is read (then the
+	// connection is dropped if more is left): default 64 KiB.
+	MaxResponseBytes int64
+	// ConnectTimeout bounds TCP connect plus TLS handshake:
+	// WEBHOOKS_CONNECT_TIMEOUT, default 10s (never more than the
+	// subscription's timeout, which bounds the whole attempt).
+	ConnectTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	c.Group = topics.GroupDeliverer
+	c.MaxInFlight = 256
+	c.MaxBuffered = 8192
+	c.MaxPerSubscription = 64
+	c.CommitInterval = time.Second
+	c.ShutdownTimeout = 30 * time.Second
+	c.MaxResponseBytes = 64 << 10
+	c.ConnectTimeout = 10 * time.Second
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.MaxInFlight < 1 {
+		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT must be at least 1"))
+	}
+	if c.MaxBuffered < c.MaxInFlight {
+		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_BUFFERED must be at least WEBHOOKS_DELIVERER_MAX_IN_FLIGHT"))
+	}
+	if c.MaxPerSubscription < 1 {
+		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION must be at least 1"))
+	}
+	if c.CommitInterval <= 0 || c.ShutdownTimeout <= 0 || c.ConnectTimeout <= 0 {
+		errs = append(errs, errors.New("intervals and timeouts must be positive"))
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_GROUP must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadConfig reads the configuration through getenv.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	c.defaults()
+	k, err := topics.LoadKafka(getenv)
+	if err != nil {
+		return c, err
+	}
+	c.Kafka = k
+	var errs []error
+	str := func(key string, dst *string) {
+		if v := getenv(key); v != "" {
+			*dst = v
+		}
+	}
+	num := func(key string, dst *int) {
+		if v := getenv(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not an integer", key, v))
+			}
+			*dst = n
+		}
+	}
+	dur := func(key string, dst *time.Duration) {
+		if v := getenv(key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not a duration", key, v))
+			}
+			*dst = d
+		}
+	}
+	str("WEBHOOKS_DELIVERER_GROUP", &c.Group)
+	num("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", &c.MaxInFlight)
+	num("WEBHOOKS_DELIVERER_MAX_BUFFERED", &c.MaxBuffered)
+	num("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", &c.MaxPerSubscription)
+	dur("WEBHOOKS_DELIVERER_COMMIT_INTERVAL", &c.CommitInterval)
+	dur("WEBHOOKS_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	dur("WEBHOOKS_CONNECT_TIMEOUT", &c.ConnectTimeout)
+	if v := getenv(topics.EnvAllowCIDRs); v != "" {
+		p, err := ssrf.ParseCIDRs(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", topics.EnvAllowCIDRs, err))
+		}
+		c.AllowCIDRs = p
+	}
+	if v := getenv("WEBHOOKS_REQUIRE_HTTPS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("WEBHOOKS_REQUIRE_HTTPS: %q is not a boolean", v))
+		}
+		c.RequireHTTPS = b
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}

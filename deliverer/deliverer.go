@@ -1,0 +1,289 @@
+// Package deliverer consumes the deliveries topic and POSTs each delivery to
+// its subscription's endpoint, signed (Standard Webhooks), in order per key,
+// concurrently across keys. Every attempt yields an attempt record; failures
+// go to a retry tier or the dlq. A record's offset is committed only after
+// everything it caused was acknowledged by the broker.
+package deliverer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+type deliverer struct {
+	cfg    Config
+	names  topics.Names
+	log    *zap.Logger
+	cl     *kgo.Client
+	table  *topics.Table
+	lanes  *lanes.Lanes
+	sender *sender
+	fatal  chan error
+
+	commitMu  sync.Mutex
+	committed map[int32]int64
+}
+
+// Run delivers until ctx is done, then shuts down in order: stop fetching,
+// drop records not started, let running attempts finish (within
+// ShutdownTimeout), commit, leave the group.
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	log = log.Named("deliverer")
+	d := &deliverer{
+		cfg:       cfg,
+		names:     cfg.Kafka.Names,
+		log:       log,
+		lanes:     lanes.New(cfg.MaxPerSubscription),
+		sender:    newSender(cfg),
+		fatal:     make(chan error, 1),
+		committed: map[int32]int64{},
+	}
+	base := baseOpts(cfg, log)
+	table, err := topics.NewTable(base, d.names.Subscriptions(), log)
+	if err != nil {
+		return err
+	}
+	defer table.Close()
+	d.table = table
+	tableCtx, stopTable := context.WithCancel(context.Background())
+	defer stopTable()
+	go table.Run(tableCtx)
+
+	cl, err := kgo.NewClient(d.opts(base)...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	d.cl = cl
+	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = cl.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		cl.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
+	}
+	log.Info("started", zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("group", cfg.Group),
+		zap.Int("max_in_flight", cfg.MaxInFlight), zap.Int("max_per_subscription", cfg.MaxPerSubscription))
+
+	workCtx, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	var workers sync.WaitGroup
+	for i := range cfg.MaxInFlight {
+		workers.Go(func() { d.work(workCtx, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))) })
+	}
+	commitCtx, stopCommits := context.WithCancel(context.Background())
+	var committer sync.WaitGroup
+	committer.Go(func() { d.commitLoop(commitCtx) })
+
+	runErr := d.poll(ctx)
+
+	// Shutdown: nothing new starts; running attempts finish and commit.
+	cl.PauseFetchTopics(d.names.Deliveries())
+	dropped := d.lanes.DropAll()
+	budget, cancelBudget := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	if err := d.lanes.WaitIdle(budget, nil); err != nil {
+		log.Warn("shutdown budget exceeded; abandoning running attempts", zap.Duration("budget", cfg.ShutdownTimeout))
+		stopWork()
+	}
+	cancelBudget()
+	d.lanes.Close()
+	workers.Wait()
+	stopCommits()
+	committer.Wait()
+	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
+	d.commit(finalCtx, nil)
+	cancelFinal()
+	cl.Close() // leaves the group
+	log.Info("stopped", zap.Int("dropped_unstarted", dropped))
+	return runErr
+}
+
+func baseOpts(cfg Config, log *zap.Logger) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(cfg.Kafka.Brokers...),
+		kgo.ClientID("webhooks-deliverer"),
+		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
+	}
+}
+
+// opts are the consumer-and-producer options of the main client.
+func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
+	return append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumerGroup(d.cfg.Group),
+		kgo.ConsumeTopics(d.names.Deliveries()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.SessionTimeout(d.cfg.Kafka.SessionTimeout),
+		kgo.HeartbeatInterval(max(d.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(d.revoked),
+		kgo.OnPartitionsLost(d.lost),
+		kgo.RecordPartitioner(topics.Partitioner()),
+		kgo.ProducerLinger(2*time.Millisecond),
+	)
+}
+
+// poll feeds the lanes until ctx is done or a worker hit a fatal error.
+// When MaxBuffered records are held it stops polling and pauses fetching
+// (backpressure) until a quarter of them are done.
+func (d *deliverer) poll(ctx context.Context) error {
+	topic := d.names.Deliveries()
+	for {
+		if n := d.lanes.Buffered(); n >= d.cfg.MaxBuffered {
+			d.cl.PauseFetchTopics(topic)
+			err := d.lanes.WaitBelow(ctx, d.cfg.MaxBuffered*3/4)
+			d.cl.ResumeFetchTopics(topic)
+			if err != nil {
+				return nil
+			}
+		}
+		fs := d.cl.PollRecords(ctx, max(1, d.cfg.MaxBuffered-d.lanes.Buffered()))
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			d.cl.AllowRebalance()
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			d.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			d.lanes.Add(r, string(topics.SubscriptionOfKey(r.Key)))
+		})
+		d.cl.AllowRebalance()
+		select {
+		case err := <-d.fatal:
+			return err
+		default:
+		}
+	}
+}
+
+// work runs records until the lanes close.
+func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
+	for {
+		it, ok := d.lanes.Next()
+		if !ok {
+			return
+		}
+		recs := d.attempt(ctx, it.Rec, rng)
+		d.lanes.Done(it, recs != nil && d.produce(ctx, recs))
+	}
+}
+
+// produce waits until the broker acknowledged every record. kgo retries
+// retriable errors itself, so an error here is fatal (or shutdown).
+func (d *deliverer) produce(ctx context.Context, recs []*kgo.Record) bool {
+	err := d.cl.ProduceSync(ctx, recs...).FirstErr()
+	if err == nil {
+		return true
+	}
+	if ctx.Err() == nil && !errors.Is(err, kgo.ErrClientClosed) {
+		select {
+		case d.fatal <- fmt.Errorf("producing delivery outcome: %w", err):
+		default:
+		}
+	}
+	return false
+}
+
+func (d *deliverer) commitLoop(ctx context.Context) {
+	t := time.NewTicker(d.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.commit(ctx, nil)
+		}
+	}
+}
+
+// commit commits the watermarks of the given partitions (all when nil)
+// that moved since the last commit.
+func (d *deliverer) commit(ctx context.Context, parts []int32) {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	d.commitLocked(ctx, parts)
+}
+
+func (d *deliverer) commitLocked(ctx context.Context, parts []int32) {
+	offsets := map[int32]kgo.EpochOffset{}
+	for p, wm := range d.lanes.Watermarks(parts) {
+		if last, ok := d.committed[p]; !ok || wm.Offset > last {
+			offsets[p] = wm
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	d.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{d.names.Deliveries(): offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("commit failed", zap.Error(err))
+				}
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if p.ErrorCode == 0 {
+						d.committed[p.Partition] = offsets[p.Partition].Offset
+					}
+				}
+			}
+		})
+}
+
+// revoked hands partitions over cleanly: records not started are dropped
+// (the next owner starts from the committed watermark), running ones finish
+// within the shutdown budget, and the watermark is committed.
+func (d *deliverer) revoked(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	parts := lost[d.names.Deliveries()]
+	if len(parts) == 0 {
+		return
+	}
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	dropped := d.lanes.Drop(parts)
+	wait, cancel := context.WithTimeout(ctx, d.cfg.ShutdownTimeout)
+	_ = d.lanes.WaitIdle(wait, parts)
+	cancel()
+	d.commitLocked(ctx, parts)
+	d.lanes.Forget(parts)
+	for _, p := range parts {
+		delete(d.committed, p)
+	}
+	d.log.Info("partitions revoked", zap.Int32s("partitions", parts), zap.Int("dropped_unstarted", dropped))
+}
+
+// lost partitions cannot be committed: drop what has not started and forget
+// them; the new owner redoes everything after the last commit.
+func (d *deliverer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	parts := lost[d.names.Deliveries()]
+	if len(parts) == 0 {
+		return
+	}
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	d.lanes.Drop(parts)
+	d.lanes.Forget(parts)
+	for _, p := range parts {
+		delete(d.committed, p)
+	}
+	d.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+}

@@ -1,0 +1,100 @@
+// Package classify turns the result of one HTTP attempt into what happens
+// next: success, retry, dead letter, or disabling the subscription.
+package classify
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"os"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Action is what the deliverer does after an attempt.
+type Action int
+
+const (
+	// Success: 2xx, the delivery is done.
+	Success Action = iota
+	// Retry: a transient failure; the delivery goes to a retry tier.
+	Retry
+	// Dead: a permanent failure; the delivery goes to the dlq at once.
+	Dead
+	// Disable: 410 Gone; the subscription is disabled and the delivery
+	// dead-lettered.
+	Disable
+)
+
+func (a Action) String() string {
+	return [...]string{"success", "retry", "dead", "disable"}[a]
+}
+
+// Result is the classification of one attempt.
+type Result struct {
+	Action   Action
+	Category string // a topics.Failure* constant
+}
+
+// ErrBlockedAddress is returned by the dialer when the destination address
+// is not allowed (SSRF guard); such attempts are permanent failures.
+var ErrBlockedAddress = errors.New("destination address is not allowed")
+
+// permanent lists the statuses that go straight to the dlq (unless the
+// subscription asks to retry them).
+var permanent = map[int]bool{400: true, 401: true, 403: true, 404: true, 405: true, 413: true, 414: true, 415: true, 422: true}
+
+// Classify maps an HTTP status (0 when there was no response) and the
+// transport error to a Result.
+func Classify(status int, err error) Result {
+	if errors.Is(err, ErrBlockedAddress) {
+		// The guard will refuse it again: retrying only delays the dlq.
+		return Result{Dead, topics.FailureBlockedAddr}
+	}
+	if err != nil {
+		return Result{Retry, errorCategory(err)}
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return Result{Success, topics.FailureNone}
+	case status == 410:
+		return Result{Disable, topics.FailureGone}
+	case permanent[status]:
+		return Result{Dead, topics.FailurePermanent4xx}
+	case status == 429:
+		return Result{Retry, topics.FailureRateLimited}
+	case status == 408 || status == 425:
+		return Result{Retry, topics.FailureRetryable4xx}
+	case status >= 500:
+		return Result{Retry, topics.FailureServerError}
+	case status >= 300 && status < 400:
+		return Result{Retry, topics.FailureRedirect}
+	case status >= 400:
+		return Result{Retry, topics.FailureOther4xx}
+	default: // 1xx or nonsense: the endpoint did not accept the delivery
+		return Result{Retry, topics.FailureConnection}
+	}
+}
+
+func errorCategory(err error) string {
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var recordErr tls.RecordHeaderError
+	var unknownAuth x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return topics.FailureTimeout
+	case errors.As(err, &dnsErr):
+		return topics.FailureDNS
+	case errors.As(err, &certErr), errors.As(err, &recordErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr):
+		return topics.FailureTLS
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return topics.FailureTimeout
+	default:
+		return topics.FailureConnection
+	}
+}

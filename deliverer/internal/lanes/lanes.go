@@ -1,0 +1,391 @@
+// Package lanes schedules delivery records for the workers.
+//
+// Records with the same key run one after another in offset order; records
+// with different keys run concurrently. Each subscription has its own
+// in-flight cap, and subscriptions with runnable work take turns, so a slow
+// subscription holds only its own lane. Per partition, the lanes keep the
+// commit watermark: the offset of the lowest record not yet finished, which
+// is the only offset that may be committed (invariant 1).
+package lanes
+
+import (
+	"context"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Item is one scheduled record.
+type Item struct {
+	Rec *kgo.Record
+	Sub string // subscription id: the key up to '/'
+
+	key   string
+	state state
+	entry *entry
+	part  *partition
+}
+
+type state uint8
+
+const (
+	waiting state = iota // behind an earlier record of the same key
+	ready                // at the head of its key, in its subscription's ready list
+	running
+)
+
+// entry is one offset in a partition's commit ledger.
+type entry struct {
+	offset int64
+	epoch  int32
+	done   bool
+}
+
+// partition is the commit ledger of one assigned partition. A revoked
+// partition's ledger is detached: items still running finish against it,
+// and a new assignment starts a fresh one.
+type partition struct {
+	id       int32
+	ledger   []*entry // in offset order, from the first unfinished one
+	next     int64    // offset after the last added record
+	epoch    int32    // leader epoch of the last added record
+	inflight int
+	detached bool
+}
+
+// watermark is the offset to commit: the first unfinished record, or the one
+// after the last record when all are finished.
+func (p *partition) watermark() kgo.EpochOffset {
+	if len(p.ledger) > 0 {
+		return kgo.EpochOffset{Epoch: p.ledger[0].epoch, Offset: p.ledger[0].offset}
+	}
+	return kgo.EpochOffset{Epoch: p.epoch, Offset: p.next}
+}
+
+func (p *partition) advance() {
+	i := 0
+	for i < len(p.ledger) && p.ledger[i].done {
+		i++
+	}
+	if i > 0 {
+		p.ledger = append(p.ledger[:0:0], p.ledger[i:]...)
+	}
+}
+
+type subscription struct {
+	id       string
+	ready    []*Item
+	inflight int
+	items    int // waiting + ready + running
+	queued   bool
+}
+
+// Lanes is the scheduler. All methods are safe for concurrent use.
+type Lanes struct {
+	maxPerSub int
+
+	mu       sync.Mutex
+	work     *sync.Cond // a subscription became runnable, or closed
+	change   *sync.Cond // an item finished or was dropped
+	closed   bool
+	buffered int
+	subs     map[string]*subscription
+	keys     map[string][]*Item // per key, in offset order; [0] is ready or running
+	runq     []*subscription    // subscriptions with ready items and room
+	parts    map[int32]*partition
+}
+
+// New returns lanes that run at most maxPerSub records of one subscription
+// at a time.
+func New(maxPerSub int) *Lanes {
+	l := &Lanes{
+		maxPerSub: max(1, maxPerSub),
+		subs:      map[string]*subscription{},
+		keys:      map[string][]*Item{},
+		parts:     map[int32]*partition{},
+	}
+	l.work = sync.NewCond(&l.mu)
+	l.change = sync.NewCond(&l.mu)
+	return l
+}
+
+// Add schedules a record. sub is its subscription id.
+func (l *Lanes) Add(r *kgo.Record, sub string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.parts[r.Partition]
+	if p == nil {
+		p = &partition{id: r.Partition}
+		l.parts[r.Partition] = p
+	}
+	e := &entry{offset: r.Offset, epoch: r.LeaderEpoch}
+	p.ledger = append(p.ledger, e)
+	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
+
+	it := &Item{Rec: r, Sub: sub, key: string(r.Key), entry: e, part: p}
+	s := l.subs[sub]
+	if s == nil {
+		s = &subscription{id: sub}
+		l.subs[sub] = s
+	}
+	s.items++
+	l.buffered++
+	q := l.keys[it.key]
+	l.keys[it.key] = append(q, it)
+	if len(q) == 0 {
+		l.makeReady(s, it)
+	}
+}
+
+func (l *Lanes) makeReady(s *subscription, it *Item) {
+	it.state = ready
+	s.ready = append(s.ready, it)
+	l.enqueue(s)
+}
+
+// enqueue puts s on the run queue if it can run something.
+func (l *Lanes) enqueue(s *subscription) {
+	if !s.queued && len(s.ready) > 0 && s.inflight < l.maxPerSub {
+		s.queued = true
+		l.runq = append(l.runq, s)
+		l.work.Signal()
+	}
+}
+
+// Next blocks until a record may run and returns it; ok is false once the
+// lanes are closed.
+func (l *Lanes) Next() (it *Item, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.runq) == 0 && !l.closed {
+		l.work.Wait()
+	}
+	if l.closed {
+		return nil, false
+	}
+	s := l.runq[0]
+	l.runq[0] = nil
+	l.runq = l.runq[1:]
+	s.queued = false
+	it = s.ready[0]
+	s.ready[0] = nil
+	s.ready = s.ready[1:]
+	it.state = running
+	s.inflight++
+	it.part.inflight++
+	l.enqueue(s)
+	if len(l.runq) > 0 {
+		l.work.Signal()
+	}
+	return it, true
+}
+
+// Done finishes a running item. With committed true its offset may be
+// committed; with false (its effects were not acknowledged) the partition's
+// watermark stays below it, so it is redone after a restart or rebalance.
+// Either way the next record of its key may run.
+func (l *Lanes) Done(it *Item, committed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := it.part
+	p.inflight--
+	if committed && !p.detached {
+		it.entry.done = true
+		p.advance()
+	}
+	s := l.subs[it.Sub]
+	s.inflight--
+	l.release(s, it)
+	l.enqueue(s)
+	l.change.Broadcast()
+}
+
+// release removes it from its key queue and the buffer count, readying the
+// next record of the key.
+func (l *Lanes) release(s *subscription, it *Item) {
+	q := l.keys[it.key]
+	for i, x := range q {
+		if x == it {
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(l.keys, it.key)
+	} else {
+		l.keys[it.key] = q
+		if q[0].state == waiting {
+			l.makeReady(l.subs[q[0].Sub], q[0])
+		}
+	}
+	s.items--
+	l.buffered--
+	if s.items == 0 {
+		delete(l.subs, s.id)
+	}
+}
+
+// Buffered is the number of records held: waiting, ready or running.
+func (l *Lanes) Buffered() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buffered
+}
+
+// WaitBelow blocks until fewer than n records are buffered or ctx is done.
+func (l *Lanes) WaitBelow(ctx context.Context, n int) error {
+	stop := context.AfterFunc(ctx, func() {
+		l.mu.Lock()
+		l.change.Broadcast()
+		l.mu.Unlock()
+	})
+	defer stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.buffered >= n && ctx.Err() == nil {
+		l.change.Wait()
+	}
+	return ctx.Err()
+}
+
+// Drop removes every record of the given partitions that has not started;
+// running ones finish. It returns the number dropped.
+func (l *Lanes) Drop(parts []int32) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	drop := map[int32]bool{}
+	for _, p := range parts {
+		drop[p] = true
+	}
+	n := 0
+	for _, s := range l.subs {
+		kept := s.ready[:0]
+		for _, it := range s.ready {
+			if !drop[it.Rec.Partition] {
+				kept = append(kept, it)
+			}
+		}
+		clear(s.ready[len(kept):])
+		s.ready = kept
+	}
+	for key, q := range l.keys {
+		var kept []*Item
+		for _, it := range q {
+			if it.state != running && drop[it.Rec.Partition] {
+				s := l.subs[it.Sub]
+				s.items--
+				l.buffered--
+				n++
+				continue
+			}
+			kept = append(kept, it)
+		}
+		if len(kept) == 0 {
+			delete(l.keys, key)
+			continue
+		}
+		l.keys[key] = kept
+		if kept[0].state == waiting {
+			l.makeReady(l.subs[kept[0].Sub], kept[0])
+		}
+	}
+	for id, s := range l.subs {
+		if s.items == 0 {
+			delete(l.subs, id)
+		}
+	}
+	l.runq = l.runq[:0]
+	for _, s := range l.subs {
+		s.queued = false
+		l.enqueue(s)
+	}
+	l.change.Broadcast()
+	return n
+}
+
+// DropAll drops every record that has not started.
+func (l *Lanes) DropAll() int {
+	l.mu.Lock()
+	parts := make([]int32, 0, len(l.parts))
+	for p := range l.parts {
+		parts = append(parts, p)
+	}
+	l.mu.Unlock()
+	return l.Drop(parts)
+}
+
+// WaitIdle blocks until no record of the given partitions (all partitions
+// when parts is nil) is running, or ctx is done.
+func (l *Lanes) WaitIdle(ctx context.Context, parts []int32) error {
+	stop := context.AfterFunc(ctx, func() {
+		l.mu.Lock()
+		l.change.Broadcast()
+		l.mu.Unlock()
+	})
+	defer stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ctx.Err() == nil && l.running(parts) {
+		l.change.Wait()
+	}
+	return ctx.Err()
+}
+
+func (l *Lanes) running(parts []int32) bool {
+	if parts == nil {
+		for _, p := range l.parts {
+			if p.inflight > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, id := range parts {
+		if p := l.parts[id]; p != nil && p.inflight > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Watermarks returns the commit watermark of every partition with a ledger
+// (all of them when parts is nil).
+func (l *Lanes) Watermarks(parts []int32) map[int32]kgo.EpochOffset {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int32]kgo.EpochOffset{}
+	if parts == nil {
+		for id, p := range l.parts {
+			out[id] = p.watermark()
+		}
+		return out
+	}
+	for _, id := range parts {
+		if p := l.parts[id]; p != nil {
+			out[id] = p.watermark()
+		}
+	}
+	return out
+}
+
+// Forget detaches the ledgers of partitions no longer assigned. Their
+// remaining records must have been dropped first.
+func (l *Lanes) Forget(parts []int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range parts {
+		if p := l.parts[id]; p != nil {
+			p.detached = true
+			delete(l.parts, id)
+		}
+	}
+}
+
+// Close wakes every worker blocked in Next; Next returns false from now on.
+func (l *Lanes) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.work.Broadcast()
+	l.change.Broadcast()
+}

@@ -1,0 +1,41 @@
+// Package sign implements Standard Webhooks signatures.
+//
+// The signed content is "<webhook-id>.<webhook-timestamp>.<body>", the
+// signature is HMAC-SHA256 with the secret's key bytes (the base64 after
+// "whsec_"), and the header value is "v1,<base64 signature>", one per
+// secret, separated by spaces.
+package sign
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"hash"
+	"strconv"
+)
+
+// Signature returns the webhook-signature header value for the given keys
+// (raw key bytes, current first).
+func Signature(keys [][]byte, id string, ts int64, body []byte) string {
+	var out []byte
+	var sum [sha256.Size]byte
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ' ')
+		}
+		m := hmac.New(sha256.New, k)
+		writeContent(m, id, ts, body)
+		out = append(out, "v1,"...)
+		out = base64.StdEncoding.AppendEncode(out, m.Sum(sum[:0]))
+	}
+	return string(out)
+}
+
+func writeContent(h hash.Hash, id string, ts int64, body []byte) {
+	var num [20]byte
+	h.Write([]byte(id))
+	h.Write([]byte{'.'})
+	h.Write(strconv.AppendInt(num[:0], ts, 10))
+	h.Write([]byte{'.'})
+	h.Write(body)
+}

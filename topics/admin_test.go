@@ -1,0 +1,228 @@
+package topics
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// topicConfig returns the value of one config key of a topic as the broker
+// describes it.
+func topicConfig(tb testing.TB, adm *kadm.Client, topic, key string) (string, bool) {
+	tb.Helper()
+	rcs, err := adm.DescribeTopicConfigs(testCtx(tb, 10*time.Second), topic)
+	if err != nil {
+		tb.Fatalf("describe %s: %v", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		tb.Fatalf("describe %s: %v, %v", topic, err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			return c.MaybeValue(), true
+		}
+	}
+	return "", false
+}
+
+func TestEnsure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prefix string
+		tiers  string
+		parts  int32
+	}{
+		{"default names", DefaultPrefix, DefaultRetryTiers, 6},
+		{"no prefix, two tiers", "", "10s,1m", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, adm := newCluster(t)
+			n, err := NewNames(tc.prefix, tc.tiers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := testCtx(t, 15*time.Second)
+			res, err := Ensure(ctx, adm, n, Layout{Partitions: tc.parts, ReplicationFactor: -1})
+			if err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
+			if !slices.Equal(res.Created, n.All()) || len(res.Existing) != 0 {
+				t.Fatalf("Ensure = created %q, existing %q; want created %q", res.Created, res.Existing, n.All())
+			}
+
+			details, err := adm.ListTopics(ctx, n.All()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, topic := range n.All() {
+				d, ok := details[topic]
+				if !ok || d.Err != nil {
+					t.Fatalf("topic %s missing after Ensure: %v", topic, d.Err)
+				}
+				want := int(tc.parts)
+				if topic == n.Subscriptions() {
+					want = 1
+				}
+				if got := len(d.Partitions); got != want {
+					t.Errorf("%s has %d partitions, want %d", topic, got, want)
+				}
+			}
+			if v, _ := topicConfig(t, adm, n.Subscriptions(), "cleanup.policy"); v != "compact" {
+				t.Errorf("%s cleanup.policy = %q, want compact", n.Subscriptions(), v)
+			}
+			for _, d := range n.Tiers {
+				v, ok := topicConfig(t, adm, n.Retry(d), "retention.ms")
+				ms, err := strconv.ParseInt(v, 10, 64)
+				if !ok || err != nil || time.Duration(ms)*time.Millisecond < 4*d {
+					t.Errorf("%s retention.ms = %q, want >= 4 x %v", n.Retry(d), v, d)
+				}
+			}
+
+			// A second Ensure finds everything and creates nothing.
+			res, err = Ensure(ctx, adm, n, Layout{Partitions: tc.parts, ReplicationFactor: -1})
+			if err != nil {
+				t.Fatalf("second Ensure: %v", err)
+			}
+			if len(res.Created) != 0 || !slices.Equal(res.Existing, n.All()) {
+				t.Fatalf("second Ensure = created %q, existing %q; want all existing", res.Created, res.Existing)
+			}
+		})
+	}
+}
+
+func TestEnsureCreatesOnlyMissing(t *testing.T) {
+	_, _, adm := newCluster(t)
+	n, err := NewNames(DefaultPrefix, "5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 15*time.Second)
+	if _, err := adm.CreateTopic(ctx, 2, -1, nil, n.Events()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Ensure(ctx, adm, n, Layout{Partitions: 4, ReplicationFactor: -1})
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	if !slices.Equal(res.Existing, []string{n.Events()}) {
+		t.Fatalf("Existing = %q, want only %s", res.Existing, n.Events())
+	}
+	want := slices.DeleteFunc(n.All(), func(s string) bool { return s == n.Events() })
+	if !slices.Equal(res.Created, want) {
+		t.Fatalf("Created = %q, want %q", res.Created, want)
+	}
+}
+
+func TestEnsureRefusesUncompactedSubscriptions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		configs map[string]*string
+	}{
+		{"default policy", nil},
+		{"delete policy", map[string]*string{"cleanup.policy": ptr("delete")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, adm := newCluster(t)
+			n, err := NewNames(DefaultPrefix, DefaultRetryTiers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := testCtx(t, 15*time.Second)
+			if _, err := adm.CreateTopic(ctx, 1, -1, tc.configs, n.Subscriptions()); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Ensure(ctx, adm, n, Layout{Partitions: 3, ReplicationFactor: -1})
+			if err == nil {
+				t.Fatal("Ensure accepted an uncompacted subscriptions topic")
+			}
+			if !strings.Contains(err.Error(), n.Subscriptions()) {
+				t.Fatalf("error %q does not name %s", err, n.Subscriptions())
+			}
+		})
+	}
+}
+
+func TestEnsureAcceptsCompactDelete(t *testing.T) {
+	_, _, adm := newCluster(t)
+	n, err := NewNames(DefaultPrefix, "5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 15*time.Second)
+	if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": ptr("compact,delete")}, n.Subscriptions()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(ctx, adm, n, Layout{Partitions: 3, ReplicationFactor: -1}); err != nil {
+		t.Fatalf("Ensure with cleanup.policy=compact,delete: %v", err)
+	}
+}
+
+func TestEnsureRejectsBadLayout(t *testing.T) {
+	_, _, adm := newCluster(t)
+	n, _ := NewNames(DefaultPrefix, "5s")
+	for _, parts := range []int32{0, -1} {
+		res, err := Ensure(testCtx(t, 5*time.Second), adm, n, Layout{Partitions: parts, ReplicationFactor: -1})
+		if err == nil || len(res.Created) != 0 {
+			t.Fatalf("Ensure with %d partitions = %+v, %v; want an error and nothing created", parts, res, err)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func TestTopicConfigs(t *testing.T) {
+	n, err := NewNames(DefaultPrefix, "5s,5m,30m,2h,5h,10h,48h,72h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	retention := func(topic string) time.Duration {
+		t.Helper()
+		v := n.TopicConfigs(topic)["retention.ms"]
+		if v == nil {
+			t.Fatalf("%s has no retention.ms", topic)
+		}
+		ms, err := strconv.ParseInt(*v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s retention.ms = %q: %v", topic, *v, err)
+		}
+		return time.Duration(ms) * time.Millisecond
+	}
+	for _, d := range n.Tiers {
+		t.Run(n.Retry(d), func(t *testing.T) {
+			if got := retention(n.Retry(d)); got < 4*d {
+				t.Fatalf("retention %v < 4 x %v", got, d)
+			}
+		})
+	}
+	t.Run("subscriptions", func(t *testing.T) {
+		cfg := n.TopicConfigs(n.Subscriptions())
+		if p := cfg["cleanup.policy"]; p == nil || *p != "compact" {
+			t.Fatalf("subscriptions configs = %v, want cleanup.policy=compact", cfg)
+		}
+		if _, ok := cfg["retention.ms"]; ok {
+			t.Fatal("subscriptions topic must not expire records by time")
+		}
+	})
+	t.Run("events keep a week for replay", func(t *testing.T) {
+		if got := retention(n.Events()); got < 7*24*time.Hour {
+			t.Fatalf("events retention %v < 7 days", got)
+		}
+	})
+	t.Run("dlq outlives events", func(t *testing.T) {
+		if got := retention(n.DLQ()); got < retention(n.Events()) {
+			t.Fatalf("dlq retention %v < events retention", got)
+		}
+	})
+	t.Run("others are not compacted", func(t *testing.T) {
+		for _, topic := range append([]string{n.Events(), n.Deliveries(), n.DLQ(), n.Attempts()}, n.RetryTopics()...) {
+			if p := n.TopicConfigs(topic)["cleanup.policy"]; p != nil && strings.Contains(*p, "compact") {
+				t.Errorf("%s is compacted", topic)
+			}
+		}
+	})
+}
