@@ -31,11 +31,13 @@ func newSender(c Config) *sender {
 	guard := ssrf.New(c.AllowCIDRs)
 	dialer := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second, Control: guard.Control}
 	tr := &http.Transport{
-		Proxy:                 nil, // a proxy would dial for us and bypass the SSRF guard
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          4 * c.MaxInFlight,
-		MaxIdleConnsPerHost:   c.MaxPerSubscription,
+		Proxy:             nil, // a proxy would dial for us and bypass the SSRF guard
+		DialContext:       dialer.DialContext,
+		ForceAttemptHTTP2: true,
+		// Idle connections are pooled per host, and many subscriptions may
+		// share one host: keep as many as can be in flight at once.
+		MaxIdleConns:          2 * c.MaxInFlight,
+		MaxIdleConnsPerHost:   c.MaxInFlight,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   c.ConnectTimeout,
 		ExpectContinueTimeout: time.Second,

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -105,7 +106,12 @@ func (s Subscription) Validate() error {
 	default:
 		return invalid("subscription", "ordering", "%q is not none or key", s.Ordering)
 	}
+	seen := map[string]bool{}
 	for k, v := range s.Headers {
+		if seen[http.CanonicalHeaderKey(k)] {
+			return invalid("subscription", "headers", "%q is given twice (header names are case-insensitive)", k)
+		}
+		seen[http.CanonicalHeaderKey(k)] = true
 		if !validHeaderName(k) {
 			return invalid("subscription", "headers", "%q is not a valid header name", k)
 		}
@@ -119,8 +125,8 @@ func (s Subscription) Validate() error {
 	if s.TimeoutMS < 0 || s.TimeoutMS > 300_000 {
 		return invalid("subscription", "timeout_ms", "%d is not within 0..300000", s.TimeoutMS)
 	}
-	if s.RateLimitPerS < 0 {
-		return invalid("subscription", "rate_limit_per_s", "must not be negative")
+	if s.RateLimitPerS < 0 || math.IsNaN(s.RateLimitPerS) || math.IsInf(s.RateLimitPerS, 0) {
+		return invalid("subscription", "rate_limit_per_s", "must be a finite number, not negative")
 	}
 	if _, err := ParseSchedule(s.RetrySchedule); err != nil {
 		return err

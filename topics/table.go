@@ -52,6 +52,10 @@ func NewTable(base []kgo.Opt, topic string, log *zap.Logger) (*Table, error) {
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Control records (transaction markers) are returned so the table
+		// can count them as applied: otherwise a log ending in a marker
+		// would never look caught up.
+		kgo.KeepControlRecords(),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -73,7 +77,7 @@ func NewTable(base []kgo.Opt, topic string, log *zap.Logger) (*Table, error) {
 func (t *Table) Run(ctx context.Context) {
 	for {
 		fs := t.cl.PollFetches(ctx)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
 		fs.EachError(func(topic string, p int32, err error) {
@@ -90,6 +94,9 @@ func (t *Table) Run(ctx context.Context) {
 		advanced := map[int32]int64{}
 		fs.EachRecord(func(r *kgo.Record) {
 			advanced[r.Partition] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
 			id := string(r.Key)
 			if r.Value == nil {
 				delete(byID, id)

@@ -1,0 +1,219 @@
+// Command stack runs the whole pipeline on one machine for `make run`: the
+// embedded Kafka-protocol broker on 127.0.0.1:9092 (state kept under the
+// data dir), Redis, every component built into the bin dir as its own
+// process, and unless -demo=false a demo receiver and producer with a live
+// progress line. Ctrl-C stops everything in order.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/pipeline/internal/demo"
+	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+type options struct {
+	dataDir    string
+	binDir     string
+	kafkaPort  int
+	redisPort  int
+	partitions int
+	demo       bool
+	rate       int
+}
+
+func main() {
+	var o options
+	exe, _ := os.Executable()
+	flag.StringVar(&o.dataDir, "data", ".run", "directory for broker data, Redis files and component logs")
+	flag.StringVar(&o.binDir, "bin", filepath.Dir(exe), "directory holding the component binaries")
+	flag.IntVar(&o.kafkaPort, "kafka-port", 9092, "port of the embedded broker on 127.0.0.1")
+	flag.IntVar(&o.redisPort, "redis-port", 6379, "port of redis-server on 127.0.0.1")
+	flag.IntVar(&o.partitions, "partitions", 6, "partitions of each topic created")
+	flag.BoolVar(&o.demo, "demo", os.Getenv("DEMO") != "0", "run the demo receiver and producer (DEMO=0 disables)")
+	flag.IntVar(&o.rate, "rate", 200, "demo events per second")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills the runner at once
+	}()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "stack:", err)
+		os.Exit(1)
+	}
+}
+
+// components are started in this order and stopped in reverse; a missing
+// binary is skipped with a note.
+var components = []struct {
+	name string
+	port int // metrics and health on 127.0.0.1
+}{{"dispatcher", 9101}, {"deliverer", 9102}, {"retrier", 9103}, {"recorder", 9104}}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	logDir := filepath.Join(o.dataDir, "logs")
+	broker, err := stack.StartBroker(o.kafkaPort, filepath.Join(o.dataDir, "kafka"))
+	if err != nil {
+		return fmt.Errorf("%w (is another `make run` or Kafka using the port?)", err)
+	}
+	defer broker.Close()
+	brokers := []string{broker.Addr()}
+	k, err := topics.LoadKafka(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := stack.EnsureTopics(ctx, brokers, k.Names, int32(o.partitions)); err != nil {
+		return fmt.Errorf("ensure topics: %w", err)
+	}
+	fmt.Fprintf(out, "kafka     embedded broker on %s (data in %s)\n", broker.Addr(), filepath.Join(o.dataDir, "kafka"))
+
+	redis, err := stack.StartRedis(ctx, o.redisPort, filepath.Join(o.dataDir, "redis"), logDir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(out, "redis     NOT RUNNING: %v\n          components fail open without it: no breakers, rate limits or dedup\n", err)
+	case redis == nil:
+		fmt.Fprintf(out, "redis     using the server already on 127.0.0.1:%d\n", o.redisPort)
+	default:
+		defer func() { _ = redis.Stop(10 * time.Second) }()
+		fmt.Fprintf(out, "redis     redis-server on 127.0.0.1:%d\n", o.redisPort)
+	}
+
+	var procs []*stack.Process
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			if err := procs[i].Stop(45 * time.Second); err != nil {
+				fmt.Fprintf(out, "%-9s %v\n", procs[i].Name, err)
+			}
+		}
+	}()
+	exited := make(chan *stack.Process, len(components))
+	for _, c := range components {
+		bin := filepath.Join(o.binDir, c.name)
+		if _, err := os.Stat(bin); err != nil {
+			fmt.Fprintf(out, "%-9s not built (%s missing), skipped\n", c.name, bin)
+			continue
+		}
+		p, err := stack.Start(c.name, bin, nil, childEnv(brokers, o.redisPort, c.port), logDir)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		go func() { <-p.Done(); exited <- p }()
+		fmt.Fprintf(out, "%-9s pid %d, metrics and health on 127.0.0.1:%d, log %s\n", c.name, p.Pid(), c.port, p.LogPath)
+	}
+
+	var rep func() string
+	if o.demo {
+		rep, err = startDemo(ctx, brokers, k.Names, o.rate, out)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	} else {
+		fmt.Fprintf(out, "\nstack is up (DEMO=0). Brokers: %s. Ctrl-C stops everything.\n", strings.Join(brokers, ","))
+	}
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "\nstopping...")
+			return nil
+		case p := <-exited:
+			return fmt.Errorf("%s exited unexpectedly (%v); see %s", p.Name, p.Err(), p.LogPath)
+		case <-tick.C:
+			if rep != nil {
+				fmt.Fprintf(out, "\r%s\x1b[K", rep())
+			}
+		}
+	}
+}
+
+// childEnv passes the runner's WEBHOOKS_* settings on, pointing every
+// component at the embedded broker and local Redis, allowing loopback
+// endpoints (development only), and giving each its metrics port.
+func childEnv(brokers []string, redisPort, httpPort int) []string {
+	env := append(os.Environ(),
+		topics.EnvBrokers+"="+strings.Join(brokers, ","),
+		topics.EnvHTTPAddr+"=127.0.0.1:"+strconv.Itoa(httpPort),
+	)
+	defaults := map[string]string{
+		topics.EnvAllowCIDRs:             "127.0.0.0/8,::1/128",
+		topics.EnvRedisURL:               fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
+		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "6s",
+	}
+	for k, v := range defaults {
+		if os.Getenv(k) == "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// startDemo subscribes two demo endpoints, starts publishing and returns
+// the progress line renderer.
+func startDemo(ctx context.Context, brokers []string, names topics.Names, rate int, out io.Writer) (func() string, error) {
+	recv, err := demo.NewReceiver("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, func() { _ = recv.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, cl.Close)
+	subs := []topics.Subscription{
+		{ID: "demo-orders", Tenant: "acme", EventTypes: []string{"order.*"}, Ordering: topics.OrderingKey},
+		{ID: "demo-everything", EventTypes: []string{"*"}, Ordering: topics.OrderingNone, Headers: map[string]string{"X-Demo": "1"}},
+	}
+	for i := range subs {
+		s := &subs[i]
+		s.URL, s.Enabled, s.CreatedAt, s.UpdatedAt = recv.URL(s.ID), true, time.Now().UTC(), time.Now().UTC()
+		if s.Secret, err = topics.NewSecret(); err != nil {
+			return nil, err
+		}
+		if err := recv.Trust(s.ID, s.Secret); err != nil {
+			return nil, err
+		}
+		rec := &kgo.Record{Topic: names.Subscriptions(), Key: []byte(s.ID), Value: s.Encode()}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			return nil, fmt.Errorf("create demo subscription: %w", err)
+		}
+		fmt.Fprintf(out, "demo      subscription %s (%s, ordering %s) -> %s\n", s.ID, strings.Join(s.EventTypes, ","), s.Ordering, s.URL)
+	}
+	recv.FailOneIn = 50 // one request in 50 answers 503: watch the retries
+	var prod demo.Producer
+	go prod.Run(ctx, cl, names.Events(), rate)
+	var outcomes demo.Outcomes
+	go func() {
+		if err := outcomes.Run(ctx, brokers, names.Attempts()); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(out, "demo: reading attempts:", err)
+		}
+	}()
+	fmt.Fprintf(out, "demo      publishing %d events/s; one request in 50 answers 503. Ctrl-C stops everything.\n\n", rate)
+	start := time.Now()
+	return func() string {
+		s := recv.Stats()
+		secs := max(time.Since(start).Seconds(), 1)
+		return fmt.Sprintf("published %d | delivered %d (%.0f/s) | retried %d | dead %d | bad signatures %d | p50 %v p99 %v",
+			prod.Published.Load(), s.Received, float64(s.Received)/secs, outcomes.Retry.Load(), outcomes.Dead.Load(),
+			s.Invalid, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond))
+	}, nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// kafka is a connected client with the pipeline's topic names.
+type kafka struct {
+	cl    *kgo.Client
+	adm   *kadm.Client
+	opts  []kgo.Opt
+	names topics.Names
+}
+
+// clientOpts are the options of every client webhookctl makes: franz-go
+// logs nothing (its default), a produced record is sent at once, and when
+// ctx is done every request in flight fails, even one still connecting,
+// which bounds the command by ctx's deadline.
+func clientOpts(ctx context.Context, brokers []string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ProducerLinger(0),
+		kgo.WithContext(ctx),
+	}
+}
+
+// connect loads the Kafka settings (--brokers overriding the environment)
+// and checks that a broker answers before ctx is done, so that an
+// unreachable cluster fails fast with a clear message instead of retrying
+// until the command times out inside some other request.
+func (c *cli) connect(ctx context.Context) (*kafka, error) {
+	getenv := c.getenv
+	if c.brokers != "" {
+		getenv = func(k string) string {
+			if k == topics.EnvBrokers {
+				return c.brokers
+			}
+			return c.getenv(k)
+		}
+	}
+	cfg, err := topics.LoadKafka(getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts := clientOpts(ctx, cfg.Brokers)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("cannot reach Kafka at %s: %w", strings.Join(cfg.Brokers, ","), err)
+	}
+	return &kafka{cl: cl, adm: kadm.NewClient(cl), opts: opts, names: cfg.Names}, nil
+}
+
+func (k *kafka) close() { k.cl.Close() }
+
+// produce writes one record and returns once the broker acknowledged it.
+func (k *kafka) produce(ctx context.Context, r *kgo.Record) (*kgo.Record, error) {
+	rec, err := k.cl.ProduceSync(ctx, r).First()
+	if err != nil {
+		return nil, topicErr(r.Topic, fmt.Errorf("produce to %s: %w", r.Topic, err))
+	}
+	return rec, nil
+}
+
+// subscriptions reads the subscriptions topic up to its current end and
+// returns the table, no longer consuming.
+func (k *kafka) subscriptions(ctx context.Context) (*topics.Table, error) {
+	topic := k.names.Subscriptions()
+	t, err := topics.NewTable(k.opts, topic, zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.Run(runCtx)
+	}()
+	err = t.WaitCaughtUp(ctx)
+	stop()
+	<-done
+	t.Close()
+	if err != nil {
+		return nil, topicErr(topic, err)
+	}
+	return t, nil
+}
+
+// topicErr turns a missing topic into a hint.
+func topicErr(topic string, err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("topic %s does not exist (run webhookctl topics ensure)", topic)
+	}
+	return err
+}

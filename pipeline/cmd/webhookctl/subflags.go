@@ -1,0 +1,141 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// subFlags are the subscription fields settable by "subscriptions create"
+// and "subscriptions update".
+type subFlags struct {
+	url      string
+	events   string
+	secret   string
+	tenant   string
+	ordering string
+	headers  headerFlag
+	rate     float64
+	timeout  time.Duration
+	schedule string
+	disabled bool
+}
+
+// subFlagNames are the flags define registers, for telling which were given.
+var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate", "timeout", "retry-schedule", "disabled"}
+
+func (f *subFlags) define(fs *flag.FlagSet, update bool) {
+	secretHelp := "signing secret, whsec_ + base64 of 24-64 bytes (default: generated)"
+	disabledHelp := "create the subscription disabled"
+	if update {
+		secretHelp = "replace the secret at once, dropping any previous one (for a leaked secret; rotate-secret keeps the old one signing for a grace period)"
+		disabledHelp = "disable (--disabled) or enable (--disabled=false)"
+	}
+	fs.StringVar(&f.url, "url", "", "endpoint URL, http or https")
+	fs.StringVar(&f.events, "events", "", "comma-separated event type patterns: type, prefix.* or *")
+	fs.StringVar(&f.secret, "secret", "", secretHelp)
+	fs.StringVar(&f.tenant, "tenant", "", "match only this tenant's events (empty: every tenant)")
+	fs.StringVar(&f.ordering, "ordering", topics.OrderingNone, "none, or key: deliver events with the same key in publish order")
+	fs.Var(&f.headers, "header", "K:V header sent with every request; repeatable; an empty value clears the headers")
+	fs.Float64Var(&f.rate, "rate", 0, "max requests per second; 0 is unlimited")
+	fs.DurationVar(&f.timeout, "timeout", topics.DefaultTimeout, "HTTP timeout of one attempt")
+	fs.StringVar(&f.schedule, "retry-schedule", "", "comma-separated delays of the retries after the first attempt (empty: 5s,5m,30m,2h,5h,10h,10h)")
+	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
+}
+
+// apply copies the flags for which given reports true into s.
+func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) error {
+	if given("url") {
+		s.URL = f.url
+	}
+	if given("events") {
+		s.EventTypes = splitList(f.events)
+	}
+	if given("secret") {
+		s.Secret = f.secret
+		s.PreviousSecret = ""
+		s.PreviousSecretUntil = time.Time{}
+	}
+	if given("tenant") {
+		s.Tenant = f.tenant
+	}
+	if given("ordering") {
+		s.Ordering = f.ordering
+	}
+	if given("header") {
+		s.Headers = f.headers.m
+	}
+	if given("rate") {
+		if math.IsNaN(f.rate) || math.IsInf(f.rate, 0) {
+			return usagef("--rate %v: want a number", f.rate)
+		}
+		s.RateLimitPerS = f.rate
+	}
+	if given("timeout") {
+		if f.timeout%time.Millisecond != 0 {
+			return usagef("--timeout %s: want whole milliseconds", f.timeout)
+		}
+		s.TimeoutMS = int(f.timeout.Milliseconds())
+	}
+	if given("retry-schedule") {
+		s.RetrySchedule = splitList(f.schedule)
+	}
+	if given("disabled") {
+		s.Enabled = !f.disabled
+		if s.Enabled {
+			s.DisabledReason = ""
+		}
+	}
+	return nil
+}
+
+// headerFlag collects repeated --header K:V flags.
+type headerFlag struct {
+	m map[string]string
+}
+
+func (h *headerFlag) String() string {
+	var parts []string
+	for k, v := range h.m {
+		parts = append(parts, k+":"+v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (h *headerFlag) Set(v string) error {
+	if v == "" {
+		h.m = nil
+		return nil
+	}
+	k, val, ok := strings.Cut(v, ":")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" {
+		return fmt.Errorf("want K:V")
+	}
+	for have := range h.m {
+		if http.CanonicalHeaderKey(have) == http.CanonicalHeaderKey(k) {
+			return fmt.Errorf("header %s given twice", k)
+		}
+	}
+	if h.m == nil {
+		h.m = map[string]string{}
+	}
+	h.m[k] = strings.TrimSpace(val)
+	return nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func createCmd(fs *flag.FlagSet) runFunc {
+	var f subFlags
+	f.define(fs, false)
+	id := fs.String("id", "", "subscription id (default: sub_ + 20 random lowercase letters and digits)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		if f.url == "" {
+			return usagef("--url is required")
+		}
+		if f.events == "" {
+			return usagef("--events is required")
+		}
+		now := time.Now().UTC()
+		s := topics.Subscription{ID: *id, CreatedAt: now, UpdatedAt: now}
+		if s.ID == "" {
+			s.ID = randomID("sub_")
+		}
+		if err := f.apply(&s, func(string) bool { return true }); err != nil {
+			return err
+		}
+		if s.Secret == "" {
+			secret, err := topics.NewSecret()
+			if err != nil {
+				return fmt.Errorf("generate secret: %w", err)
+			}
+			s.Secret = secret
+		}
+		if err := s.Validate(); err != nil {
+			return err
+		}
+		k, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		t, err := k.subscriptions(ctx)
+		if err != nil {
+			return err
+		}
+		if _, ok := t.Get(s.ID); ok {
+			return fmt.Errorf("subscription %s already exists", s.ID)
+		}
+		if err := k.putSubscription(ctx, &s); err != nil {
+			return err
+		}
+		return c.printSubscription(&s, true)
+	}
+}
+
+func listCmd(fs *flag.FlagSet) runFunc {
+	tenant := fs.String("tenant", "", "only this tenant's subscriptions")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		k, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		t, err := k.subscriptions(ctx)
+		if err != nil {
+			return err
+		}
+		subs := []topics.Subscription{}
+		for _, s := range t.All() {
+			if *tenant == "" || s.Tenant == *tenant {
+				subs = append(subs, masked(s))
+			}
+		}
+		slices.SortFunc(subs, func(a, b topics.Subscription) int { return strings.Compare(a.ID, b.ID) })
+		if c.output == outputJSON {
+			return c.printJSON(subs)
+		}
+		if len(subs) == 0 {
+			fmt.Fprintln(c.stdout, "no subscriptions")
+			return nil
+		}
+		tw := newTable(c.stdout)
+		fmt.Fprintln(tw, "ID\tTENANT\tENABLED\tEVENTS\tURL")
+		for _, s := range subs {
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", s.ID, orDash(s.Tenant), s.Enabled, strings.Join(s.EventTypes, ","), s.URL)
+		}
+		return tw.Flush()
+	}
+}
+
+func getCmd(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, c *cli, args []string) error {
+		k, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		t, err := k.subscriptions(ctx)
+		if err != nil {
+			return err
+		}
+		s, ok := t.Get(args[0])
+		if !ok {
+			return notFound(args[0])
+		}
+		return c.printSubscription(s, false)
+	}
+}
+
+func updateCmd(fs *flag.FlagSet) runFunc {
+	var f subFlags
+	f.define(fs, true)
+	return func(ctx context.Context, c *cli, args []string) error {
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(subFlagNames, fl.Name) {
+				set[fl.Name] = true
+			}
+		})
+		if len(set) == 0 {
+			return usagef("nothing to update: give at least one of --%s", strings.Join(subFlagNames, ", --"))
+		}
+		s, err := c.change(ctx, args[0], func(s *topics.Subscription, _ time.Time) error {
+			return f.apply(s, func(name string) bool { return set[name] })
+		})
+		if err != nil {
+			return err
+		}
+		return c.printSubscription(s, false)
+	}
+}
+
+func enableCmd(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, c *cli, args []string) error {
+		s, err := c.change(ctx, args[0], func(s *topics.Subscription, _ time.Time) error {
+			s.Enabled = true
+			s.DisabledReason = ""
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return c.printSubscription(s, false)
+	}
+}
+
+func disableCmd(fs *flag.FlagSet) runFunc {
+	reason := fs.String("reason", "", "why, kept in disabled_reason")
+	return func(ctx context.Context, c *cli, args []string) error {
+		reasonGiven := false
+		fs.Visit(func(fl *flag.Flag) { reasonGiven = reasonGiven || fl.Name == "reason" })
+		s, err := c.change(ctx, args[0], func(s *topics.Subscription, _ time.Time) error {
+			// Disabling again without --reason keeps the recorded reason.
+			if s.Enabled || reasonGiven {
+				s.DisabledReason = *reason
+			}
+			s.Enabled = false
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return c.printSubscription(s, false)
+	}
+}
+
+func deleteCmd(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, c *cli, args []string) error {
+		id := args[0]
+		k, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		t, err := k.subscriptions(ctx)
+		if err != nil {
+			return err
+		}
+		if _, ok := t.Get(id); !ok {
+			return notFound(id)
+		}
+		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.Subscriptions(), Key: []byte(id)}); err != nil {
+			return err
+		}
+		if c.output == outputJSON {
+			return c.printJSON(struct {
+				ID      string `json:"id"`
+				Deleted bool   `json:"deleted"`
+			}{id, true})
+		}
+		fmt.Fprintf(c.stdout, "deleted subscription %s\n", id)
+		return nil
+	}
+}
+
+func rotateCmd(fs *flag.FlagSet) runFunc {
+	given := fs.String("secret", "", "the new secret, whsec_ + base64 of 24-64 bytes (default: generated)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		secret := *given
+		if secret == "" {
+			var err error
+			if secret, err = topics.NewSecret(); err != nil {
+				return fmt.Errorf("generate secret: %w", err)
+			}
+		} else if err := topics.ValidateSecret(secret); err != nil {
+			return err
+		}
+		s, err := c.change(ctx, args[0], func(s *topics.Subscription, now time.Time) error {
+			if s.Secret == secret {
+				return usagef("--secret is the current secret")
+			}
+			s.PreviousSecret = s.Secret
+			s.PreviousSecretUntil = now.Add(topics.RotationGrace)
+			s.Secret = secret
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return c.printSubscription(s, true)
+	}
+}
+
+// change applies fn to the stored subscription id, validates the result and
+// writes it.
+func (c *cli) change(ctx context.Context, id string, fn func(s *topics.Subscription, now time.Time) error) (*topics.Subscription, error) {
+	k, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer k.close()
+	t, err := k.subscriptions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cur, ok := t.Get(id)
+	if !ok {
+		return nil, notFound(id)
+	}
+	// fn assigns fields, it never modifies cur's slices or map in place.
+	s := *cur
+	now := time.Now().UTC()
+	if err := fn(&s, now); err != nil {
+		return nil, err
+	}
+	s.UpdatedAt = now
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if err := k.putSubscription(ctx, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// putSubscription writes s keyed by its id and waits for the broker's ack.
+func (k *kafka) putSubscription(ctx context.Context, s *topics.Subscription) error {
+	v, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode subscription: %w", err)
+	}
+	_, err = k.produce(ctx, &kgo.Record{Topic: k.names.Subscriptions(), Key: []byte(s.ID), Value: v})
+	return err
+}
+
+func notFound(id string) error { return fmt.Errorf("subscription %s not found", id) }

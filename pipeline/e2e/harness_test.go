@@ -1,0 +1,424 @@
+// Package e2e drives the assembled pipeline through its public contract:
+// records on Kafka topics, webhookctl, kcat, and HTTP requests arriving at
+// receivers that verify signatures with the official Standard Webhooks
+// library.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/dispatcher"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// binDir holds the component binaries built once for the subprocess tests.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hookpipe-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var buildOnce sync.Once
+
+// binaries builds dispatcher, deliverer and webhookctl for tests that run
+// them as real processes.
+func binaries(t testing.TB) string {
+	t.Helper()
+	var err error
+	var out []byte
+	buildOnce.Do(func() {
+		cmd := exec.Command("go", "build", "-o", binDir+"/",
+			"github.com/hookpipe/hookpipe/dispatcher/cmd/dispatcher",
+			"github.com/hookpipe/hookpipe/deliverer/cmd/deliverer",
+			"github.com/hookpipe/hookpipe/pipeline/cmd/webhookctl")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err = cmd.CombinedOutput()
+	})
+	if err != nil {
+		t.Fatalf("building binaries: %v\n%s", err, out)
+	}
+	for _, b := range []string{"dispatcher", "deliverer", "webhookctl"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			t.Fatalf("binary %s missing after build", b)
+		}
+	}
+	return binDir
+}
+
+// wait polls cond until it holds or the timeout passes.
+func wait(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// env is one pipeline: a kfake broker on a 127.0.0.1 port with the topics
+// created, and a producer client.
+type env struct {
+	t       testing.TB
+	cluster *kfake.Cluster
+	brokers []string
+	names   topics.Names
+	cl      *kgo.Client
+	vars    map[string]string
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	e := &env{t: t, cluster: c, brokers: c.ListenAddrs()}
+	e.vars = map[string]string{
+		topics.EnvBrokers:                e.brokers[0],
+		topics.EnvAllowCIDRs:             "127.0.0.0/8",
+		topics.EnvRetryTiers:             "5s,5m",
+		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "2s",
+	}
+	k, err := topics.LoadKafka(e.getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.names = k.Names
+	e.cl, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := topics.Ensure(ctx, kadm.NewClient(e.cl), e.names, topics.Layout{Partitions: 4, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) getenv(k string) string { return e.vars[k] }
+
+// environ is the process environment for a component subprocess.
+func (e *env) environ() []string {
+	out := os.Environ()
+	for k, v := range e.vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// run starts a component in-process; the returned stop cancels it and
+// waits for Run to return, failing the test on an error.
+func (e *env) run(name string, run func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					e.t.Errorf("%s: %v", name, err)
+				}
+			case <-time.After(60 * time.Second):
+				e.t.Errorf("%s did not stop within 60s", name)
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// logger logs into the test output; benchmarks log warnings only.
+func (e *env) logger() *zap.Logger {
+	if _, bench := e.t.(*testing.B); bench {
+		return zaptest.NewLogger(e.t, zaptest.Level(zap.WarnLevel))
+	}
+	return zaptest.NewLogger(e.t)
+}
+
+func (e *env) startDispatcher() (stop func()) {
+	cfg, err := dispatcher.LoadConfig(e.getenv)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	log := e.logger().Named("d")
+	return e.run("dispatcher", func(ctx context.Context) error { return dispatcher.Run(ctx, cfg, log) })
+}
+
+func (e *env) startDeliverer() (stop func()) {
+	cfg, err := deliverer.LoadConfig(e.getenv)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	log := e.logger().Named("w")
+	return e.run("deliverer", func(ctx context.Context) error { return deliverer.Run(ctx, cfg, log) })
+}
+
+// subscribe writes a subscription (with a fresh secret) and returns it.
+func (e *env) subscribe(s topics.Subscription) topics.Subscription {
+	e.t.Helper()
+	var err error
+	if s.Secret == "" {
+		if s.Secret, err = topics.NewSecret(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := s.Validate(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.produce(&kgo.Record{Topic: e.names.Subscriptions(), Key: []byte(s.ID), Value: s.Encode()})
+	return s
+}
+
+func (e *env) produce(recs ...*kgo.Record) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// publish produces events keyed by their ordering key, in order.
+func (e *env) publish(evs ...topics.Event) {
+	e.t.Helper()
+	recs := make([]*kgo.Record, len(evs))
+	for i, ev := range evs {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		recs[i] = &kgo.Record{Topic: e.names.Events(), Key: keyOf(ev.Key), Value: b}
+	}
+	e.produce(recs...)
+}
+
+func keyOf(k string) []byte {
+	if k == "" {
+		return nil
+	}
+	return []byte(k)
+}
+
+// drained reports whether the deliverer group has committed past every
+// delivery record. Transaction markers sit after the last record, so the
+// group's offsets trail the end offsets by design; instead this reads, read
+// committed, from the group's offsets: no record left means drained.
+func (e *env) drained() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(e.cl)
+	committed, err := adm.FetchOffsets(ctx, topics.GroupDeliverer)
+	if err != nil || committed.Error() != nil {
+		return false
+	}
+	ends, err := adm.ListEndOffsets(ctx, e.names.Deliveries())
+	if err != nil {
+		return false
+	}
+	from := map[string]map[int32]kgo.Offset{e.names.Deliveries(): {}}
+	ends.Each(func(o kadm.ListedOffset) {
+		at := int64(0)
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok {
+			at = c.At
+		}
+		from[o.Topic][o.Partition] = kgo.NewOffset().At(at)
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumePartitions(from),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	pollCtx, cancelPoll := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelPoll()
+	return cl.PollFetches(pollCtx).NumRecords() == 0
+}
+
+// consume reads every record of a topic from the start until cond holds
+// for the records read so far.
+func (e *env) consume(topic string, timeout time.Duration, cond func([]*kgo.Record) bool) []*kgo.Record {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var recs []*kgo.Record
+	for !cond(recs) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			e.t.Fatalf("reading %s: timed out after %v with %d records", topic, timeout, len(recs))
+		}
+		recs = append(recs, fs.Records()...)
+	}
+	return recs
+}
+
+// request is one webhook as a receiver saw it.
+type request struct {
+	Sub    string
+	Header http.Header
+	Body   []byte
+	ID     string
+	Type   string
+	Data   json.RawMessage
+	At     time.Time
+}
+
+// receiver is an endpoint for many subscriptions (/<sub id>) that verifies
+// every request with the official Standard Webhooks library and records it.
+type receiver struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	secrets   map[string]string
+	reqs      []request
+	invalid   []string
+	delay     time.Duration // max random delay per request
+	inflight  int
+	maxFlight int
+	status    func(r request) int // nil: 204
+}
+
+func newReceiver(t testing.TB) *receiver {
+	r := &receiver{secrets: map[string]string{}}
+	r.srv = httptest.NewServer(r)
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) url(sub string) string { return r.srv.URL + "/" + sub }
+
+func (r *receiver) trust(s topics.Subscription) {
+	r.mu.Lock()
+	r.secrets[s.ID] = s.Secret
+	r.mu.Unlock()
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	sub := strings.TrimPrefix(req.URL.Path, "/")
+	body, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	secret := r.secrets[sub]
+	r.inflight++
+	r.maxFlight = max(r.maxFlight, r.inflight)
+	delay := r.delay
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inflight--
+		r.mu.Unlock()
+	}()
+	if delay > 0 {
+		time.Sleep(rand.N(delay))
+	}
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err == nil {
+		err = wh.Verify(body, req.Header)
+	}
+	if err != nil {
+		r.mu.Lock()
+		r.invalid = append(r.invalid, fmt.Sprintf("%s: %v", sub, err))
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var msg struct {
+		ID   string          `json:"id"`
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	rq := request{Sub: sub, Header: req.Header.Clone(), Body: body, ID: msg.ID, Type: msg.Type, Data: msg.Data, At: time.Now()}
+	status := http.StatusNoContent
+	if r.status != nil {
+		status = r.status(rq)
+	}
+	if status < 300 {
+		r.mu.Lock()
+		r.reqs = append(r.reqs, rq)
+		r.mu.Unlock()
+	}
+	w.WriteHeader(status)
+}
+
+func (r *receiver) got() []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]request(nil), r.reqs...)
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.reqs)
+}
+
+// pairs counts accepted requests per "sub/event id".
+func (r *receiver) pairs() map[string]int {
+	out := map[string]int{}
+	for _, q := range r.got() {
+		out[q.Sub+"/"+q.ID]++
+	}
+	return out
+}
+
+func (r *receiver) checkSignatures(t testing.TB) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.invalid) > 0 {
+		t.Errorf("%d requests failed signature verification, first: %s", len(r.invalid), r.invalid[0])
+	}
+}
+
+func keysOf(m map[string]int) []string { return slices.Sorted(maps.Keys(m)) }
+
+// produceEvent writes a raw value to the events topic.
+func (e *env) produceEvent(value []byte) {
+	e.t.Helper()
+	e.produce(&kgo.Record{Topic: e.names.Events(), Value: value})
+}
