@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // topicConfig returns the value of one config key of a topic as the broker
@@ -41,7 +43,7 @@ func TestEnsure(t *testing.T) {
 		{"no prefix, two tiers", "", "10s,1m", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, adm := newCluster(t)
+			c, _, adm := newCluster(t)
 			n, err := NewNames(tc.prefix, tc.tiers)
 			if err != nil {
 				t.Fatal(err)
@@ -55,7 +57,8 @@ func TestEnsure(t *testing.T) {
 				t.Fatalf("Ensure = created %q, existing %q; want created %q", res.Created, res.Existing, n.All())
 			}
 
-			details, err := adm.ListTopics(ctx, n.All()...)
+			// A fresh client: adm caches the metadata it saw before creating.
+			details, err := freshAdmin(t, c).ListTopics(ctx, n.All()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,6 +177,17 @@ func TestEnsureRejectsBadLayout(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// freshAdmin returns an admin client with no cached metadata.
+func freshAdmin(tb testing.TB, c *kfake.Cluster) *kadm.Client {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
 
 func TestTopicConfigs(t *testing.T) {
 	n, err := NewNames(DefaultPrefix, "5s,5m,30m,2h,5h,10h,48h,72h")

@@ -16,6 +16,8 @@ const (
 	EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
 	EnvRedisURL   = "WEBHOOKS_REDIS_URL"
 	EnvSecretsKey = "WEBHOOKS_SECRETS_KEY"
+	// EnvSessionTimeout is the consumer group session timeout (default 45s).
+	EnvSessionTimeout = "WEBHOOKS_KAFKA_SESSION_TIMEOUT"
 )
 
 // DefaultBrokers is used when WEBHOOKS_KAFKA_BROKERS is unset.
@@ -53,7 +55,7 @@ func LoadKafka(getenv func(string) string) (Kafka, error) {
 		return Kafka{}, fmt.Errorf("%s: %w", EnvRetryTiers, err)
 	}
 	session := DefaultSessionTimeout
-	if v := getenv("WEBHOOKS_KAFKA_SESSION_TIMEOUT"); v != "" {
+	if v := getenv(EnvSessionTimeout); v != "" {
 		session, err = time.ParseDuration(v)
 		if err != nil || session < time.Second {
 			return Kafka{}, fmt.Errorf("WEBHOOKS_KAFKA_SESSION_TIMEOUT: %q is not a duration of at least 1s", v)

@@ -20,6 +20,7 @@ func TestLoadKafka(t *testing.T) {
 		wantBrokers []string
 		wantPrefix  string
 		wantTiers   []time.Duration
+		wantSession time.Duration // 0 means DefaultSessionTimeout
 	}{
 		{
 			name:        "defaults",
@@ -31,13 +32,15 @@ func TestLoadKafka(t *testing.T) {
 		{
 			name: "overrides",
 			env: map[string]string{
-				EnvBrokers:    "k1:9092, k2:9093 ,,k3:9094",
-				EnvPrefix:     "staging.",
-				EnvRetryTiers: "1m,10s",
+				EnvBrokers:                       "k1:9092, k2:9093 ,,k3:9094",
+				EnvPrefix:                        "staging.",
+				EnvRetryTiers:                    "1m,10s",
+				"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "10s",
 			},
 			wantBrokers: []string{"k1:9092", "k2:9093", "k3:9094"},
 			wantPrefix:  "staging.",
 			wantTiers:   []time.Duration{10 * time.Second, time.Minute},
+			wantSession: 10 * time.Second,
 		},
 		{
 			name:        "dash means no prefix",
@@ -75,6 +78,13 @@ func TestLoadKafka(t *testing.T) {
 			if !slices.Equal(k.Names.Tiers, tc.wantTiers) {
 				t.Errorf("Tiers = %v, want %v", k.Names.Tiers, tc.wantTiers)
 			}
+			wantSession := tc.wantSession
+			if wantSession == 0 {
+				wantSession = 45 * time.Second
+			}
+			if k.SessionTimeout != wantSession {
+				t.Errorf("SessionTimeout = %v, want %v", k.SessionTimeout, wantSession)
+			}
 			if want := tc.wantPrefix + "events"; k.Names.Events() != want {
 				t.Errorf("Events() = %q, want %q", k.Names.Events(), want)
 			}
@@ -92,6 +102,8 @@ func TestLoadKafkaErrors(t *testing.T) {
 		{"tier below 1s", map[string]string{EnvRetryTiers: "100ms"}, []string{EnvRetryTiers}},
 		{"tiers only commas", map[string]string{EnvRetryTiers: ","}, []string{EnvRetryTiers}},
 		{"brokers only commas", map[string]string{EnvBrokers: " , "}, []string{EnvBrokers}},
+		{"session timeout not a duration", map[string]string{"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "45"}, []string{"WEBHOOKS_KAFKA_SESSION_TIMEOUT", `"45"`}},
+		{"session timeout below 1s", map[string]string{"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "500ms"}, []string{"WEBHOOKS_KAFKA_SESSION_TIMEOUT"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := LoadKafka(env(tc.env))

@@ -103,6 +103,9 @@ func ParseTiers(s string) ([]time.Duration, error) {
 		if d < time.Second {
 			return nil, fmt.Errorf("retry tier %q: must be at least 1s", f)
 		}
+		if d%time.Second != 0 {
+			return nil, fmt.Errorf("retry tier %q: must be a whole number of seconds", f)
+		}
 		out = append(out, d)
 	}
 	if len(out) == 0 {

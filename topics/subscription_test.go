@@ -3,6 +3,7 @@ package topics
 import (
 	"encoding/base64"
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -47,6 +48,38 @@ func TestDecodeSubscriptionDesignExample(t *testing.T) {
 	sched, err := ParseSchedule(s.RetrySchedule)
 	if err != nil || !slices.Equal(sched, DefaultSchedule) {
 		t.Errorf("ParseSchedule(%q) = %v, %v; want the default schedule", s.RetrySchedule, sched, err)
+	}
+}
+
+func TestSubscriptionEncodeRoundTrip(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	full := Subscription{
+		ID: "sub_1", Tenant: "acme", URL: "https://example.com/hooks?x=1", EventTypes: []string{"order.*", "invoice.paid"},
+		Enabled: false, Ordering: OrderingKey, Headers: map[string]string{"X-Team": "x"}, TimeoutMS: 2500,
+		RateLimitPerS: 12.5, RetrySchedule: []string{"1s", "1m"}, Secret: secretOf(32),
+		PreviousSecret: secretOf(24), PreviousSecretUntil: now.Add(RotationGrace),
+		DisabledReason: "410 Gone", CreatedAt: now, UpdatedAt: now.Add(time.Minute),
+	}
+	minimal := validSub(t)
+	for _, tc := range []struct {
+		name string
+		s    Subscription
+	}{{"every field", full}, {"minimal", minimal}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.s.Encode()
+			got, err := DecodeSubscription(b)
+			if err != nil {
+				t.Fatalf("DecodeSubscription(Encode()): %v\n%s", err, b)
+			}
+			if !reflect.DeepEqual(got, tc.s) {
+				t.Fatalf("round trip =\n%+v\nwant\n%+v", got, tc.s)
+			}
+		})
+	}
+	// Disabled must be written out, or decoding (missing means enabled)
+	// would re-enable it.
+	if b := full.Encode(); !strings.Contains(string(b), `"enabled":false`) {
+		t.Fatalf("Encode of a disabled subscription = %s, lacks \"enabled\":false", b)
 	}
 }
 
@@ -167,6 +200,7 @@ func TestSubscriptionValidate(t *testing.T) {
 		{"CRLF in value", func(s *Subscription) { s.Headers = map[string]string{"X-Team": "x\r\nX-Evil: 1"} }, "headers"},
 		{"LF in value", func(s *Subscription) { s.Headers = map[string]string{"X-Team": "x\ny"} }, "headers"},
 		{"NUL in value", func(s *Subscription) { s.Headers = map[string]string{"X-Team": "x\x00"} }, "headers"},
+		{"same header twice, different case", func(s *Subscription) { s.Headers = map[string]string{"X-Team": "a", "x-team": "b"} }, "headers"},
 		{"custom headers ok", func(s *Subscription) {
 			s.Headers = map[string]string{"X-Team": "x", "Authorization": "Bearer t", "x-lower": ""}
 		}, ""},
@@ -176,6 +210,8 @@ func TestSubscriptionValidate(t *testing.T) {
 		{"timeout 300s ok", func(s *Subscription) { s.TimeoutMS = 300_000 }, ""},
 		{"timeout 0 ok", func(s *Subscription) { s.TimeoutMS = 0 }, ""},
 		{"negative rate", func(s *Subscription) { s.RateLimitPerS = -0.5 }, "rate_limit_per_s"},
+		{"NaN rate", func(s *Subscription) { s.RateLimitPerS = math.NaN() }, "rate_limit_per_s"},
+		{"infinite rate", func(s *Subscription) { s.RateLimitPerS = math.Inf(1) }, "rate_limit_per_s"},
 		{"fractional rate ok", func(s *Subscription) { s.RateLimitPerS = 0.5 }, ""},
 		// schedule
 		{"schedule bad duration", func(s *Subscription) { s.RetrySchedule = []string{"5s", "soon"} }, "retry_schedule"},

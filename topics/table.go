@@ -56,6 +56,8 @@ func NewTable(base []kgo.Opt, topic string, log *zap.Logger) (*Table, error) {
 		// can count them as applied: otherwise a log ending in a marker
 		// would never look caught up.
 		kgo.KeepControlRecords(),
+		// Aborted or still-open transactions never change the table.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -131,7 +133,9 @@ func (t *Table) Close() { t.cl.Close() }
 // WaitCaughtUp returns once every record written to the topic before the
 // call has been applied, or when ctx is done.
 func (t *Table) WaitCaughtUp(ctx context.Context) error {
-	ends, err := t.adm.ListEndOffsets(ctx, t.topic)
+	// The last stable offsets: an open transaction must not stall callers
+	// (its records are not visible until it commits).
+	ends, err := t.adm.ListCommittedOffsets(ctx, t.topic)
 	if err != nil {
 		return fmt.Errorf("list end offsets of %s: %w", t.topic, err)
 	}
