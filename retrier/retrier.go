@@ -1,0 +1,294 @@
+// Package retrier holds back the records of the retry tiers until they are
+// due and then releases them to the deliveries topic. Each tier partition is
+// held on its own: a partition whose look-ahead window is full of records
+// not yet due is paused, and no other partition waits for it. The poll loop
+// never sleeps: it polls with a deadline at the next due time. Offsets are
+// committed only up to the first record not yet released, after the release
+// was acknowledged, so a killed retrier loses nothing and releases nothing
+// early.
+package retrier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+type retrier struct {
+	cfg   Config
+	names topics.Names
+	log   *zap.Logger
+	cl    *kgo.Client
+
+	mu        sync.Mutex
+	held      map[tp]*hold.Partition
+	paused    map[tp]bool
+	committed map[tp]int64
+}
+
+// Run releases due retries until ctx is done, then commits what it
+// released and leaves the group.
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	r := &retrier{
+		cfg:       cfg,
+		names:     cfg.Kafka.Names,
+		log:       log.Named("retrier"),
+		held:      map[tp]*hold.Partition{},
+		paused:    map[tp]bool{},
+		committed: map[tp]int64{},
+	}
+	cl, err := kgo.NewClient(r.opts()...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	r.cl = cl
+	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = cl.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		cl.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
+	}
+	r.log.Info("started", zap.Strings("tiers", r.names.RetryTopics()), zap.String("group", cfg.Group))
+	runErr := r.loop(ctx)
+	final, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
+	r.commit(final, nil)
+	cancelFinal()
+	cl.Close()
+	r.log.Info("stopped")
+	return runErr
+}
+
+func (r *retrier) opts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(r.cfg.Kafka.Brokers...),
+		kgo.ClientID("webhooks-retrier"),
+		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
+		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.ConsumeTopics(r.names.RetryTopics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.SessionTimeout(r.cfg.Kafka.SessionTimeout),
+		kgo.HeartbeatInterval(max(r.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.OnPartitionsLost(r.lost),
+		kgo.RecordPartitioner(topics.Partitioner()),
+		kgo.ProducerLinger(time.Millisecond),
+	}
+}
+
+// idleWait bounds a poll when nothing is held, so commits still happen.
+const idleWait = time.Second
+
+func (r *retrier) loop(ctx context.Context) error {
+	lastCommit := time.Now()
+	for {
+		wake := time.Now().Add(idleWait)
+		if t, ok := r.earliest(); ok && t.Before(wake) {
+			wake = t
+		}
+		pollCtx, cancel := context.WithDeadline(ctx, wake)
+		fs := r.cl.PollRecords(pollCtx, 10_000)
+		cancel()
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			r.cl.AllowRebalance()
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				r.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
+			}
+		})
+		r.mu.Lock()
+		fs.EachRecord(func(rec *kgo.Record) {
+			k := tp{rec.Topic, rec.Partition}
+			h := r.held[k]
+			if h == nil {
+				h = &hold.Partition{}
+				r.held[k] = h
+			}
+			h.Add(rec)
+		})
+		r.mu.Unlock()
+		err := r.release(ctx)
+		r.cl.AllowRebalance()
+		if err != nil {
+			return err
+		}
+		if time.Since(lastCommit) >= r.cfg.CommitInterval {
+			r.commit(ctx, nil)
+			lastCommit = time.Now()
+		}
+	}
+}
+
+// earliest is the soonest due time of any held record.
+func (r *retrier) earliest() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out time.Time
+	found := false
+	for _, h := range r.held {
+		if t, ok := h.Earliest(); ok && (!found || t.Before(out)) {
+			out, found = t, true
+		}
+	}
+	return out, found
+}
+
+// release produces every due record to the deliveries topic, waits for the
+// acknowledgement, then forgets them; it pauses partitions whose window is
+// full of records not yet due and resumes the others.
+func (r *retrier) release(ctx context.Context) error {
+	now := time.Now()
+	r.mu.Lock()
+	due := map[tp][]hold.Record{}
+	var out []*kgo.Record
+	for k, h := range r.held {
+		d := h.Due(now)
+		if len(d) == 0 {
+			continue
+		}
+		due[k] = d
+		for _, rec := range d {
+			out = append(out, &kgo.Record{Topic: r.names.Deliveries(), Key: rec.Rec.Key, Value: rec.Rec.Value})
+		}
+	}
+	r.mu.Unlock()
+	if len(out) > 0 {
+		if err := r.cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("releasing %d due retries: %w", len(out), err)
+		}
+		r.log.Debug("released", zap.Int("records", len(out)))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pause, resume map[string][]int32
+	for k, h := range r.held {
+		if d, ok := due[k]; ok {
+			h.Released(d)
+		}
+		full := h.Len() >= r.cfg.MaxHeldPerPartition
+		switch {
+		case full && !r.paused[k]:
+			pause = add(pause, k)
+			r.paused[k] = true
+		case !full && r.paused[k]:
+			resume = add(resume, k)
+			delete(r.paused, k)
+		}
+	}
+	if pause != nil {
+		r.cl.PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		r.cl.ResumeFetchPartitions(resume)
+	}
+	return nil
+}
+
+func add(m map[string][]int32, k tp) map[string][]int32 {
+	if m == nil {
+		m = map[string][]int32{}
+	}
+	m[k.topic] = append(m[k.topic], k.partition)
+	return m
+}
+
+// commit commits the watermarks that moved, for the given partitions (all
+// held ones when nil).
+func (r *retrier) commit(ctx context.Context, only map[string][]int32) {
+	r.mu.Lock()
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for k, h := range r.held {
+		if only != nil && !contains(only[k.topic], k.partition) {
+			continue
+		}
+		wm, ok := h.Watermark()
+		if !ok || wm.Offset <= r.committed[k] {
+			continue
+		}
+		if offsets[k.topic] == nil {
+			offsets[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[k.topic][k.partition] = wm
+	}
+	r.mu.Unlock()
+	if len(offsets) == 0 {
+		return
+	}
+	r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("commit failed", zap.Error(err))
+			}
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 {
+					r.committed[tp{t.Topic, p.Partition}] = offsets[t.Topic][p.Partition].Offset
+				}
+			}
+		}
+	})
+}
+
+func contains(ps []int32, p int32) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+// revoked commits what was released from the revoked partitions and drops
+// what they still held: the next owner fetches it again from the watermark.
+func (r *retrier) revoked(ctx context.Context, _ *kgo.Client, gone map[string][]int32) {
+	r.commit(ctx, gone)
+	r.forget(gone)
+}
+
+// lost partitions cannot be committed; their held records are dropped.
+func (r *retrier) lost(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	r.forget(gone)
+}
+
+func (r *retrier) forget(gone map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, ps := range gone {
+		for _, p := range ps {
+			k := tp{t, p}
+			delete(r.held, k)
+			delete(r.paused, k)
+			delete(r.committed, k)
+		}
+	}
+}
