@@ -29,9 +29,13 @@ const day = 24 * time.Hour
 func (n Names) TopicConfigs(topic string) map[string]*string {
 	ms := func(d time.Duration) *string { s := strconv.FormatInt(d.Milliseconds(), 10); return &s }
 	switch topic {
-	case n.Subscriptions():
+	case n.Subscriptions(), n.Holds():
 		compact := "compact"
 		return map[string]*string{"cleanup.policy": &compact}
+	case n.Parked():
+		// A key can be held for the whole retry schedule (about 28 h) and
+		// then some; parked records must outlive any hold.
+		return map[string]*string{"retention.ms": ms(30 * day)}
 	case n.Events():
 		// Events are the replay store: keep a week.
 		return map[string]*string{"retention.ms": ms(7 * day)}
@@ -86,7 +90,10 @@ func Ensure(ctx context.Context, adm *kadm.Client, n Names, l Layout) (EnsureRes
 			res.Created = append(res.Created, t)
 		}
 	}
-	return res, verifyCompacted(ctx, adm, n.Subscriptions())
+	if err := verifyCompacted(ctx, adm, n.Subscriptions()); err != nil {
+		return res, err
+	}
+	return res, verifyCompacted(ctx, adm, n.Holds())
 }
 
 func verifyCompacted(ctx context.Context, adm *kadm.Client, topic string) error {

@@ -6,8 +6,12 @@ import (
 )
 
 // DeadLetter is the value on the dlq topic: either a delivery that was given
-// up on, or an event the dispatcher could not decode (RawEvent).
+// up on, or an event the dispatcher could not decode (RawEvent), or a redrive
+// marker (Redriven) saying that an earlier dead letter was sent back to the
+// deliveries topic, so listing and redriving skip it from then on.
 type DeadLetter struct {
+	// Redriven locates the dead letter this marker redrove.
+	Redriven *Source `json:"redriven,omitempty"`
 	Delivery *Delivery `json:"delivery,omitempty"`
 	// RawEvent is the undecodable event value exactly as consumed.
 	RawEvent []byte `json:"raw_event,omitempty"`

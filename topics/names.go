@@ -52,6 +52,13 @@ func (n Names) DLQ() string { return n.Prefix + "dlq" }
 // Attempts holds one record per delivery attempt.
 func (n Names) Attempts() string { return n.Prefix + "attempts" }
 
+// Parked holds the deliveries of ordered keys waiting behind a failed
+// delivery of the same key, in arrival order.
+func (n Names) Parked() string { return n.Prefix + "parked" }
+
+// Holds is the compacted topic of held ordered keys: delivery key -> Hold.
+func (n Names) Holds() string { return n.Prefix + "holds" }
+
 // Retry is the topic of the tier with the given delay.
 func (n Names) Retry(d time.Duration) string { return n.Prefix + "retry." + FormatDelay(d) }
 
@@ -83,7 +90,7 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ(), n.Attempts()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds()}
 	return append(out, n.RetryTopics()...)
 }
 

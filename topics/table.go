@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -20,16 +18,9 @@ import (
 // fetch is applied. WaitCaughtUp waits until the view includes everything
 // written to the topic before the call.
 type Table struct {
-	cl    *kgo.Client
-	adm   *kadm.Client
-	topic string
-	log   *zap.Logger
-
+	v    *view
+	log  *zap.Logger
 	snap atomic.Pointer[snapshot]
-
-	mu       sync.Mutex
-	next     map[int32]int64 // next offset to apply, per partition
-	progress chan struct{}   // closed and replaced when next advances
 }
 
 // snapshot is an immutable view of the table with a matching index.
@@ -49,118 +40,51 @@ type prefixed struct {
 // connection options (seed brokers, TLS, SASL, logger); the table adds its
 // own consuming options. Run must be called to apply records.
 func NewTable(base []kgo.Opt, topic string, log *zap.Logger) (*Table, error) {
-	opts := append(append([]kgo.Opt(nil), base...),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// Control records (transaction markers) are returned so the table
-		// can count them as applied: otherwise a log ending in a marker
-		// would never look caught up.
-		kgo.KeepControlRecords(),
-		// Aborted or still-open transactions never change the table.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("subscription table client: %w", err)
-	}
-	t := &Table{
-		cl:       cl,
-		adm:      kadm.NewClient(cl),
-		topic:    topic,
-		log:      log.Named("subscriptions"),
-		next:     map[int32]int64{},
-		progress: make(chan struct{}),
-	}
+	t := &Table{log: log.Named("subscriptions")}
 	t.snap.Store(build(map[string]*Subscription{}))
+	v, err := newView(base, topic, t.apply)
+	if err != nil {
+		return nil, fmt.Errorf("subscription table: %w", err)
+	}
+	t.v = v
 	return t, nil
 }
 
 // Run applies records until ctx is done.
-func (t *Table) Run(ctx context.Context) {
-	for {
-		fs := t.cl.PollFetches(ctx)
-		if ctx.Err() != nil || fs.IsClientClosed() {
-			return
-		}
-		fs.EachError(func(topic string, p int32, err error) {
-			t.log.Warn("fetching subscriptions", zap.Int32("partition", p), zap.Error(err))
-		})
-		if fs.NumRecords() == 0 {
-			continue
-		}
-		cur := t.snap.Load().byID
-		byID := make(map[string]*Subscription, len(cur))
-		for k, v := range cur {
-			byID[k] = v
-		}
-		advanced := map[int32]int64{}
-		fs.EachRecord(func(r *kgo.Record) {
-			advanced[r.Partition] = r.Offset + 1
-			if r.Attrs.IsControl() {
-				return
-			}
-			id := string(r.Key)
-			if r.Value == nil {
-				delete(byID, id)
-				return
-			}
-			s, err := DecodeSubscription(r.Value)
-			if err == nil && s.ID != id {
-				err = fmt.Errorf("record key %q differs from id %q", id, s.ID)
-			}
-			if err != nil {
-				// The value may hold a secret: log the reason only.
-				t.log.Warn("ignoring invalid subscription record", zap.String("key", id),
-					zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
-				return
-			}
-			byID[id] = &s
-		})
-		t.snap.Store(build(byID))
-		t.mu.Lock()
-		for p, o := range advanced {
-			t.next[p] = o
-		}
-		close(t.progress)
-		t.progress = make(chan struct{})
-		t.mu.Unlock()
-	}
-}
+func (t *Table) Run(ctx context.Context) { t.v.run(ctx, t.log) }
 
 // Close stops the table's client.
-func (t *Table) Close() { t.cl.Close() }
+func (t *Table) Close() { t.v.close() }
 
 // WaitCaughtUp returns once every record written to the topic before the
 // call has been applied, or when ctx is done.
-func (t *Table) WaitCaughtUp(ctx context.Context) error {
-	// The last stable offsets: an open transaction must not stall callers
-	// (its records are not visible until it commits).
-	ends, err := t.adm.ListCommittedOffsets(ctx, t.topic)
-	if err != nil {
-		return fmt.Errorf("list end offsets of %s: %w", t.topic, err)
+func (t *Table) WaitCaughtUp(ctx context.Context) error { return t.v.waitCaughtUp(ctx) }
+
+func (t *Table) apply(recs []*kgo.Record) {
+	cur := t.snap.Load().byID
+	byID := make(map[string]*Subscription, len(cur))
+	for k, v := range cur {
+		byID[k] = v
 	}
-	if err := ends.Error(); err != nil {
-		return fmt.Errorf("list end offsets of %s: %w", t.topic, err)
-	}
-	for {
-		t.mu.Lock()
-		behind := false
-		ends.Each(func(o kadm.ListedOffset) {
-			if t.next[o.Partition] < o.Offset {
-				behind = true
-			}
-		})
-		wait := t.progress
-		t.mu.Unlock()
-		if !behind {
-			return nil
+	for _, r := range recs {
+		id := string(r.Key)
+		if r.Value == nil {
+			delete(byID, id)
+			continue
 		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the subscription table to catch up: %w", ctx.Err())
+		s, err := DecodeSubscription(r.Value)
+		if err == nil && s.ID != id {
+			err = fmt.Errorf("record key %q differs from id %q", id, s.ID)
 		}
+		if err != nil {
+			// The value may hold a secret: log the reason only.
+			t.log.Warn("ignoring invalid subscription record", zap.String("key", id),
+				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
+			continue
+		}
+		byID[id] = &s
 	}
+	t.snap.Store(build(byID))
 }
 
 // Get returns the subscription with the given id.

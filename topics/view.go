@@ -1,0 +1,124 @@
+package topics
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// view consumes a compacted topic from its start with a group-less client,
+// hands each fetched batch of data records to apply, and tracks how far it
+// has applied, so callers can wait until it includes everything written
+// before they asked.
+type view struct {
+	cl    *kgo.Client
+	adm   *kadm.Client
+	topic string
+	apply func([]*kgo.Record)
+
+	mu       sync.Mutex
+	next     map[int32]int64 // next offset to apply, per partition
+	progress chan struct{}   // closed and replaced when next advances
+}
+
+func newView(base []kgo.Opt, topic string, apply func([]*kgo.Record)) (*view, error) {
+	opts := append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Control records (transaction markers) are returned so the view
+		// can count them as applied: otherwise a log ending in a marker
+		// would never look caught up.
+		kgo.KeepControlRecords(),
+		// Aborted or still-open transactions never change the view.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &view{
+		cl:       cl,
+		adm:      kadm.NewClient(cl),
+		topic:    topic,
+		apply:    apply,
+		next:     map[int32]int64{},
+		progress: make(chan struct{}),
+	}, nil
+}
+
+func (v *view) run(ctx context.Context, log *zap.Logger) {
+	for {
+		fs := v.cl.PollFetches(ctx)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return
+		}
+		fs.EachError(func(_ string, p int32, err error) {
+			log.Warn("fetching", zap.String("topic", v.topic), zap.Int32("partition", p), zap.Error(err))
+		})
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		advanced := map[int32]int64{}
+		var data []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			advanced[r.Partition] = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				data = append(data, r)
+			}
+		})
+		if len(data) > 0 {
+			v.apply(data)
+		}
+		v.mu.Lock()
+		for p, o := range advanced {
+			v.next[p] = o
+		}
+		close(v.progress)
+		v.progress = make(chan struct{})
+		v.mu.Unlock()
+	}
+}
+
+func (v *view) close() { v.cl.Close() }
+
+// applied is the offset after the last record applied from a partition.
+func (v *view) applied(p int32) int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.next[p]
+}
+
+func (v *view) waitCaughtUp(ctx context.Context) error {
+	// The last stable offsets: an open transaction must not stall callers
+	// (its records are not visible until it commits).
+	ends, err := v.adm.ListCommittedOffsets(ctx, v.topic)
+	if err != nil {
+		return fmt.Errorf("list end offsets of %s: %w", v.topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return fmt.Errorf("list end offsets of %s: %w", v.topic, err)
+	}
+	for {
+		v.mu.Lock()
+		behind := false
+		ends.Each(func(o kadm.ListedOffset) {
+			if v.next[o.Partition] < o.Offset {
+				behind = true
+			}
+		})
+		wait := v.progress
+		v.mu.Unlock()
+		if !behind {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to catch up: %w", v.topic, ctx.Err())
+		}
+	}
+}
