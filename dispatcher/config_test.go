@@ -1,0 +1,75 @@
+package dispatcher
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"go.uber.org/zap/zapcore"
+)
+
+func TestLoadConfig(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, c Config)
+		err   string // substring of the error, "" for none
+	}{
+		{
+			name: "defaults",
+			check: func(t *testing.T, c Config) {
+				if got := strings.Join(c.Kafka.Brokers, ","); got != topics.DefaultBrokers {
+					t.Errorf("brokers %q", got)
+				}
+				if c.Kafka.Names.Events() != "webhooks.events" || c.Group != topics.GroupDispatcher ||
+					c.MaxEventBytes != topics.DefaultMaxEventBytes || c.LogLevel != zapcore.InfoLevel ||
+					c.TransactionTimeout != 10*time.Second || c.StartupTimeout != 30*time.Second ||
+					c.ShutdownTimeout != 10*time.Second {
+					t.Errorf("defaults %+v", c)
+				}
+				if !strings.HasPrefix(c.TransactionalID, "webhooks-dispatcher-"+host+"-") {
+					t.Errorf("transactional id %q", c.TransactionalID)
+				}
+				other, err := LoadConfig(func(string) string { return "" })
+				if err != nil || other.TransactionalID == c.TransactionalID {
+					t.Errorf("two processes got the same transactional id %q (%v)", c.TransactionalID, err)
+				}
+			},
+		},
+		{
+			name: "set",
+			env: map[string]string{
+				topics.EnvBrokers: "k1:9092, k2:9092", topics.EnvPrefix: "t.", EnvTxnID: "dispatcher-0",
+				EnvMaxEventBytes: "1000", topics.EnvLogLevel: "debug",
+			},
+			check: func(t *testing.T, c Config) {
+				if strings.Join(c.Kafka.Brokers, ",") != "k1:9092,k2:9092" || c.Kafka.Names.Events() != "t.events" ||
+					c.TransactionalID != "dispatcher-0" || c.MaxEventBytes != 1000 || c.LogLevel != zapcore.DebugLevel {
+					t.Errorf("config %+v", c)
+				}
+			},
+		},
+		{name: "max bytes not a number", env: map[string]string{EnvMaxEventBytes: "256k"}, err: EnvMaxEventBytes},
+		{name: "max bytes zero", env: map[string]string{EnvMaxEventBytes: "0"}, err: EnvMaxEventBytes},
+		{name: "max bytes negative", env: map[string]string{EnvMaxEventBytes: "-1"}, err: EnvMaxEventBytes},
+		{name: "max bytes too large", env: map[string]string{EnvMaxEventBytes: "524289"}, err: EnvMaxEventBytes},
+		{name: "log level", env: map[string]string{topics.EnvLogLevel: "loud"}, err: topics.EnvLogLevel},
+		{name: "no brokers", env: map[string]string{topics.EnvBrokers: " , "}, err: topics.EnvBrokers},
+		{name: "retry tiers", env: map[string]string{topics.EnvRetryTiers: "5ms"}, err: topics.EnvRetryTiers},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadConfig(func(k string) string { return tc.env[k] })
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("error %v, want one naming %s", err, tc.err)
+			case tc.check != nil:
+				tc.check(t, c)
+			}
+		})
+	}
+}

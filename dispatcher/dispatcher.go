@@ -1,0 +1,303 @@
+// Package dispatcher fans events out to deliveries: it consumes the events
+// topic in a consumer group and, for every event, produces one delivery per
+// matching subscription, inside one Kafka transaction with the consumed
+// offsets, so a crash never duplicates or drops a delivery record. Events
+// that cannot be decoded go to the dead-letter topic in the same
+// transaction.
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
+)
+
+// maxBatchEvents bounds the events of one transaction, so a backlog is
+// dispatched in transactions of bounded size and duration.
+const maxBatchEvents = 1000
+
+// retryWait is the pause before retrying after a failure that repeats at
+// once otherwise (brokers unreachable, a record the broker refuses).
+const retryWait = time.Second
+
+// subscriptionTable is the part of topics.Table the loop needs.
+type subscriptionTable interface {
+	matcher
+	WaitCaughtUp(ctx context.Context) error
+}
+
+// Run dispatches events until ctx is done, then finishes the transaction in
+// progress (for at most cfg.ShutdownTimeout), leaves the group, closes its
+// clients and returns nil. It returns an error when the brokers or topics
+// are not ready within cfg.StartupTimeout, or when the transactional
+// producer fails beyond recovery (for example, fenced by another dispatcher
+// with the same transactional id).
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("dispatcher config: %w", err)
+	}
+	log = log.Named("dispatcher")
+	base, session := kafkaOpts(cfg, log)
+
+	if err := awaitCluster(ctx, base, cfg, log); err != nil || ctx.Err() != nil {
+		return err
+	}
+
+	table, err := topics.NewTable(base, cfg.Kafka.Names.Subscriptions(), log)
+	if err != nil {
+		return err
+	}
+	defer table.Close()
+	tableCtx, stopTable := context.WithCancel(ctx)
+	var tableDone sync.WaitGroup
+	tableDone.Go(func() { table.Run(tableCtx) })
+	defer tableDone.Wait()
+	defer stopTable()
+
+	sess, err := kgo.NewGroupTransactSession(session...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer sess.Close()
+
+	d := &dispatcher{cfg: cfg, sess: sess, table: table,
+		log: log.With(zap.String("transactional_id", cfg.TransactionalID))}
+	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
+		zap.String("deliveries", cfg.Kafka.Names.Deliveries()), zap.String("group", cfg.Group))
+	err = d.run(ctx)
+	d.log.Info("stopping")
+	return err
+}
+
+// kafkaOpts builds every client option of the dispatcher: base connects
+// (and is what the subscription table gets), session is the transactional
+// group consumer.
+func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
+	base = []kgo.Opt{
+		kgo.SeedBrokers(cfg.Kafka.Brokers...),
+		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
+	}
+	// Stable offset fetches (KIP-447) need no option: franz-go always
+	// requires them, so a new owner of a partition waits for a crashed
+	// owner's open transaction to end before reading its offsets.
+	session = append(base[:len(base):len(base)],
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Kafka.Names.Events()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A partition whose offsets load while a fetch is in flight (after
+		// a rebalance) joins only the next fetch: a short long-poll bounds
+		// that wait, at the cost of one empty fetch per second when idle.
+		kgo.FetchMaxWait(time.Second),
+		kgo.TransactionalID(cfg.TransactionalID),
+		kgo.TransactionTimeout(cfg.TransactionTimeout),
+		kgo.RecordPartitioner(topics.Partitioner()),
+	)
+	if cfg.Kafka.SessionTimeout > 0 {
+		session = append(session, kgo.SessionTimeout(cfg.Kafka.SessionTimeout))
+	}
+	return base, session
+}
+
+// awaitCluster waits until the brokers answer and the topics the dispatcher
+// uses exist, for at most cfg.StartupTimeout. It returns nil early when ctx
+// is done.
+func awaitCluster(ctx context.Context, base []kgo.Opt, cfg Config, log *zap.Logger) error {
+	cl, err := kgo.NewClient(base...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	n := cfg.Kafka.Names
+	need := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ()}
+
+	startup, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
+	defer cancel()
+	for logged := false; ; logged = true {
+		err := missingTopics(startup, adm, need)
+		if err == nil {
+			return nil
+		}
+		if !logged {
+			log.Warn("waiting for kafka", zap.Strings("brokers", cfg.Kafka.Brokers), zap.Error(err))
+		}
+		select {
+		case <-time.After(retryWait):
+			continue
+		case <-startup.Done():
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("kafka not ready after %v (%s=%s): %w",
+			cfg.StartupTimeout, topics.EnvBrokers, strings.Join(cfg.Kafka.Brokers, ","), err)
+	}
+}
+
+func missingTopics(ctx context.Context, adm *kadm.Client, need []string) error {
+	details, err := adm.ListTopics(ctx, need...)
+	if err != nil {
+		return fmt.Errorf("brokers unreachable: %w", err)
+	}
+	var missing []string
+	for _, t := range need {
+		if d, ok := details[t]; !ok || d.Err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing topics %s (create them with webhookctl topics ensure)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+type dispatcher struct {
+	cfg   Config
+	sess  *kgo.GroupTransactSession
+	table subscriptionTable
+	log   *zap.Logger
+}
+
+// run is the poll loop. Work on a polled batch runs under a context that
+// outlives ctx by cfg.ShutdownTimeout, so a shutdown commits the batch in
+// progress instead of leaving its transaction to time out.
+func (d *dispatcher) run(ctx context.Context) error {
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d.cfg.ShutdownTimeout, cancelWork) })
+	defer stop()
+
+	for {
+		fs := d.sess.PollRecords(ctx, maxBatchEvents)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return nil
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			d.log.Warn("fetching events", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+		})
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		// Match against every subscription written before these events
+		// were polled, so an event produced after a subscription was
+		// created is matched against it.
+		if !d.catchUp(ctx) {
+			return nil
+		}
+		if err := d.transact(ctx, work, fs); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp waits for the subscription table, retrying on errors; false
+// means ctx is done. The polled batch is kept meanwhile: dropping it would
+// let a later commit skip its events.
+func (d *dispatcher) catchUp(ctx context.Context) bool {
+	for {
+		err := d.table.WaitCaughtUp(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d.log.Warn("subscription table not caught up; retrying", zap.Error(err))
+		select {
+		case <-time.After(retryWait):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// transact dispatches one polled batch in one transaction. It returns an
+// error only when the transactional producer cannot go on. When the
+// transaction does not commit, the session rewinds to the committed
+// offsets and the batch is polled and dispatched again, here or by the
+// partition's new owner.
+func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
+	if err := d.sess.Begin(); err != nil {
+		return fmt.Errorf("begin transaction of %s: %w", d.cfg.TransactionalID, err)
+	}
+	var (
+		pending    sync.WaitGroup
+		mu         sync.Mutex
+		produceErr error
+	)
+	promise := func(r *kgo.Record, err error) {
+		defer pending.Done()
+		if err != nil {
+			mu.Lock()
+			if produceErr == nil {
+				produceErr = fmt.Errorf("produce to %s: %w", r.Topic, err)
+			}
+			mu.Unlock()
+		}
+	}
+	now := time.Now()
+	var events, deliveries, dead int
+	for r := range fs.RecordsAll() {
+		events++
+		out, invalid := fanOut(r, d.table, d.cfg.Kafka.Names, d.cfg.MaxEventBytes, now)
+		if invalid != nil {
+			dead++
+			d.log.Warn("dead-lettering invalid event", zap.String("topic", r.Topic),
+				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(invalid))
+		} else {
+			deliveries += len(out)
+		}
+		for _, o := range out {
+			pending.Add(1)
+			d.sess.Produce(work, o, promise)
+		}
+	}
+	if err := d.sess.Client().Flush(work); err != nil {
+		d.log.Warn("shutdown timeout: abandoning the open transaction to the broker's transaction timeout")
+		return nil
+	}
+	// Flush does not wait for records refused before buffering (too large,
+	// say); their promises still come, and a commit must not race them.
+	pending.Wait()
+
+	end := kgo.TryCommit
+	if produceErr != nil {
+		d.log.Warn("aborting the transaction; its events will be dispatched again", zap.Error(produceErr))
+		end = kgo.TryAbort
+	}
+	committed, err := d.sess.End(work, end)
+	if err != nil {
+		if work.Err() != nil {
+			d.log.Warn("shutdown timeout: abandoning the transaction to the broker's transaction timeout", zap.Error(err))
+			return nil
+		}
+		d.log.Warn("ending the transaction failed; aborting it, its events will be dispatched again", zap.Error(err))
+		if _, err := d.sess.End(work, kgo.TryAbort); err != nil && work.Err() == nil {
+			return fmt.Errorf("abort transaction of %s: %w", d.cfg.TransactionalID, err)
+		}
+	}
+	switch {
+	case committed:
+		d.log.Debug("dispatched", zap.Int("events", events), zap.Int("deliveries", deliveries), zap.Int("dead_letters", dead))
+	case err == nil && end == kgo.TryCommit:
+		d.log.Info("transaction aborted by a rebalance; its events will be dispatched again")
+	default:
+		// Pause before the batch is polled again, so a failure that
+		// repeats (a record the broker keeps refusing) does not spin.
+		select {
+		case <-time.After(retryWait):
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package dispatcher
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// matcher is the part of the subscription table the fan-out needs.
+type matcher interface {
+	Match(e *topics.Event) []*topics.Subscription
+}
+
+// fanOut turns one event record into the records it causes: one delivery
+// per matching subscription, or, when the event is invalid, one dead letter
+// and the reason, which the caller logs. now stamps dead letters.
+func fanOut(r *kgo.Record, subs matcher, names topics.Names, maxEventBytes int, now time.Time) ([]*kgo.Record, error) {
+	ev, err := topics.DecodeEvent(r.Value, maxEventBytes)
+	if err != nil {
+		return []*kgo.Record{deadLetter(r, err, names, now)}, err
+	}
+	ts := ev.CreatedAt
+	if ts == "" {
+		ts = r.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	matched := subs.Match(&ev)
+	out := make([]*kgo.Record, 0, len(matched))
+	for _, s := range matched {
+		d := topics.Delivery{
+			SubscriptionID: s.ID,
+			EventID:        ev.ID,
+			EventType:      ev.Type,
+			Tenant:         ev.Tenant,
+			Key:            ev.Key,
+			Timestamp:      ts,
+			Data:           ev.Data,
+			Attempt:        1,
+			PublishedAt:    r.Timestamp.UTC(),
+		}
+		out = append(out, &kgo.Record{
+			Topic: names.Deliveries(),
+			Key:   []byte(s.DeliveryKey(&ev)),
+			Value: d.Encode(),
+		})
+	}
+	return out, nil
+}
+
+// deadLetter wraps an event that cannot be dispatched. The raw value is
+// copied when it fits in a record; a larger one stays readable at Source
+// for the events topic's retention.
+func deadLetter(r *kgo.Record, reason error, names topics.Names, now time.Time) *kgo.Record {
+	dl := topics.DeadLetter{
+		RawEvent:        r.Value,
+		Reason:          reason.Error(),
+		FailureCategory: topics.FailureInvalid,
+		DeadAt:          now.UTC(),
+		Source:          topics.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+	}
+	if len(r.Value) > maxRecordData {
+		dl.RawEvent = nil
+		dl.Reason += fmt.Sprintf(" (raw event not copied: over %d bytes; read it at the source)", maxRecordData)
+	}
+	return &kgo.Record{Topic: names.DLQ(), Key: r.Key, Value: dl.Encode()}
+}

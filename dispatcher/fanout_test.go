@@ -1,0 +1,51 @@
+package dispatcher
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestDeadLetterRawLimit checks that a dead letter copies the raw event only
+// while the record stays within Kafka's default size limit.
+func TestDeadLetterRawLimit(t *testing.T) {
+	names := topics.Names{Prefix: topics.DefaultPrefix}
+	for _, tc := range []struct {
+		name string
+		size int
+		kept bool
+	}{
+		{"at the limit", maxRecordData, true},
+		{"over the limit", maxRecordData + 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := bytes.Repeat([]byte("x"), tc.size)
+			r := &kgo.Record{Topic: names.Events(), Partition: 2, Offset: 7, Key: []byte("k"), Value: raw}
+			out := deadLetter(r, errors.New("too big"), names, time.Now())
+			if out.Topic != names.DLQ() || string(out.Key) != "k" {
+				t.Errorf("record to %s keyed %q", out.Topic, out.Key)
+			}
+			if len(out.Value) > 1_000_000 {
+				t.Errorf("dead letter of %d bytes is over Kafka's default max.message.bytes", len(out.Value))
+			}
+			dl, err := topics.DecodeDeadLetter(out.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := bytes.Equal(dl.RawEvent, raw); kept != tc.kept {
+				t.Errorf("raw event kept: %v, want %v", kept, tc.kept)
+			}
+			if !tc.kept && (dl.RawEvent != nil || !strings.Contains(dl.Reason, "read it at the source")) {
+				t.Errorf("reason %q, raw %d bytes", dl.Reason, len(dl.RawEvent))
+			}
+			if dl.Source != (topics.Source{Topic: names.Events(), Partition: 2, Offset: 7}) {
+				t.Errorf("source %+v", dl.Source)
+			}
+		})
+	}
+}

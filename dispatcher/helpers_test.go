@@ -1,0 +1,295 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// wait polls cond until it holds, failing the test after timeout.
+func wait(tb testing.TB, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("condition not met within %v", timeout)
+		}
+		<-tick.C
+	}
+}
+
+// harness is one kfake cluster with the pipeline's topics, a plain producer
+// and an admin client.
+type harness struct {
+	t       *testing.T
+	ctx     context.Context
+	cluster *kfake.Cluster
+	kafka   topics.Kafka
+	cl      *kgo.Client
+	adm     *kadm.Client
+}
+
+func newHarness(t *testing.T, partitions int32, opts ...kfake.Opt) *harness {
+	t.Helper()
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	k, err := topics.LoadKafka(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Brokers = cluster.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	h := &harness{t: t, ctx: ctx, cluster: cluster, kafka: k, cl: cl, adm: kadm.NewClient(cl)}
+	if _, err := topics.Ensure(h.ctx, h.adm, k.Names, topics.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) names() topics.Names { return h.kafka.Names }
+
+func (h *harness) config(txnID string) Config {
+	return Config{
+		Kafka:           h.kafka,
+		TransactionalID: txnID,
+		StartupTimeout:  10 * time.Second,
+		ShutdownTimeout: time.Second,
+	}
+}
+
+// runner is a dispatcher running in a goroutine.
+type runner struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // what Run returned, once done is closed
+}
+
+// start runs a dispatcher until the test ends or stop is called.
+func (h *harness) start(cfg Config) *runner {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{t: h.t, cancel: cancel, done: make(chan struct{})}
+	log := zaptest.NewLogger(h.t, zaptest.Level(zap.InfoLevel))
+	go func() {
+		defer close(r.done)
+		r.err = Run(ctx, cfg, log)
+	}()
+	h.t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+// stop cancels the dispatcher and returns what Run returned.
+func (r *runner) stop() error {
+	r.t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(15 * time.Second):
+		r.t.Fatal("dispatcher did not stop")
+	}
+	return r.err
+}
+
+// exited reports whether Run has returned.
+func (r *runner) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// sub writes a subscription (with a fresh secret) to the subscriptions topic.
+func (h *harness) sub(s topics.Subscription) {
+	h.t.Helper()
+	secret, err := topics.NewSecret()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s.Secret = secret
+	if s.URL == "" {
+		s.URL = "https://example.com/hooks/" + s.ID
+	}
+	if err := s.Validate(); err != nil {
+		h.t.Fatal(err)
+	}
+	v, err := json.Marshal(s)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.produce(&kgo.Record{Topic: h.names().Subscriptions(), Key: []byte(s.ID), Value: v})
+}
+
+// deleteSub writes a subscription's tombstone.
+func (h *harness) deleteSub(id string) {
+	h.t.Helper()
+	h.produce(&kgo.Record{Topic: h.names().Subscriptions(), Key: []byte(id)})
+}
+
+// publish writes event values (keyed by the event key, as producers do)
+// and returns the produced records, with partition, offset and timestamp.
+func (h *harness) publish(values ...[]byte) []*kgo.Record {
+	h.t.Helper()
+	rs := make([]*kgo.Record, len(values))
+	for i, v := range values {
+		var key []byte
+		var e struct{ Key string }
+		if json.Unmarshal(v, &e) == nil && e.Key != "" {
+			key = []byte(e.Key)
+		}
+		rs[i] = &kgo.Record{Topic: h.names().Events(), Key: key, Value: v}
+	}
+	h.produce(rs...)
+	return rs
+}
+
+func (h *harness) produce(rs ...*kgo.Record) {
+	h.t.Helper()
+	if err := h.cl.ProduceSync(h.ctx, rs...).FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// waitDispatched waits until the dispatcher group has committed offsets
+// past every given event record.
+func (h *harness) waitDispatched(events []*kgo.Record) {
+	h.t.Helper()
+	wait(h.t, 20*time.Second, func() bool {
+		offs, err := h.adm.FetchOffsets(h.ctx, topics.GroupDispatcher)
+		if err != nil {
+			return false
+		}
+		for _, r := range events {
+			o, ok := offs.Lookup(r.Topic, r.Partition)
+			if !ok || o.At <= r.Offset {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// readAll reads a topic from the start to its end. Read committed, it first
+// waits until no transaction is open on the topic, and returns exactly the
+// committed records. Control records are read (and dropped) so the end is
+// recognised even when the log ends with a transaction marker.
+func (h *harness) readAll(topic string, committed bool) []*kgo.Record {
+	h.t.Helper()
+	var ends kadm.ListedOffsets
+	wait(h.t, 20*time.Second, func() bool {
+		hw, err := h.adm.ListEndOffsets(h.ctx, topic)
+		if err != nil || hw.Error() != nil {
+			return false
+		}
+		ends = hw
+		if !committed {
+			return true
+		}
+		stable, err := h.adm.ListCommittedOffsets(h.ctx, topic)
+		if err != nil || stable.Error() != nil {
+			return false
+		}
+		same := true
+		hw.Each(func(o kadm.ListedOffset) {
+			s, _ := stable.Lookup(topic, o.Partition)
+			same = same && s.Offset == o.Offset
+		})
+		return same
+	})
+	start := map[int32]kgo.Offset{}
+	next := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		start[o.Partition] = kgo.NewOffset().AtStart()
+		next[o.Partition] = 0
+	})
+	isolation := kgo.ReadUncommitted()
+	if committed {
+		isolation = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.kafka.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}),
+		kgo.FetchIsolationLevel(isolation), kgo.KeepControlRecords())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	done := func() bool {
+		d := true
+		ends.Each(func(o kadm.ListedOffset) { d = d && next[o.Partition] >= o.Offset })
+		return d
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("reading %s: %v (at %v, end %v)", topic, ctx.Err(), next, ends)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			next[r.Partition] = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
+
+// deliveries reads every committed delivery.
+func (h *harness) deliveries() []delivered {
+	h.t.Helper()
+	var out []delivered
+	for _, r := range h.readAll(h.names().Deliveries(), true) {
+		d, err := topics.DecodeDelivery(r.Value)
+		if err != nil {
+			h.t.Fatalf("delivery at %d/%d: %v", r.Partition, r.Offset, err)
+		}
+		out = append(out, delivered{Delivery: d, key: string(r.Key), partition: r.Partition})
+	}
+	return out
+}
+
+type delivered struct {
+	topics.Delivery
+	key       string
+	partition int32
+}
+
+// event renders an event value with data spliced in byte for byte
+// (json.Marshal would compact it).
+func event(t testing.TB, e topics.Event, data string) []byte {
+	t.Helper()
+	b, err := json.Marshal(e) // Data is nil and last: ends with "data":null}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append(bytes.TrimSuffix(b, []byte("null}")), data...)
+	return append(out, '}')
+}
+
+// pairKey names a (subscription, event) pair.
+func pairKey(sub, ev string) string { return fmt.Sprintf("%s/%s", sub, ev) }
