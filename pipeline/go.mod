@@ -8,6 +8,7 @@ require (
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.uber.org/zap v1.28.0
+	golang.org/x/time v0.16.0
 )
 
 require (

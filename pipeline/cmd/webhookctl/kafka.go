@@ -15,10 +15,11 @@ import (
 
 // kafka is a connected client with the pipeline's topic names.
 type kafka struct {
-	cl    *kgo.Client
-	adm   *kadm.Client
-	opts  []kgo.Opt
-	names topics.Names
+	cl      *kgo.Client
+	adm     *kadm.Client
+	opts    []kgo.Opt
+	brokers []string
+	names   topics.Names
 }
 
 // clientOpts are the options of every client webhookctl makes: franz-go
@@ -56,14 +57,17 @@ func (c *cli) connect(ctx context.Context) (*kafka, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	if err := cl.Ping(ctx); err != nil {
+	// Long commands have no deadline: connecting still has one.
+	pingCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := cl.Ping(pingCtx); err != nil {
 		cl.Close()
-		if ctx.Err() != nil {
-			err = ctx.Err()
+		if pingCtx.Err() != nil {
+			err = pingCtx.Err()
 		}
 		return nil, fmt.Errorf("cannot reach Kafka at %s: %w", strings.Join(cfg.Brokers, ","), err)
 	}
-	return &kafka{cl: cl, adm: kadm.NewClient(cl), opts: opts, names: cfg.Names}, nil
+	return &kafka{cl: cl, adm: kadm.NewClient(cl), opts: opts, brokers: cfg.Brokers, names: cfg.Names}, nil
 }
 
 func (k *kafka) close() { k.cl.Close() }

@@ -1,11 +1,13 @@
 // Command webhookctl manages the webhook pipeline through its Kafka topics:
 // it creates the topics, manages subscriptions on the compacted
-// subscriptions topic and publishes test events.
+// subscriptions topic, publishes test events, lists and redrives dead
+// letters, and replays events to one subscription.
 //
 // Global flags (-o, --brokers, --timeout) go before the command words or
 // anywhere after them, except that in "subscriptions create" and
 // "subscriptions update" a --timeout after the command words is the
-// subscription's HTTP timeout. Exit codes: 0 success, 1 runtime error,
+// subscription's HTTP timeout. "dlq redrive" and "replay" run until they are
+// done unless --timeout is given. Exit codes: 0 success, 1 runtime error,
 // 2 usage error or invalid input.
 package main
 
@@ -44,6 +46,7 @@ type cli struct {
 	brokers string        // --brokers: overrides WEBHOOKS_KAFKA_BROKERS
 	timeout time.Duration // --timeout: bound on the whole command, default 15s
 	stdout  io.Writer
+	stderr  io.Writer // progress lines of long commands, in text mode
 	getenv  func(string) string
 }
 
@@ -56,6 +59,10 @@ type command struct {
 	name    string   // the command words, e.g. "subscriptions create"
 	args    []string // names of the positional arguments, all required
 	summary string
+	// long commands (redrive, replay) take as long as their work at the
+	// rate asked for: without an explicit --timeout they have no deadline,
+	// and --timeout bounds only connecting to Kafka.
+	long bool
 	// setup defines the command's flags on fs and returns the function
 	// that runs it.
 	setup func(fs *flag.FlagSet) runFunc
@@ -77,6 +84,9 @@ var commands = []command{
 	{name: "subscriptions delete", args: []string{"ID"}, summary: "delete a subscription (tombstone)", setup: deleteCmd},
 	{name: "subscriptions rotate-secret", args: []string{"ID"}, summary: "new secret; the old one signs for 24h more", setup: rotateCmd},
 	{name: "publish", summary: "publish one event (for testing)", setup: publishCmd},
+	{name: "replay", summary: "re-dispatch events in a time range to one subscription", long: true, setup: replayCmd},
+	{name: "dlq list", summary: "list dead letters (redriven ones hidden unless --all)", setup: dlqListCmd},
+	{name: "dlq redrive", summary: "send dead letters back to the deliverer, each at most once", long: true, setup: redriveCmd},
 }
 
 // usageError is bad command-line input: exit code 2.
@@ -90,7 +100,7 @@ func usagef(format string, args ...any) error {
 
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	c := &cli{output: outputText, timeout: 15 * time.Second, stdout: stdout, getenv: getenv}
+	c := &cli{output: outputText, timeout: 15 * time.Second, stdout: stdout, stderr: stderr, getenv: getenv}
 	err := c.dispatch(ctx, args)
 	switch {
 	case err == nil:
@@ -114,12 +124,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 func (c *cli) dispatch(ctx context.Context, args []string) error {
 	fs := newFlagSet("webhookctl")
 	c.globalFlags(fs)
+	timeoutGiven := false
+	given := func(fl *flag.Flag) { timeoutGiven = timeoutGiven || fl.Name == "timeout" }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.usage()
 		}
 		return flagErr("", err)
 	}
+	fs.Visit(given)
 	words := fs.Args()
 	if len(words) == 0 || words[0] == "help" {
 		c.usage()
@@ -132,6 +145,10 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	fs = newFlagSet(cmd.name)
 	runCmd := cmd.setup(fs)
 	c.globalFlags(fs)
+	if fl := fs.Lookup("timeout"); cmd.long && fl.Usage == timeoutUsage {
+		fl.Usage = "time limit for the whole command (default none; connecting is bounded by " + fl.DefValue + ")"
+		fl.DefValue = "0s" // not printed
+	}
 	pos, err := parseInterspersed(fs, rest)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -152,8 +169,12 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	if c.timeout <= 0 {
 		return usagef("--timeout %s: must be positive", c.timeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	fs.Visit(given)
+	if !cmd.long || timeoutGiven {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	if err := runCmd(ctx, c, pos); err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// The clients fail requests with "client closed" once
@@ -195,6 +216,8 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+const timeoutUsage = "time limit for the whole command"
+
 // globalFlags defines the global flags on fs, bound to c, unless the
 // command defines a flag of the same name. The current values are the
 // defaults, so a later parse keeps what an earlier one set.
@@ -206,7 +229,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 		fs.StringVar(&c.brokers, "brokers", c.brokers, "comma-separated Kafka brokers (overrides "+topics.EnvBrokers+")")
 	}
 	if fs.Lookup("timeout") == nil {
-		fs.DurationVar(&c.timeout, "timeout", c.timeout, "time limit for the whole command")
+		fs.DurationVar(&c.timeout, "timeout", c.timeout, timeoutUsage)
 	}
 }
 
@@ -259,7 +282,13 @@ global flags (before the command, or after it):
   --brokers LIST      comma-separated Kafka brokers (default $%s or %s)
   --timeout DURATION  time limit for the whole command (default 15s); in
                       "subscriptions create|update" a --timeout after the
-                      command words is the subscription's HTTP timeout
+                      command words is the subscription's HTTP timeout;
+                      "dlq redrive" and "replay" run until done (or
+                      interrupted) unless --timeout is given, and connecting
+                      is bounded by 15s
+
+TIME (--since, --until) is an RFC 3339 time (2026-11-22T10:00:00Z) or a
+duration ago (90m, 2h, 3d).
 
 environment: %s, %s, %s
 

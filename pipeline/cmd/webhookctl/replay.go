@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// envMaxEventBytes is the dispatcher's limit on event size (default
+// topics.DefaultMaxEventBytes); replay applies the same one, so it skips
+// exactly the events the dispatcher dead-lettered.
+const envMaxEventBytes = "WEBHOOKS_MAX_EVENT_BYTES"
+
+// replayStats counts what replay did, while the progress line reads it.
+type replayStats struct {
+	scanned, replayed, notMatching, undecodable atomic.Int64
+}
+
+// replaySummary is what replay did; the JSON shape of its output.
+type replaySummary struct {
+	Subscription string `json:"subscription"`
+	// Scanned counts the events read in the time range.
+	Scanned int64 `json:"scanned"`
+	// Replayed counts the deliveries produced.
+	Replayed int64 `json:"replayed"`
+	// NotMatching counts events the subscription (or --types) does not want.
+	NotMatching int64 `json:"not_matching"`
+	// Undecodable counts events the dispatcher could not dispatch either.
+	Undecodable int64 `json:"undecodable"`
+}
+
+func (s *replayStats) progress() string {
+	return fmt.Sprintf("replayed %d, scanned %d, skipped %d", s.replayed.Load(), s.scanned.Load(),
+		s.notMatching.Load()+s.undecodable.Load())
+}
+
+func replayCmd(fs *flag.FlagSet) runFunc {
+	id := fs.String("subscription", "", "the one subscription to re-dispatch events to (required)")
+	var times timeRange
+	times.define(fs, "events published")
+	fs.Lookup("since").Usage += " (required)"
+	types := fs.String("types", "", "comma-separated type patterns (type, prefix.* or *) to replay, within the subscription's (default: all of the subscription's)")
+	perSecond := defineRate(fs, 100, "deliveries produced")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		if *id == "" {
+			return usagef("--subscription is required")
+		}
+		if times.since == "" {
+			return usagef("--since is required")
+		}
+		patterns := splitList(*types)
+		for _, pt := range patterns {
+			if topics.ValidatePattern(pt) != nil {
+				return usagef("--types: %q is not a type, prefix.* or *", pt)
+			}
+		}
+		p, err := newPace(*perSecond)
+		if err != nil {
+			return err
+		}
+		since, until, err := times.resolve(time.Now())
+		if err != nil {
+			return err
+		}
+		maxBytes := topics.DefaultMaxEventBytes
+		if v := c.getenv(envMaxEventBytes); v != "" {
+			if maxBytes, err = strconv.Atoi(v); err != nil || maxBytes < 1 {
+				return fmt.Errorf("%s: %q is not a positive number of bytes", envMaxEventBytes, v)
+			}
+		}
+		k, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		t, err := k.subscriptions(ctx)
+		if err != nil {
+			return err
+		}
+		sub, ok := t.Get(*id)
+		if !ok {
+			return notFound(*id)
+		}
+		if !sub.Enabled {
+			return fmt.Errorf("subscription %s is disabled: the deliverer would skip its deliveries (enable it first)", *id)
+		}
+		w, err := k.window(ctx, k.names.Events(), since, until)
+		if err != nil {
+			return err
+		}
+		prod, err := kgo.NewClient(append(k.opts[:len(k.opts):len(k.opts)], kgo.RecordPartitioner(topics.Partitioner()))...)
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer prod.Close()
+
+		st := &replayStats{}
+		stop := c.progress(st.progress)
+		defer stop()
+		batch := make([]*kgo.Record, 0, p.batch)
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			if err := p.wait(ctx, len(batch)); err != nil {
+				return err
+			}
+			if err := prod.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				return topicErr(k.names.Deliveries(), fmt.Errorf("produce to %s: %w", k.names.Deliveries(), err))
+			}
+			st.replayed.Add(int64(len(batch)))
+			batch = batch[:0]
+			return nil
+		}
+		err = k.scan(ctx, w, func(r *kgo.Record) error {
+			st.scanned.Add(1)
+			ev, err := topics.DecodeEvent(r.Value, maxBytes)
+			switch {
+			case err != nil:
+				st.undecodable.Add(1)
+				return nil
+			case !sub.Matches(&ev) || (len(patterns) > 0 && !slices.ContainsFunc(patterns, func(pt string) bool {
+				return topics.MatchType(pt, ev.Type)
+			})):
+				st.notMatching.Add(1)
+				return nil
+			}
+			batch = append(batch, delivery(r, &ev, sub, k.names))
+			if len(batch) < p.batch {
+				return nil
+			}
+			return flush()
+		})
+		if err == nil {
+			err = flush()
+		}
+		stop()
+		if err != nil {
+			if st.scanned.Load() > 0 {
+				err = fmt.Errorf("%s, then: %w", st.progress(), err)
+			}
+			return err
+		}
+		sum := replaySummary{Subscription: sub.ID, Scanned: st.scanned.Load(), Replayed: st.replayed.Load(),
+			NotMatching: st.notMatching.Load(), Undecodable: st.undecodable.Load()}
+		if c.output == outputJSON {
+			return c.printJSON(sum)
+		}
+		fmt.Fprintf(c.stdout, "replayed %d to %s, scanned %d, skipped %d (not matching %d, undecodable %d)\n",
+			sum.Replayed, sum.Subscription, sum.Scanned, sum.NotMatching+sum.Undecodable, sum.NotMatching, sum.Undecodable)
+		return nil
+	}
+}
+
+// delivery is the record the dispatcher makes of an event record for one
+// subscription: the first attempt, keyed and valued the same way.
+func delivery(r *kgo.Record, ev *topics.Event, sub *topics.Subscription, names topics.Names) *kgo.Record {
+	ts := ev.CreatedAt
+	if ts == "" {
+		ts = r.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	d := topics.Delivery{
+		SubscriptionID: sub.ID,
+		EventID:        ev.ID,
+		EventType:      ev.Type,
+		Tenant:         ev.Tenant,
+		Key:            ev.Key,
+		Timestamp:      ts,
+		Data:           ev.Data,
+		Attempt:        1,
+		PublishedAt:    r.Timestamp.UTC(),
+	}
+	return &kgo.Record{Topic: names.Deliveries(), Key: []byte(sub.DeliveryKey(ev)), Value: d.Encode()}
+}
