@@ -70,8 +70,14 @@ func (c *Config) validate() error {
 	if c.MaxPerSubscription < 1 {
 		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION must be at least 1"))
 	}
-	if c.CommitInterval <= 0 || c.ShutdownTimeout <= 0 || c.ConnectTimeout <= 0 {
-		errs = append(errs, errors.New("intervals and timeouts must be positive"))
+	if c.CommitInterval <= 0 {
+		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_COMMIT_INTERVAL must be positive"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("WEBHOOKS_SHUTDOWN_TIMEOUT must be positive"))
+	}
+	if c.ConnectTimeout <= 0 {
+		errs = append(errs, errors.New("WEBHOOKS_CONNECT_TIMEOUT must be positive"))
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_GROUP must not be empty"))

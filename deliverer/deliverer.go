@@ -143,19 +143,32 @@ func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
 // (backpressure) until a quarter of them are done.
 func (d *deliverer) poll(ctx context.Context) error {
 	topic := d.names.Deliveries()
+	// A fatal error ends polling at once, even while no records arrive
+	// (PollRecords blocks until some do) or the buffer is full.
+	pctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		select {
+		case err := <-d.fatal:
+			stop(err)
+		case <-pctx.Done():
+		}
+	}()
 	for {
 		if n := d.lanes.Buffered(); n >= d.cfg.MaxBuffered {
 			d.cl.PauseFetchTopics(topic)
-			err := d.lanes.WaitBelow(ctx, d.cfg.MaxBuffered*3/4)
+			// At least 1: with MaxBuffered 1, 3/4 of it is 0, which
+			// Buffered never goes below.
+			err := d.lanes.WaitBelow(pctx, max(1, d.cfg.MaxBuffered*3/4))
 			d.cl.ResumeFetchTopics(topic)
 			if err != nil {
-				return nil
+				return fatalCause(ctx, pctx)
 			}
 		}
-		fs := d.cl.PollRecords(ctx, max(1, d.cfg.MaxBuffered-d.lanes.Buffered()))
-		if ctx.Err() != nil || fs.IsClientClosed() {
+		fs := d.cl.PollRecords(pctx, max(1, d.cfg.MaxBuffered-d.lanes.Buffered()))
+		if pctx.Err() != nil || fs.IsClientClosed() {
 			d.cl.AllowRebalance()
-			return nil
+			return fatalCause(ctx, pctx)
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			d.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
@@ -164,12 +177,16 @@ func (d *deliverer) poll(ctx context.Context) error {
 			d.lanes.Add(r, string(topics.SubscriptionOfKey(r.Key)))
 		})
 		d.cl.AllowRebalance()
-		select {
-		case err := <-d.fatal:
-			return err
-		default:
-		}
 	}
+}
+
+// fatalCause is the fatal error that ended polling, or nil when shutdown
+// (ctx) did.
+func fatalCause(ctx, pctx context.Context) error {
+	if c := context.Cause(pctx); c != nil && c != context.Cause(ctx) {
+		return c
+	}
+	return nil
 }
 
 // work runs records until the lanes close.

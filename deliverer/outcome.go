@@ -99,8 +99,10 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, rng *rand.Rand
 			att.Outcome = topics.OutcomeDead
 			log.Warn("dead-lettered: retries exhausted", zap.String("category", res.Category), zap.Int("status", resp.status))
 			return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
-				Delivery: &del, Reason: "retries exhausted: " + att.Error, FailureCategory: res.Category,
-				HTTPStatus: resp.status, Attempts: del.Attempt,
+				// The category says why it is here (topics.FailureExhausted);
+				// the reason keeps the last attempt's category and error.
+				Delivery: &del, Reason: "retries exhausted, last failure " + res.Category + ": " + att.Error,
+				FailureCategory: topics.FailureExhausted, HTTPStatus: resp.status, Attempts: del.Attempt,
 			}, now)}
 		}
 		delay := backoff.Jittered(nominal, rng)

@@ -67,9 +67,11 @@ func (p *partition) advance() {
 	for i < len(p.ledger) && p.ledger[i].done {
 		i++
 	}
-	if i > 0 {
-		p.ledger = append(p.ledger[:0:0], p.ledger[i:]...)
-	}
+	// Re-slice rather than copy: copying the rest of the ledger on every
+	// finished record is quadratic in the records held. Add's append
+	// moves the live tail to a fresh array when this one runs out.
+	clear(p.ledger[:i])
+	p.ledger = p.ledger[i:]
 }
 
 type subscription struct {
@@ -206,7 +208,12 @@ func (l *Lanes) release(s *subscription, it *Item) {
 	q := l.keys[it.key]
 	for i, x := range q {
 		if x == it {
-			q = append(q[:i:i], q[i+1:]...)
+			if i == 0 { // the usual case: the head finished; no copy
+				q[0] = nil
+				q = q[1:]
+			} else {
+				q = append(q[:i:i], q[i+1:]...)
+			}
 			break
 		}
 	}

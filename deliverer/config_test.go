@@ -1,0 +1,113 @@
+package deliverer
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := LoadConfig(envOf(nil))
+	if err != nil {
+		t.Fatalf("LoadConfig with no environment: %v", err)
+	}
+	want := Config{
+		Group: topics.GroupDeliverer, MaxInFlight: 256, MaxBuffered: 8192, MaxPerSubscription: 64,
+		CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, MaxResponseBytes: 64 << 10,
+		ConnectTimeout: 10 * time.Second,
+	}
+	got := c
+	got.Kafka = topics.Kafka{}
+	if !equalConfig(got, want) {
+		t.Fatalf("defaults = %+v, want %+v", got, want)
+	}
+	if !slices.Equal(c.Kafka.Brokers, []string{topics.DefaultBrokers}) || c.Kafka.Names.Prefix != topics.DefaultPrefix ||
+		c.Kafka.SessionTimeout != topics.DefaultSessionTimeout || len(c.Kafka.Names.Tiers) != 6 {
+		t.Fatalf("Kafka defaults = %+v", c.Kafka)
+	}
+}
+
+func equalConfig(a, b Config) bool {
+	return a.Group == b.Group && a.MaxInFlight == b.MaxInFlight && a.MaxBuffered == b.MaxBuffered &&
+		a.MaxPerSubscription == b.MaxPerSubscription && a.CommitInterval == b.CommitInterval &&
+		a.ShutdownTimeout == b.ShutdownTimeout && a.MaxResponseBytes == b.MaxResponseBytes &&
+		a.ConnectTimeout == b.ConnectTimeout && a.RequireHTTPS == b.RequireHTTPS &&
+		slices.Equal(a.AllowCIDRs, b.AllowCIDRs)
+}
+
+func TestLoadConfigFromEnv(t *testing.T) {
+	c, err := LoadConfig(envOf(map[string]string{
+		"WEBHOOKS_KAFKA_BROKERS":                  "k1:9092, k2:9092",
+		"WEBHOOKS_TOPIC_PREFIX":                   "x.",
+		"WEBHOOKS_RETRY_TIERS":                    "1m,1s",
+		"WEBHOOKS_KAFKA_SESSION_TIMEOUT":          "6s",
+		"WEBHOOKS_DELIVERER_GROUP":                "g",
+		"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT":        "3",
+		"WEBHOOKS_DELIVERER_MAX_BUFFERED":         "3",
+		"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION": "2",
+		"WEBHOOKS_DELIVERER_COMMIT_INTERVAL":      "50ms",
+		"WEBHOOKS_SHUTDOWN_TIMEOUT":               "5s",
+		"WEBHOOKS_CONNECT_TIMEOUT":                "1s",
+		"WEBHOOKS_ALLOW_CIDRS":                    "127.0.0.0/8, ::1",
+		"WEBHOOKS_REQUIRE_HTTPS":                  "true",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Group: "g", MaxInFlight: 3, MaxBuffered: 3, MaxPerSubscription: 2, CommitInterval: 50 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second, ConnectTimeout: time.Second, MaxResponseBytes: 64 << 10, RequireHTTPS: true,
+		AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+	}
+	if !equalConfig(c, want) {
+		t.Fatalf("config = %+v, want %+v", c, want)
+	}
+	if !slices.Equal(c.Kafka.Brokers, []string{"k1:9092", "k2:9092"}) || c.Kafka.Names.Deliveries() != "x.deliveries" ||
+		c.Kafka.SessionTimeout != 6*time.Second || !slices.Equal(c.Kafka.Names.Tiers, []time.Duration{time.Second, time.Minute}) {
+		t.Fatalf("Kafka = %+v", c.Kafka)
+	}
+}
+
+// TestLoadConfigErrors: every bad value is refused with an error that names
+// its variable, so an operator knows what to fix.
+func TestLoadConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ key, value string }{
+		{"WEBHOOKS_KAFKA_BROKERS", " , "},
+		{"WEBHOOKS_RETRY_TIERS", "5x"},
+		{"WEBHOOKS_RETRY_TIERS", "100ms"},
+		{"WEBHOOKS_KAFKA_SESSION_TIMEOUT", "soon"},
+		{"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", "many"},
+		{"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", "0"},
+		{"WEBHOOKS_DELIVERER_MAX_BUFFERED", "1.5"},
+		{"WEBHOOKS_DELIVERER_MAX_BUFFERED", "10"}, // below the default MaxInFlight of 256
+		{"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", "x"},
+		{"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", "-1"},
+		{"WEBHOOKS_DELIVERER_COMMIT_INTERVAL", "1 second"},
+		{"WEBHOOKS_DELIVERER_COMMIT_INTERVAL", "0s"},
+		{"WEBHOOKS_SHUTDOWN_TIMEOUT", "x"},
+		{"WEBHOOKS_SHUTDOWN_TIMEOUT", "-1s"},
+		{"WEBHOOKS_CONNECT_TIMEOUT", "10"},
+		{"WEBHOOKS_CONNECT_TIMEOUT", "0s"},
+		{"WEBHOOKS_ALLOW_CIDRS", "10.0.0.0/33"},
+		{"WEBHOOKS_ALLOW_CIDRS", "localhost"},
+		{"WEBHOOKS_REQUIRE_HTTPS", "maybe"},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			_, err := LoadConfig(envOf(map[string]string{tc.key: tc.value}))
+			if err == nil {
+				t.Fatalf("LoadConfig accepted %s=%q", tc.key, tc.value)
+			}
+			if !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("error %q does not name %s", err, tc.key)
+			}
+		})
+	}
+}

@@ -1,0 +1,672 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// rec is a synthetic delivery record; its subscription is the key up to '/'.
+func rec(part int32, off int64, key string) *kgo.Record {
+	return &kgo.Record{Topic: "deliveries", Partition: part, Offset: off, Key: []byte(key), LeaderEpoch: 3}
+}
+
+func subOf(key string) string {
+	s, _, _ := strings.Cut(key, "/")
+	return s
+}
+
+func add(l *Lanes, part int32, off int64, key string) {
+	l.Add(rec(part, off, key), subOf(key))
+}
+
+// waitBlocked waits until n goroutines are parked in fn (a method name as
+// it appears in a stack trace) waiting on a sync.Cond: the only way to know
+// a call is blocked, and not merely slow to start, without timing.
+func waitBlocked(tb testing.TB, fn string, n int) {
+	tb.Helper()
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	buf := make([]byte, 1<<20)
+	for {
+		got := 0
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "sync.(*Cond).Wait") && strings.Contains(g, "lanes."+fn) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		select {
+		case <-deadline.C:
+			tb.Fatalf("%d goroutines blocked in %s, want %d", got, fn, n)
+		case <-tick.C:
+		}
+	}
+}
+
+// canRun reports whether Next would return at once: some subscription has
+// a ready record and room under its cap. It reads the scheduler's state
+// under its lock, so a negative answer is not a matter of timing.
+func canRun(l *Lanes) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.runq) > 0
+}
+
+// next calls Next, failing the test if it does not return within a few
+// seconds (closing the lanes so the goroutine ends).
+func next(tb testing.TB, l *Lanes) *Item {
+	tb.Helper()
+	type res struct {
+		it *Item
+		ok bool
+	}
+	ch := make(chan res, 1)
+	go func() {
+		it, ok := l.Next()
+		ch <- res{it, ok}
+	}()
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if !r.ok {
+			tb.Fatal("Next returned ok=false")
+		}
+		return r.it
+	case <-timer.C:
+		l.Close()
+		tb.Fatal("Next did not return")
+		return nil
+	}
+}
+
+// nextAsync starts a Next call and returns where its result arrives.
+func nextAsync(l *Lanes) <-chan *Item {
+	ch := make(chan *Item, 1)
+	go func() {
+		it, ok := l.Next()
+		if !ok {
+			it = nil
+		}
+		ch <- it
+	}()
+	return ch
+}
+
+// recv waits for a value from ch, failing the test after a few seconds.
+func recv[T any](tb testing.TB, ch <-chan T, what string) T {
+	tb.Helper()
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		tb.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// notYet fails if ch already has a value. It cannot prove a goroutine will
+// never send, only that it has not sent so far, so the tests pair it with
+// canRun, which is exact.
+func notYet[T any](tb testing.TB, ch <-chan T, what string) {
+	tb.Helper()
+	select {
+	case v := <-ch:
+		tb.Fatalf("%s happened too early (%v)", what, v)
+	default:
+	}
+}
+
+func desc(it *Item) string {
+	if it == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%s@%d/%d", it.Rec.Key, it.Rec.Partition, it.Rec.Offset)
+}
+
+func wm(tb testing.TB, l *Lanes, part int32) int64 {
+	tb.Helper()
+	w, ok := l.Watermarks([]int32{part})[part]
+	if !ok {
+		tb.Fatalf("no watermark for partition %d", part)
+	}
+	return w.Offset
+}
+
+func TestSameKeyRunsOneAtATimeInOffsetOrder(t *testing.T) {
+	l := New(64)
+	for off := range int64(5) {
+		add(l, 0, off, "A/k")
+	}
+	it := next(t, l)
+	for want := int64(0); ; want++ {
+		if it.Rec.Offset != want {
+			t.Fatalf("Next = %s, want offset %d", desc(it), want)
+		}
+		if canRun(l) {
+			t.Fatalf("a second record of key A/k is runnable while offset %d runs", want)
+		}
+		if want == 4 {
+			l.Done(it, true)
+			break
+		}
+		// A Next already waiting gets the following record once this
+		// one is done, and not before.
+		ch := nextAsync(l)
+		waitBlocked(t, "(*Lanes).Next", 1)
+		notYet(t, ch, "Next while the key's head runs")
+		l.Done(it, true)
+		if it = recv(t, ch, "the next record of the key"); it == nil {
+			t.Fatal("Next returned ok=false")
+		}
+	}
+	if l.Buffered() != 0 {
+		t.Fatalf("Buffered = %d after all done, want 0", l.Buffered())
+	}
+	if got := wm(t, l, 0); got != 5 {
+		t.Fatalf("watermark = %d, want 5", got)
+	}
+}
+
+func TestDifferentKeysRunConcurrently(t *testing.T) {
+	l := New(64)
+	add(l, 0, 0, "A/k1")
+	add(l, 0, 1, "A/k2")
+	add(l, 1, 0, "B/k3")
+	got := map[string]bool{}
+	for range 3 {
+		got[string(next(t, l).Rec.Key)] = true // none is Done
+	}
+	if len(got) != 3 {
+		t.Fatalf("running keys = %v, want all three at once", got)
+	}
+}
+
+func TestPerSubscriptionCap(t *testing.T) {
+	l := New(2)
+	for i := range 5 {
+		add(l, 0, int64(i), fmt.Sprintf("A/k%d", i))
+	}
+	add(l, 0, 5, "B/x")
+
+	running := map[string][]*Item{}
+	start := func() *Item {
+		it := next(t, l)
+		running[it.Sub] = append(running[it.Sub], it)
+		if n := len(running["A"]); n > 2 {
+			t.Fatalf("%d records of subscription A run at once, cap is 2", n)
+		}
+		return it
+	}
+	for range 3 {
+		start()
+	}
+	if len(running["B"]) != 1 {
+		t.Fatalf("subscription B was not started beside A's two (running: A=%d, B=%d)", len(running["A"]), len(running["B"]))
+	}
+	if canRun(l) {
+		t.Fatal("a third record of A is runnable while two run (cap 2)")
+	}
+	// Drain: every Done of an A record lets exactly one more A start.
+	for done := 0; done < 5; done++ {
+		a := running["A"][0]
+		running["A"] = running["A"][1:]
+		l.Done(a, true)
+		if done+2 < 5 {
+			start()
+		}
+		if len(running["A"]) == 2 && canRun(l) {
+			t.Fatal("a third record of A is runnable while two run (cap 2)")
+		}
+	}
+	l.Done(running["B"][0], true)
+	if got := wm(t, l, 0); got != 6 {
+		t.Fatalf("watermark = %d, want 6", got)
+	}
+}
+
+func TestRoundRobinAcrossSubscriptions(t *testing.T) {
+	l := New(64)
+	for i := range 100 {
+		add(l, 0, int64(i), fmt.Sprintf("A/k%d", i))
+	}
+	add(l, 1, 0, "B/only")
+	var subs []string
+	for range 3 {
+		subs = append(subs, next(t, l).Sub)
+	}
+	if !slices.Contains(subs, "B") {
+		t.Fatalf("first three Next results are %v: B waits behind A's 100 records", subs)
+	}
+}
+
+func TestWatermark(t *testing.T) {
+	l := New(64)
+	if got := l.Watermarks(nil); len(got) != 0 {
+		t.Fatalf("Watermarks of empty lanes = %v", got)
+	}
+	items := map[int64]*Item{}
+	for off := range int64(5) {
+		add(l, 0, off, fmt.Sprintf("A/k%d", off))
+	}
+	for range 5 {
+		it := next(t, l)
+		items[it.Rec.Offset] = it
+	}
+	for _, step := range []struct {
+		done []int64
+		want int64
+	}{
+		{nil, 0},
+		{[]int64{2, 3}, 0},
+		{[]int64{0}, 1},
+		{[]int64{1}, 4},
+		{[]int64{4}, 5},
+	} {
+		for _, off := range step.done {
+			l.Done(items[off], true)
+		}
+		w := l.Watermarks(nil)[0]
+		if w.Offset != step.want || w.Epoch != 3 {
+			t.Fatalf("after finishing %v: watermark = %+v, want offset %d epoch 3", step.done, w, step.want)
+		}
+	}
+	if _, ok := l.Watermarks([]int32{7})[7]; ok {
+		t.Fatal("a watermark for a partition never seen")
+	}
+}
+
+func TestDoneUncommittedHoldsWatermark(t *testing.T) {
+	l := New(64)
+	add(l, 0, 10, "A/k")
+	add(l, 0, 11, "A/k")
+	add(l, 0, 12, "A/other")
+	a := next(t, l)
+	b := next(t, l)
+	if a.Rec.Offset != 10 || b.Rec.Offset != 12 {
+		t.Fatalf("started %s and %s, want offsets 10 and 12", desc(a), desc(b))
+	}
+	l.Done(a, false) // its effects were not acknowledged
+	c := next(t, l)  // ...but the key moves on
+	if c.Rec.Offset != 11 {
+		t.Fatalf("after Done(10, false), Next = %s, want offset 11", desc(c))
+	}
+	l.Done(b, true)
+	l.Done(c, true)
+	add(l, 0, 13, "A/more")
+	l.Done(next(t, l), true)
+	if got := wm(t, l, 0); got != 10 {
+		t.Fatalf("watermark = %d, want 10 (held below the unacknowledged record forever)", got)
+	}
+	if l.Buffered() != 0 {
+		t.Fatalf("Buffered = %d, want 0", l.Buffered())
+	}
+}
+
+func TestBufferedAndWaitBelow(t *testing.T) {
+	l := New(64)
+	add(l, 0, 0, "A/k")
+	add(l, 0, 1, "A/k") // waiting behind offset 0
+	add(l, 0, 2, "A/j")
+	add(l, 1, 0, "B/k")
+	if got := l.Buffered(); got != 4 {
+		t.Fatalf("Buffered = %d, want 4 (waiting, ready and running all count)", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.WaitBelow(ctx, 5); err != nil {
+		t.Fatalf("WaitBelow(5) with 4 buffered = %v, want nil at once", err)
+	}
+
+	// Not below 3 with 4, nor with 3, buffered: WaitBelow blocks until
+	// its context ends.
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+	if err := l.WaitBelow(short(), 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitBelow(3) with 4 buffered = %v, want DeadlineExceeded", err)
+	}
+	a := next(t, l)
+	if got := l.Buffered(); got != 4 {
+		t.Fatalf("Buffered = %d after Next, want 4 (running counts)", got)
+	}
+	l.Done(a, true)
+	if got := l.Buffered(); got != 3 {
+		t.Fatalf("Buffered = %d after one Done, want 3", got)
+	}
+	if err := l.WaitBelow(short(), 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitBelow(3) with 3 buffered = %v, want DeadlineExceeded", err)
+	}
+	// A waiter blocked in WaitBelow wakes when a Done brings it below.
+	waited := make(chan error, 1)
+	go func() { waited <- l.WaitBelow(ctx, 3) }()
+	waitBlocked(t, "(*Lanes).WaitBelow", 1)
+	l.Done(next(t, l), true)
+	if err := recv(t, waited, "WaitBelow(3) to return after Buffered fell to 2"); err != nil {
+		t.Fatalf("WaitBelow = %v, want nil", err)
+	}
+
+	cctx, ccancel := context.WithCancel(context.Background())
+	waited = make(chan error, 1)
+	go func() { waited <- l.WaitBelow(cctx, 1) }()
+	ccancel()
+	if err := recv(t, waited, "WaitBelow to return on cancel"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitBelow after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func TestDropForgetAndReassign(t *testing.T) {
+	l := New(64)
+	add(l, 0, 0, "A/x") // will be running
+	add(l, 0, 1, "A/x") // waiting behind it
+	add(l, 0, 2, "A/y") // ready
+	add(l, 1, 0, "B/z") // ready, other partition
+	add(l, 1, 1, "B/z") // waiting, other partition
+	x0 := next(t, l)
+	if x0.Rec.Offset != 0 || x0.Rec.Partition != 0 {
+		t.Fatalf("first Next = %s, want A/x@0/0", desc(x0))
+	}
+
+	if n := l.Drop([]int32{0}); n != 2 {
+		t.Fatalf("Drop(0) = %d, want 2 (offsets 1 and 2; offset 0 is running)", n)
+	}
+	if got := l.Buffered(); got != 3 {
+		t.Fatalf("Buffered = %d after Drop, want 3 (one running on 0, two on 1)", got)
+	}
+	z0 := next(t, l)
+	if z0.Rec.Partition != 1 || z0.Rec.Offset != 0 {
+		t.Fatalf("Next after Drop(0) = %s, want B/z@1/0", desc(z0))
+	}
+	if canRun(l) {
+		t.Fatal("something is runnable after Drop(0): a dropped record survived")
+	}
+
+	// WaitIdle(0) waits for the running record of partition 0 only.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	idle := make(chan error, 1)
+	go func() { idle <- l.WaitIdle(ctx, []int32{0}) }()
+	waitBlocked(t, "(*Lanes).WaitIdle", 1)
+	notYet(t, idle, "WaitIdle(0) while A/x@0 runs")
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if err := l.WaitIdle(short, []int32{1}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitIdle(1) while B/z@1 runs = %v, want DeadlineExceeded", err)
+	}
+	cancelShort()
+	l.Done(x0, true)
+	if err := recv(t, idle, "WaitIdle(0)"); err != nil {
+		t.Fatalf("WaitIdle(0) = %v", err)
+	}
+	if got := wm(t, l, 0); got != 1 {
+		t.Fatalf("watermark of 0 = %d, want 1 (first dropped record)", got)
+	}
+
+	// The partition comes back: the new owner refetches from the
+	// committed watermark. A/y, whose head was dropped, is not stuck.
+	l.Forget([]int32{0})
+	if _, ok := l.Watermarks(nil)[0]; ok {
+		t.Fatal("a forgotten partition still has a watermark")
+	}
+	add(l, 0, 1, "A/x")
+	add(l, 0, 2, "A/y")
+	if got := wm(t, l, 0); got != 1 {
+		t.Fatalf("watermark of the fresh ledger = %d, want 1", got)
+	}
+	got := map[string]*Item{}
+	for range 2 {
+		it := next(t, l)
+		got[string(it.Rec.Key)] = it
+	}
+	if got["A/x"] == nil || got["A/y"] == nil {
+		t.Fatalf("after reassignment started %v, want A/x and A/y", got)
+	}
+	l.Done(got["A/y"], true)
+	l.Done(got["A/x"], true)
+	if got := wm(t, l, 0); got != 3 {
+		t.Fatalf("watermark of 0 = %d, want 3", got)
+	}
+	l.Done(z0, true)
+	l.Done(next(t, l), true)
+	if got := wm(t, l, 1); got != 2 {
+		t.Fatalf("watermark of 1 = %d, want 2", got)
+	}
+	if l.Buffered() != 0 {
+		t.Fatalf("Buffered = %d, want 0", l.Buffered())
+	}
+}
+
+func TestDoneAfterForgetLeavesNewLedgerAlone(t *testing.T) {
+	l := New(64)
+	add(l, 0, 0, "A/k")
+	old := next(t, l)
+	l.Drop([]int32{0})
+	l.Forget([]int32{0}) // partition lost while offset 0 runs
+	l.Done(old, true)    // must not panic
+	if w := l.Watermarks(nil); len(w) != 0 || l.Buffered() != 0 {
+		t.Fatalf("after Done on a forgotten partition: watermarks %v, buffered %d", w, l.Buffered())
+	}
+
+	add(l, 0, 5, "A/k")
+	old = next(t, l)
+	l.Drop([]int32{0})
+	l.Forget([]int32{0})
+	// The new owner (us again) refetches offset 5 and more.
+	add(l, 0, 5, "A/k")
+	add(l, 0, 6, "A/j")
+	j := next(t, l)
+	if string(j.Rec.Key) != "A/j" {
+		t.Fatalf("Next = %s, want A/j (A/k waits for the old run of its key)", desc(j))
+	}
+	if canRun(l) {
+		t.Fatal("the refetched A/k is runnable while its old run is still running")
+	}
+	l.Done(old, true) // must not mark the new ledger's offset 5
+	if got := wm(t, l, 0); got != 5 {
+		t.Fatalf("watermark = %d after the old run finished, want 5", got)
+	}
+	k := next(t, l)
+	if k.Rec.Offset != 5 || k == old {
+		t.Fatalf("Next = %s, want the refetched A/k@0/5", desc(k))
+	}
+	l.Done(j, true)
+	if got := wm(t, l, 0); got != 5 {
+		t.Fatalf("watermark = %d, want 5", got)
+	}
+	l.Done(k, true)
+	if got := wm(t, l, 0); got != 7 {
+		t.Fatalf("watermark = %d, want 7", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := l.WaitIdle(ctx, []int32{0}); err != nil {
+		t.Fatalf("WaitIdle(0) with nothing running = %v", err)
+	}
+}
+
+func TestCloseWakesNext(t *testing.T) {
+	l := New(64)
+	var wg sync.WaitGroup
+	results := make(chan bool, 3)
+	for range 3 {
+		wg.Go(func() {
+			_, ok := l.Next()
+			results <- ok
+		})
+	}
+	waitBlocked(t, "(*Lanes).Next", 3)
+	l.Close()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	recv(t, done, "blocked Next calls to return after Close")
+	close(results)
+	for ok := range results {
+		if ok {
+			t.Fatal("Next returned ok=true after Close")
+		}
+	}
+	add(l, 0, 0, "A/k")
+	if _, ok := l.Next(); ok {
+		t.Fatal("Next returned ok=true on closed lanes with work")
+	}
+}
+
+// TestConcurrentStress runs 8 workers against a concurrent producer: per key,
+// records start in offset order and never overlap; per subscription the cap
+// holds; every partition ends at last offset + 1.
+func TestConcurrentStress(t *testing.T) {
+	const (
+		workers   = 8
+		records   = 2000
+		keys      = 50
+		parts     = 3
+		maxPerSub = 3
+	)
+	l := New(maxPerSub)
+	var (
+		mu        sync.Mutex
+		started   = map[string][]int64{}
+		runningK  = map[string]bool{}
+		runningS  = map[string]int{}
+		failure   string
+		lastOff   = map[int32]int64{}
+		finished  int
+		allDone   = make(chan struct{})
+		nextOff   [parts]int64
+		toAdd     []*kgo.Record
+		keyOfPart = func(k int) int32 { return int32(k % parts) }
+	)
+	for i := range records {
+		k := i * 7 % keys
+		p := keyOfPart(k)
+		r := rec(p, nextOff[p], fmt.Sprintf("s%d/k%d", k%5, k))
+		nextOff[p]++
+		lastOff[p] = r.Offset
+		toAdd = append(toAdd, r)
+	}
+
+	var wg sync.WaitGroup
+	for w := range workers {
+		rng := rand.New(rand.NewPCG(uint64(w), 1))
+		wg.Go(func() {
+			for {
+				it, ok := l.Next()
+				if !ok {
+					return
+				}
+				key := string(it.Rec.Key)
+				mu.Lock()
+				if runningK[key] && failure == "" {
+					failure = "two records of " + key + " ran at once"
+				}
+				runningK[key] = true
+				runningS[it.Sub]++
+				if runningS[it.Sub] > maxPerSub && failure == "" {
+					failure = fmt.Sprintf("%d records of %s ran at once", runningS[it.Sub], it.Sub)
+				}
+				started[key] = append(started[key], it.Rec.Offset)
+				mu.Unlock()
+				for range rng.IntN(50) { // a little work, to interleave
+					_ = rng.Uint64()
+				}
+				mu.Lock()
+				runningK[key] = false
+				runningS[it.Sub]--
+				finished++
+				if finished == records {
+					close(allDone)
+				}
+				mu.Unlock()
+				l.Done(it, true)
+			}
+		})
+	}
+	for i, r := range toAdd {
+		l.Add(r, subOf(string(r.Key)))
+		if i%100 == 0 {
+			// Let the buffer drain now and then, as the poll loop does.
+			_ = l.WaitBelow(context.Background(), 64)
+		}
+	}
+	timer := time.NewTimer(30 * time.Second)
+	select {
+	case <-allDone:
+	case <-timer.C:
+		l.Close()
+		wg.Wait()
+		t.Fatalf("only %d of %d records finished", finished, records)
+	}
+	timer.Stop()
+	l.Close()
+	wg.Wait()
+
+	if failure != "" {
+		t.Fatal(failure)
+	}
+	perKey := map[string][]int64{}
+	for _, r := range toAdd {
+		perKey[string(r.Key)] = append(perKey[string(r.Key)], r.Offset)
+	}
+	for key, want := range perKey {
+		if !slices.Equal(started[key], want) {
+			t.Fatalf("key %s started in order %v, want %v", key, started[key], want)
+		}
+	}
+	for p, last := range lastOff {
+		if got := wm(t, l, p); got != last+1 {
+			t.Fatalf("partition %d watermark = %d, want %d", p, got, last+1)
+		}
+	}
+	if l.Buffered() != 0 {
+		t.Fatalf("Buffered = %d, want 0", l.Buffered())
+	}
+}
+
+// BenchmarkAddNextDone schedules batches of 1024 records, as the poll loop
+// does, and runs them one by one: over 64 keys of 8 subscriptions, and all
+// on one hot key (a long queue behind its head).
+func BenchmarkAddNextDone(b *testing.B) {
+	for _, nkeys := range []int{64, 1} {
+		b.Run(fmt.Sprintf("keys=%d", nkeys), func(b *testing.B) {
+			l := New(64)
+			keys := make([]string, nkeys)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("s%d/k%d", i%8, i)
+			}
+			recs := make([]*kgo.Record, 1024)
+			b.ReportAllocs()
+			var off int64
+			for b.Loop() {
+				for i := range recs {
+					recs[i] = rec(0, off, keys[off%int64(len(keys))])
+					off++
+				}
+				for _, r := range recs {
+					l.Add(r, subOf(string(r.Key)))
+				}
+				for range recs {
+					it, _ := l.Next()
+					l.Done(it, true)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*int64(len(recs))), "ns/record")
+		})
+	}
+}
