@@ -28,6 +28,14 @@ type Config struct {
 	// MaxPerSubscription caps concurrent requests to one subscription:
 	// WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION, default 64.
 	MaxPerSubscription int
+	// MaxQueuedPerSubscription caps the records of one subscription held
+	// here; beyond it they spill to the shortest retry tier unattempted, so
+	// a slow endpoint never fills the buffer that other subscriptions share:
+	// WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION, default 1024.
+	MaxQueuedPerSubscription int
+	// RetryFloor is the shortest delay before retrying a 429 or a timeout:
+	// WEBHOOKS_RETRY_FLOOR, default 60s.
+	RetryFloor time.Duration
 	// AllowCIDRs opens blocked address ranges (SSRF guard):
 	// WEBHOOKS_ALLOW_CIDRS, default none.
 	AllowCIDRs []netip.Prefix
@@ -53,6 +61,8 @@ func (c *Config) defaults() {
 	c.MaxInFlight = 256
 	c.MaxBuffered = 8192
 	c.MaxPerSubscription = 64
+	c.MaxQueuedPerSubscription = 1024
+	c.RetryFloor = 60 * time.Second
 	c.CommitInterval = time.Second
 	c.ShutdownTimeout = 30 * time.Second
 	c.MaxResponseBytes = 64 << 10
@@ -69,6 +79,12 @@ func (c *Config) validate() error {
 	}
 	if c.MaxPerSubscription < 1 {
 		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION must be at least 1"))
+	}
+	if c.MaxQueuedPerSubscription < c.MaxPerSubscription {
+		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION must be at least WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION"))
+	}
+	if c.RetryFloor < 0 {
+		errs = append(errs, errors.New("WEBHOOKS_RETRY_FLOOR must not be negative"))
 	}
 	if c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_COMMIT_INTERVAL must be positive"))
@@ -122,6 +138,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	num("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", &c.MaxInFlight)
 	num("WEBHOOKS_DELIVERER_MAX_BUFFERED", &c.MaxBuffered)
 	num("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", &c.MaxPerSubscription)
+	num("WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION", &c.MaxQueuedPerSubscription)
+	dur("WEBHOOKS_RETRY_FLOOR", &c.RetryFloor)
 	dur("WEBHOOKS_DELIVERER_COMMIT_INTERVAL", &c.CommitInterval)
 	dur("WEBHOOKS_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	dur("WEBHOOKS_CONNECT_TIMEOUT", &c.ConnectTimeout)

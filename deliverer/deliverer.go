@@ -28,6 +28,7 @@ type deliverer struct {
 	log    *zap.Logger
 	cl     *kgo.Client
 	table  *topics.Table
+	holds  *holds
 	lanes  *lanes.Lanes
 	sender *sender
 	fatal  chan error
@@ -45,7 +46,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		cfg:       cfg,
 		names:     cfg.Kafka.Names,
 		log:       log,
-		lanes:     lanes.New(cfg.MaxPerSubscription),
+		lanes:     lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription),
 		sender:    newSender(cfg),
 		fatal:     make(chan error, 1),
 		committed: map[int32]int64{},
@@ -60,6 +61,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	tableCtx, stopTable := context.WithCancel(context.Background())
 	defer stopTable()
 	go table.Run(tableCtx)
+	holdTable, err := topics.NewHoldTable(base, d.names.Holds(), log)
+	if err != nil {
+		return err
+	}
+	defer holdTable.Close()
+	d.holds = newHolds(holdTable)
+	go holdTable.Run(tableCtx)
 
 	cl, err := kgo.NewClient(d.opts(base)...)
 	if err != nil {
@@ -196,9 +204,27 @@ func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 		if !ok {
 			return
 		}
-		recs := d.attempt(ctx, it.Rec, rng)
-		d.lanes.Done(it, recs != nil && d.produce(ctx, recs))
+		d.lanes.Done(it, d.handle(ctx, it, rng))
 	}
+}
+
+// handle does what a delivery record asks and reports whether everything
+// it caused was acknowledged, so that its offset may be committed.
+func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand) bool {
+	del, dead := d.decode(it.Rec)
+	if dead != nil {
+		return d.produce(ctx, []*kgo.Record{dead})
+	}
+	if del.Key != "" {
+		if sub, ok := d.subscription(ctx, del.SubscriptionID); ok && sub.Ordering == topics.OrderingKey {
+			return d.ordered(ctx, it.Rec, it.Spill, del, rng)
+		}
+	}
+	if it.Spill {
+		return d.produce(ctx, d.spill(it.Rec.Key, del))
+	}
+	recs, v := d.attempt(ctx, it.Rec, del, rng)
+	return v != cut && d.produce(ctx, recs)
 }
 
 // produce waits until the broker acknowledged every record. kgo retries
@@ -282,6 +308,7 @@ func (d *deliverer) revoked(ctx context.Context, _ *kgo.Client, lost map[string]
 	cancel()
 	d.commitLocked(ctx, parts)
 	d.lanes.Forget(parts)
+	d.holds.forget(parts)
 	for _, p := range parts {
 		delete(d.committed, p)
 	}
@@ -299,6 +326,7 @@ func (d *deliverer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int
 	defer d.commitMu.Unlock()
 	d.lanes.Drop(parts)
 	d.lanes.Forget(parts)
+	d.holds.forget(parts)
 	for _, p := range parts {
 		delete(d.committed, p)
 	}

@@ -192,16 +192,21 @@ func TestOutcomes(t *testing.T) {
 	}
 
 	// Retries: on the tier topic for the schedule's first delay (5s ->
-	// the 1s tier of "1s,1m"), same key, attempt 2, due in the future.
+	// the 1s tier of "1s,1m"), same key, attempt 2, due in the future. A
+	// timeout waits at least the retry floor (60s by default: the 1m tier).
 	for id, delay := range map[string]time.Duration{
 		"sub_500":       5 * time.Second, // 5s ± 20%
 		"sub_503_after": 8 * time.Second, // Retry-After 8, within [5s, 10s]
 		"sub_302":       5 * time.Second,
-		"sub_hang":      5 * time.Second,
+		"sub_hang":      time.Minute,
 	} {
 		d := dels[id]
 		a := h.waitAttempt(d.EventID)
-		r := h.waitRecord(h.names.Retry(time.Second), d.EventID)
+		tier := time.Second
+		if id == "sub_hang" {
+			tier = time.Minute
+		}
+		r := h.waitRecord(h.names.Retry(tier), d.EventID)
 		if string(r.Key) != id+"/"+d.EventID {
 			t.Errorf("%s: retry key = %q, want the delivery's key", id, r.Key)
 		}
@@ -214,7 +219,7 @@ func TestOutcomes(t *testing.T) {
 			t.Fatalf("%s: retry record has no %s header", id, topics.HeaderNotBefore)
 		}
 		lo, hi := a.TS.Add(delay*8/10-time.Millisecond), a.TS.Add(delay*12/10+time.Millisecond)
-		if id == "sub_503_after" {
+		if id == "sub_503_after" || id == "sub_hang" {
 			lo, hi = a.TS.Add(delay-time.Millisecond), a.TS.Add(delay+time.Millisecond)
 		}
 		if nb.Before(lo) || nb.After(hi) || !nb.After(time.Now().Add(-time.Second)) {
@@ -498,7 +503,7 @@ func TestNoCommitBeforeAttemptAcked(t *testing.T) {
 	waitFor(t, 20*time.Second, "the second requests", func() bool { return rc.count() == 10 })
 	waitFor(t, 20*time.Second, "attempt records to be refused", func() bool { return refuse.Hits() > 0 })
 	// Many commit intervals (50ms) long: nothing may be committed.
-	holds(t, time.Second, "the committed offset", func() bool { return equalOffsets(h.committed(), before) })
+	keepsHolding(t, time.Second, "the committed offset", func() bool { return equalOffsets(h.committed(), before) })
 	for _, id := range second {
 		if n := len(h.attemptsOf(id)); n != 0 {
 			t.Fatalf("an attempt record of %s was written while the broker refused them", id)
@@ -534,7 +539,7 @@ func TestBackpressure(t *testing.T) {
 	h.deliver(ds...)
 	h.start(map[string]string{"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT": "2", "WEBHOOKS_DELIVERER_MAX_BUFFERED": "4"})
 	waitFor(t, 20*time.Second, "two requests in flight", func() bool { now, _ := rc.concurrency(); return now == 2 })
-	holds(t, 500*time.Millisecond, "at most two requests", func() bool {
+	keepsHolding(t, 500*time.Millisecond, "at most two requests", func() bool {
 		_, peak := rc.concurrency()
 		return peak <= 2 && rc.count() == 2
 	})
@@ -572,7 +577,7 @@ func TestPollBackpressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: lanes.New(cfg.MaxPerSubscription),
+			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription), holds: newHolds(nil),
 				fatal: make(chan error, 1), committed: map[int32]int64{}}
 			d.cl, err = kgo.NewClient(d.opts(baseOpts(cfg, h.log))...)
 			if err != nil {
@@ -597,7 +602,7 @@ func TestPollBackpressure(t *testing.T) {
 			}()
 
 			waitFor(t, 20*time.Second, "the buffer to fill", func() bool { return d.lanes.Buffered() == maxBuffered })
-			holds(t, 300*time.Millisecond, "the buffer cap", func() bool { return d.lanes.Buffered() == maxBuffered })
+			keepsHolding(t, 300*time.Millisecond, "the buffer cap", func() bool { return d.lanes.Buffered() == maxBuffered })
 			for i := range int64(n) {
 				it := nextItem(t, d.lanes)
 				if it.Rec.Offset != i {

@@ -45,10 +45,10 @@ func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 	}
 }
 
-// holds checks that cond stays true for the whole of d: for asserting that
+// keepsHolding checks that cond stays true for the whole of d: for asserting that
 // something does not happen (a commit that must not move, a request that
 // must not start). It polls, as waitFor does.
-func holds(tb testing.TB, d time.Duration, what string, cond func() bool) {
+func keepsHolding(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()

@@ -16,50 +16,76 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// attempt handles one delivery record and returns the records it causes:
-// always an attempt record, plus a retry-tier, dlq or subscription record as
-// the outcome asks. The caller commits the delivery only once all of them
-// are acknowledged.
-//
-// It returns nil when the attempt was cut short by shutdown: nothing is
-// produced and the record is left for the next owner.
-func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, rng *rand.Rand) []*kgo.Record {
-	now := time.Now()
+// verdict is what became of a delivery record.
+type verdict int
+
+const (
+	// cut: shutdown cut the attempt short; nothing is produced and the
+	// record is left for the next owner.
+	cut verdict = iota
+	// finished: delivered, dead-lettered or skipped.
+	finished
+	// retried: sent to a retry tier (or spilled there unattempted).
+	retried
+)
+
+// decode decodes a delivery record; an undecodable one yields its dead
+// letter instead.
+func (d *deliverer) decode(rec *kgo.Record) (*topics.Delivery, *kgo.Record) {
 	del, err := topics.DecodeDelivery(rec.Value)
 	if err != nil {
 		d.log.Warn("dead-lettering an undecodable delivery record", zap.Int32("partition", rec.Partition),
 			zap.Int64("offset", rec.Offset), zap.Error(err))
-		return []*kgo.Record{d.deadLetter(rec, topics.DeadLetter{
+		return nil, d.deadLetter(rec, topics.DeadLetter{
 			RawEvent: rec.Value, Reason: err.Error(), FailureCategory: topics.FailureInvalid,
-		}, now)}
+		}, time.Now())
 	}
-	sub, ok := d.table.Get(del.SubscriptionID)
+	return &del, nil
+}
+
+// subscription returns the current subscription of a delivery, catching
+// the table up once on a miss (the dispatcher saw it; our view may lag).
+func (d *deliverer) subscription(ctx context.Context, id string) (*topics.Subscription, bool) {
+	sub, ok := d.table.Get(id)
 	if !ok {
-		// The dispatcher saw this subscription; our view may be behind.
 		if err := d.table.WaitCaughtUp(ctx); err == nil {
-			sub, ok = d.table.Get(del.SubscriptionID)
+			sub, ok = d.table.Get(id)
 		}
 	}
-	att := topics.Attempt{
+	return sub, ok
+}
+
+func newAttempt(del *topics.Delivery, now time.Time) topics.Attempt {
+	return topics.Attempt{
 		AttemptID: topics.NewAttemptID(), EventID: del.EventID, EventType: del.EventType,
 		SubscriptionID: del.SubscriptionID, Tenant: del.Tenant, Attempt: del.Attempt, TS: now,
 		PublishedAt: del.PublishedAt,
 	}
+}
+
+// attempt makes one HTTP attempt of a delivery and returns the records it
+// causes: always an attempt record, plus a retry-tier, dlq or subscription
+// record as the outcome asks. The caller commits the delivery only once all
+// of them are acknowledged.
+func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.Delivery, rng *rand.Rand) ([]*kgo.Record, verdict) {
+	now := time.Now()
+	sub, ok := d.subscription(ctx, del.SubscriptionID)
+	att := newAttempt(del, now)
 	log := d.log.With(zap.String("subscription", del.SubscriptionID), zap.String("event", del.EventID),
 		zap.Int("attempt", del.Attempt))
 	switch {
 	case !ok:
 		att.Outcome, att.FailureCategory, att.Error = topics.OutcomeSkipped, topics.FailureDeleted, "subscription does not exist"
 		log.Debug("skipped: subscription deleted")
-		return []*kgo.Record{d.attemptRecord(&att)}
+		return []*kgo.Record{d.attemptRecord(&att)}, finished
 	case !sub.Enabled:
 		// Kept in the dlq so it can be redriven once the subscription is
 		// enabled again.
 		att.Outcome, att.FailureCategory, att.Error = topics.OutcomeSkipped, topics.FailureDisabled, "subscription is disabled"
 		log.Debug("skipped: subscription disabled")
 		return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
-			Delivery: &del, Reason: att.Error, FailureCategory: topics.FailureDisabled, Attempts: del.Attempt - 1,
-		}, now)}
+			Delivery: del, Reason: att.Error, FailureCategory: topics.FailureDisabled, Attempts: del.Attempt - 1,
+		}, now)}, finished
 	}
 
 	keys := make([][]byte, 0, 2)
@@ -68,11 +94,11 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, rng *rand.Rand
 			keys = append(keys, k)
 		}
 	}
-	resp, err := d.sender.send(ctx, sub, &del, keys)
+	resp, err := d.sender.send(ctx, sub, del, keys)
 	if ctx.Err() != nil {
 		// Shutting down past the budget: this attempt does not count, the
 		// record is redone by the next owner.
-		return nil
+		return nil, cut
 	}
 	res := classify.Classify(resp.status, err)
 	att.HTTPStatus = resp.status
@@ -91,7 +117,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, rng *rand.Rand
 	case classify.Success:
 		att.Outcome = topics.OutcomeSuccess
 		log.Debug("delivered", zap.Int("status", resp.status), zap.Duration("duration", resp.duration))
-		return []*kgo.Record{d.attemptRecord(&att)}
+		return []*kgo.Record{d.attemptRecord(&att)}, finished
 	case classify.Retry:
 		schedule, _ := topics.ParseSchedule(sub.RetrySchedule)
 		nominal, more := backoff.Next(schedule, del.Attempt)
@@ -101,25 +127,24 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, rng *rand.Rand
 			return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
 				// The category says why it is here (topics.FailureExhausted);
 				// the reason keeps the last attempt's category and error.
-				Delivery: &del, Reason: "retries exhausted, last failure " + res.Category + ": " + att.Error,
+				Delivery: del, Reason: "retries exhausted, last failure " + res.Category + ": " + att.Error,
 				FailureCategory: topics.FailureExhausted, HTTPStatus: resp.status, Attempts: del.Attempt,
-			}, now)}
+			}, now)}, finished
 		}
 		delay := backoff.Jittered(nominal, rng)
 		if wish, ok := backoff.RetryAfter(resp.retryAfter, now); ok {
 			delay = backoff.Clamp(wish, nominal)
 		}
-		next := del
+		if res.Category == topics.FailureRateLimited || res.Category == topics.FailureTimeout {
+			// An endpoint that is overloaded gets at least the floor.
+			delay = max(delay, d.cfg.RetryFloor)
+		}
+		next := *del
 		next.Attempt++
 		next.NotBefore = now.Add(delay)
 		att.Outcome, att.NextAttemptAt = topics.OutcomeRetry, next.NotBefore
 		log.Debug("retrying", zap.String("category", res.Category), zap.Int("status", resp.status), zap.Duration("in", delay))
-		return []*kgo.Record{d.attemptRecord(&att), {
-			Topic:   d.names.Retry(d.names.TierFor(nominal)),
-			Key:     rec.Key,
-			Value:   next.Encode(),
-			Headers: []kgo.RecordHeader{topics.NotBeforeHeader(next.NotBefore)},
-		}}
+		return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(rec.Key, &next, d.names.TierFor(max(nominal, delay)))}, retried
 	case classify.Disable:
 		att.Outcome = topics.OutcomeDead
 		disabled := *sub
@@ -128,16 +153,39 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, rng *rand.Rand
 		disabled.UpdatedAt = now
 		log.Warn("disabling subscription: endpoint answered 410 Gone", zap.String("url", topics.RedactURL(sub.URL)))
 		return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
-			Delivery: &del, Reason: disabled.DisabledReason, FailureCategory: res.Category,
+			Delivery: del, Reason: disabled.DisabledReason, FailureCategory: res.Category,
 			HTTPStatus: resp.status, Attempts: del.Attempt,
-		}, now), d.subscriptionRecord(&disabled)}
+		}, now), d.subscriptionRecord(&disabled)}, finished
 	default:
 		att.Outcome = topics.OutcomeDead
 		log.Warn("dead-lettered: permanent failure", zap.String("category", res.Category), zap.Int("status", resp.status),
 			zap.String("url", topics.RedactURL(sub.URL)))
 		return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
-			Delivery: &del, Reason: att.Error, FailureCategory: res.Category, HTTPStatus: resp.status, Attempts: del.Attempt,
-		}, now)}
+			Delivery: del, Reason: att.Error, FailureCategory: res.Category, HTTPStatus: resp.status, Attempts: del.Attempt,
+		}, now)}, finished
+	}
+}
+
+// spill hands a delivery to the shortest retry tier without attempting it
+// and without using up its schedule: its subscription already has its queue
+// limit of records held here.
+func (d *deliverer) spill(key []byte, del *topics.Delivery) []*kgo.Record {
+	now := time.Now()
+	tier := d.names.Tiers[0]
+	next := *del
+	next.NotBefore = now.Add(tier)
+	att := newAttempt(del, now)
+	att.Outcome, att.FailureCategory, att.NextAttemptAt = topics.OutcomeBlocked, topics.FailureBusy, next.NotBefore
+	att.Error = "subscription has its limit of deliveries queued; spilled to the retry path"
+	return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(key, &next, tier)}
+}
+
+func (d *deliverer) retryRecord(key []byte, next *topics.Delivery, tier time.Duration) *kgo.Record {
+	return &kgo.Record{
+		Topic:   d.names.Retry(tier),
+		Key:     key,
+		Value:   next.Encode(),
+		Headers: []kgo.RecordHeader{topics.NotBeforeHeader(next.NotBefore)},
 	}
 }
 

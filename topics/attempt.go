@@ -36,6 +36,8 @@ const (
 	FailureDisabled     = "subscription_disabled"
 	FailureInvalid      = "invalid_record"
 	FailureExhausted    = "exhausted"
+	FailureKeyHeld      = "key_held"          // parked behind a failed delivery of the same ordered key
+	FailureBusy         = "subscription_busy" // spilled: the subscription had its queue limit held
 )
 
 // Attempt is the value on the attempts topic, keyed by subscription id.

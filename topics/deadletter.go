@@ -11,7 +11,7 @@ import (
 // deliveries topic, so listing and redriving skip it from then on.
 type DeadLetter struct {
 	// Redriven locates the dead letter this marker redrove.
-	Redriven *Source `json:"redriven,omitempty"`
+	Redriven *Source   `json:"redriven,omitempty"`
 	Delivery *Delivery `json:"delivery,omitempty"`
 	// RawEvent is the undecodable event value exactly as consumed.
 	RawEvent []byte `json:"raw_event,omitempty"`

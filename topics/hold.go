@@ -17,8 +17,10 @@ type Hold struct {
 	HeadAttempt int    `json:"head_attempt"`
 	// ParkedFrom is the offset, in the key's partition of the parked topic,
 	// from which its parked deliveries are read; -1 when none is parked.
-	ParkedFrom int64     `json:"parked_from"`
-	Since      time.Time `json:"since"`
+	ParkedFrom int64 `json:"parked_from"`
+	// ParkedPartition is the key's partition of the parked topic.
+	ParkedPartition int32     `json:"parked_partition"`
+	Since           time.Time `json:"since"`
 }
 
 // Encode renders the record value.

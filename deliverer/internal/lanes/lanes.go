@@ -19,6 +19,11 @@ import (
 type Item struct {
 	Rec *kgo.Record
 	Sub string // subscription id: the key up to '/'
+	// Spill is set when the record arrived while its subscription already
+	// had its queue limit of records held: it is not attempted but handed
+	// to the retry path, in key order, ahead of ordinary work (it is cheap)
+	// and outside the subscription's in-flight cap.
+	Spill bool
 
 	key   string
 	state state
@@ -84,7 +89,8 @@ type subscription struct {
 
 // Lanes is the scheduler. All methods are safe for concurrent use.
 type Lanes struct {
-	maxPerSub int
+	maxPerSub    int
+	maxQueuedSub int
 
 	mu       sync.Mutex
 	work     *sync.Cond // a subscription became runnable, or closed
@@ -94,17 +100,19 @@ type Lanes struct {
 	subs     map[string]*subscription
 	keys     map[string][]*Item // per key, in offset order; [0] is ready or running
 	runq     []*subscription    // subscriptions with ready items and room
+	spillq   []*Item            // ready spill items
 	parts    map[int32]*partition
 }
 
 // New returns lanes that run at most maxPerSub records of one subscription
-// at a time.
-func New(maxPerSub int) *Lanes {
+// at a time and spill a subscription's records beyond maxQueuedSub held.
+func New(maxPerSub, maxQueuedSub int) *Lanes {
 	l := &Lanes{
-		maxPerSub: max(1, maxPerSub),
-		subs:      map[string]*subscription{},
-		keys:      map[string][]*Item{},
-		parts:     map[int32]*partition{},
+		maxPerSub:    max(1, maxPerSub),
+		maxQueuedSub: max(1, maxQueuedSub),
+		subs:         map[string]*subscription{},
+		keys:         map[string][]*Item{},
+		parts:        map[int32]*partition{},
 	}
 	l.work = sync.NewCond(&l.mu)
 	l.change = sync.NewCond(&l.mu)
@@ -124,12 +132,12 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 	p.ledger = append(p.ledger, e)
 	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
 
-	it := &Item{Rec: r, Sub: sub, key: string(r.Key), entry: e, part: p}
 	s := l.subs[sub]
 	if s == nil {
 		s = &subscription{id: sub}
 		l.subs[sub] = s
 	}
+	it := &Item{Rec: r, Sub: sub, Spill: s.items >= l.maxQueuedSub, key: string(r.Key), entry: e, part: p}
 	s.items++
 	l.buffered++
 	q := l.keys[it.key]
@@ -141,6 +149,11 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 
 func (l *Lanes) makeReady(s *subscription, it *Item) {
 	it.state = ready
+	if it.Spill {
+		l.spillq = append(l.spillq, it)
+		l.work.Signal()
+		return
+	}
 	s.ready = append(s.ready, it)
 	l.enqueue(s)
 }
@@ -159,11 +172,22 @@ func (l *Lanes) enqueue(s *subscription) {
 func (l *Lanes) Next() (it *Item, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for len(l.runq) == 0 && !l.closed {
+	for len(l.runq) == 0 && len(l.spillq) == 0 && !l.closed {
 		l.work.Wait()
 	}
 	if l.closed {
 		return nil, false
+	}
+	if len(l.spillq) > 0 {
+		it = l.spillq[0]
+		l.spillq[0] = nil
+		l.spillq = l.spillq[1:]
+		it.state = running
+		it.part.inflight++
+		if len(l.runq) > 0 || len(l.spillq) > 0 {
+			l.work.Signal()
+		}
+		return it, true
 	}
 	s := l.runq[0]
 	l.runq[0] = nil
@@ -196,7 +220,9 @@ func (l *Lanes) Done(it *Item, committed bool) {
 		p.advance()
 	}
 	s := l.subs[it.Sub]
-	s.inflight--
+	if !it.Spill {
+		s.inflight--
+	}
 	l.release(s, it)
 	l.enqueue(s)
 	l.change.Broadcast()
@@ -265,6 +291,14 @@ func (l *Lanes) Drop(parts []int32) int {
 		drop[p] = true
 	}
 	n := 0
+	keptSpills := l.spillq[:0]
+	for _, it := range l.spillq {
+		if !drop[it.Rec.Partition] {
+			keptSpills = append(keptSpills, it)
+		}
+	}
+	clear(l.spillq[len(keptSpills):])
+	l.spillq = keptSpills
 	for _, s := range l.subs {
 		kept := s.ready[:0]
 		for _, it := range s.ready {

@@ -150,7 +150,7 @@ func wm(tb testing.TB, l *Lanes, part int32) int64 {
 }
 
 func TestSameKeyRunsOneAtATimeInOffsetOrder(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	for off := range int64(5) {
 		add(l, 0, off, "A/k")
 	}
@@ -185,7 +185,7 @@ func TestSameKeyRunsOneAtATimeInOffsetOrder(t *testing.T) {
 }
 
 func TestDifferentKeysRunConcurrently(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	add(l, 0, 0, "A/k1")
 	add(l, 0, 1, "A/k2")
 	add(l, 1, 0, "B/k3")
@@ -199,7 +199,7 @@ func TestDifferentKeysRunConcurrently(t *testing.T) {
 }
 
 func TestPerSubscriptionCap(t *testing.T) {
-	l := New(2)
+	l := New(2, 1<<20)
 	for i := range 5 {
 		add(l, 0, int64(i), fmt.Sprintf("A/k%d", i))
 	}
@@ -242,7 +242,7 @@ func TestPerSubscriptionCap(t *testing.T) {
 }
 
 func TestRoundRobinAcrossSubscriptions(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	for i := range 100 {
 		add(l, 0, int64(i), fmt.Sprintf("A/k%d", i))
 	}
@@ -257,7 +257,7 @@ func TestRoundRobinAcrossSubscriptions(t *testing.T) {
 }
 
 func TestWatermark(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	if got := l.Watermarks(nil); len(got) != 0 {
 		t.Fatalf("Watermarks of empty lanes = %v", got)
 	}
@@ -293,7 +293,7 @@ func TestWatermark(t *testing.T) {
 }
 
 func TestDoneUncommittedHoldsWatermark(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	add(l, 0, 10, "A/k")
 	add(l, 0, 11, "A/k")
 	add(l, 0, 12, "A/other")
@@ -320,7 +320,7 @@ func TestDoneUncommittedHoldsWatermark(t *testing.T) {
 }
 
 func TestBufferedAndWaitBelow(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	add(l, 0, 0, "A/k")
 	add(l, 0, 1, "A/k") // waiting behind offset 0
 	add(l, 0, 2, "A/j")
@@ -374,7 +374,7 @@ func TestBufferedAndWaitBelow(t *testing.T) {
 }
 
 func TestDropForgetAndReassign(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	add(l, 0, 0, "A/x") // will be running
 	add(l, 0, 1, "A/x") // waiting behind it
 	add(l, 0, 2, "A/y") // ready
@@ -454,7 +454,7 @@ func TestDropForgetAndReassign(t *testing.T) {
 }
 
 func TestDoneAfterForgetLeavesNewLedgerAlone(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	add(l, 0, 0, "A/k")
 	old := next(t, l)
 	l.Drop([]int32{0})
@@ -502,7 +502,7 @@ func TestDoneAfterForgetLeavesNewLedgerAlone(t *testing.T) {
 }
 
 func TestCloseWakesNext(t *testing.T) {
-	l := New(64)
+	l := New(64, 1<<20)
 	var wg sync.WaitGroup
 	results := make(chan bool, 3)
 	for range 3 {
@@ -539,7 +539,7 @@ func TestConcurrentStress(t *testing.T) {
 		parts     = 3
 		maxPerSub = 3
 	)
-	l := New(maxPerSub)
+	l := New(maxPerSub, 1<<20)
 	var (
 		mu        sync.Mutex
 		started   = map[string][]int64{}
@@ -645,7 +645,7 @@ func TestConcurrentStress(t *testing.T) {
 func BenchmarkAddNextDone(b *testing.B) {
 	for _, nkeys := range []int{64, 1} {
 		b.Run(fmt.Sprintf("keys=%d", nkeys), func(b *testing.B) {
-			l := New(64)
+			l := New(64, 1<<20)
 			keys := make([]string, nkeys)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("s%d/k%d", i%8, i)
@@ -668,5 +668,40 @@ func BenchmarkAddNextDone(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*int64(len(recs))), "ns/record")
 		})
+	}
+}
+
+// TestSpillBeyondQueueLimit: a subscription's records beyond its queue
+// limit are handed out as spill items, ahead of ordinary work, outside the
+// in-flight cap, and still one at a time per key in offset order.
+func TestSpillBeyondQueueLimit(t *testing.T) {
+	l := New(1, 2)
+	add := func(off int64, key string) { l.Add(&kgo.Record{Key: []byte(key), Partition: 0, Offset: off}, "a") }
+	add(0, "a/1")
+	add(1, "a/2")
+	add(2, "a/3") // beyond the limit of 2: spill
+	add(3, "a/3") // spill, behind offset 2 in its key
+	first, _ := l.Next()
+	if !first.Spill || first.Rec.Offset != 2 {
+		t.Fatalf("first item = offset %d spill %v, want the spill at offset 2", first.Rec.Offset, first.Spill)
+	}
+	second, _ := l.Next()
+	if second.Spill || second.Rec.Offset != 0 {
+		t.Fatalf("second item = offset %d spill %v, want ordinary offset 0 (key a/3 is busy)", second.Rec.Offset, second.Spill)
+	}
+	l.Done(first, true)
+	third, _ := l.Next()
+	if !third.Spill || third.Rec.Offset != 3 {
+		t.Fatalf("third item = offset %d spill %v, want the spill at offset 3 once its key is free", third.Rec.Offset, third.Spill)
+	}
+	l.Done(third, true)
+	l.Done(second, true)
+	last, _ := l.Next()
+	if last.Spill || last.Rec.Offset != 1 {
+		t.Fatalf("last item = offset %d spill %v", last.Rec.Offset, last.Spill)
+	}
+	l.Done(last, true)
+	if wm := l.Watermarks(nil)[0]; wm.Offset != 4 {
+		t.Fatalf("watermark %d, want 4", wm.Offset)
 	}
 }

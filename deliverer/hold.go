@@ -1,0 +1,242 @@
+package deliverer
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Ordered keys (invariant 4). When a delivery of an ordered subscription
+// fails and goes to a retry tier, its key is held: the holds topic
+// (compacted) records the head delivery whose outcome releases the key.
+// Later deliveries of a held key are not attempted: they are appended to
+// the parked topic, in arrival order, and the hold notes where the key's
+// parked records start. When the head comes back from its tier and
+// succeeds or is dead-lettered, the key's parked deliveries are attempted in
+// order, in the key's lane; a parked delivery that fails becomes the new
+// head and the rest stay parked. Holds and parked records live in Kafka, so
+// they survive restarts of any component, and a held key never holds back
+// other keys or its partition.
+
+// holds is this process's view of the held keys.
+type holds struct {
+	table *topics.HoldTable
+
+	mu    sync.Mutex
+	ready map[int32]bool      // deliveries partitions whose holds were caught up since assignment
+	local map[string]ownWrite // holds written here that the table may not show yet
+}
+
+// ownWrite is a hold (nil: released) this process wrote, authoritative
+// until the table has applied the write.
+type ownWrite struct {
+	hold      *topics.Hold
+	partition int32
+	offset    int64
+}
+
+func newHolds(t *topics.HoldTable) *holds {
+	return &holds{table: t, ready: map[int32]bool{}, local: map[string]ownWrite{}}
+}
+
+// get returns the hold of a key whose deliveries come from partition p.
+// The first call after p was assigned waits until the table includes every
+// hold written before, by whichever process owned p then.
+func (h *holds) get(ctx context.Context, p int32, key string) (*topics.Hold, error) {
+	h.mu.Lock()
+	ready := h.ready[p]
+	h.mu.Unlock()
+	if !ready {
+		if err := h.table.WaitCaughtUp(ctx); err != nil {
+			return nil, err
+		}
+		h.mu.Lock()
+		h.ready[p] = true
+		h.mu.Unlock()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w, ok := h.local[key]; ok {
+		if h.table.Applied(w.partition) <= w.offset {
+			return w.hold, nil
+		}
+		delete(h.local, key)
+	}
+	if v, ok := h.table.Get(key); ok {
+		return &v, nil
+	}
+	return nil, nil
+}
+
+// wrote records an acknowledged write of a key's hold.
+func (h *holds) wrote(key string, hold *topics.Hold, rec *kgo.Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.local[key] = ownWrite{hold: hold, partition: rec.Partition, offset: rec.Offset}
+}
+
+// forget marks partitions as no longer assigned.
+func (h *holds) forget(parts []int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range parts {
+		delete(h.ready, p)
+	}
+}
+
+func (d *deliverer) holdRecord(key []byte, h *topics.Hold) *kgo.Record {
+	r := &kgo.Record{Topic: d.names.Holds(), Key: key}
+	if h != nil {
+		r.Value = h.Encode()
+	}
+	return r
+}
+
+// writeHold produces a key's hold (nil releases it) and remembers it.
+func (d *deliverer) writeHold(ctx context.Context, key []byte, h *topics.Hold) bool {
+	r := d.holdRecord(key, h)
+	if !d.produce(ctx, []*kgo.Record{r}) {
+		return false
+	}
+	d.holds.wrote(string(key), h, r)
+	return true
+}
+
+// ordered handles a delivery of an ordered subscription that has an
+// ordering key. It reports whether everything it caused was acknowledged.
+func (d *deliverer) ordered(ctx context.Context, rec *kgo.Record, spill bool, del *topics.Delivery, rng *rand.Rand) bool {
+	key := rec.Key
+	held, err := d.holds.get(ctx, rec.Partition, string(key))
+	if err != nil {
+		d.log.Warn("cannot read the key's hold; leaving the delivery for later", zap.Error(err))
+		return false
+	}
+	isHead := held != nil && del.EventID == held.Head && del.Attempt == held.HeadAttempt
+	if held != nil && !isHead {
+		return d.park(ctx, rec, del, held)
+	}
+	if spill {
+		// Spilled unattempted: the key waits for it like for a failed head.
+		recs := d.spill(key, del)
+		h := &topics.Hold{Head: del.EventID, HeadAttempt: del.Attempt, ParkedFrom: -1, Since: time.Now()}
+		if isHead {
+			h.ParkedFrom, h.ParkedPartition, h.Since = held.ParkedFrom, held.ParkedPartition, held.Since
+		}
+		return d.produce(ctx, recs) && d.writeHold(ctx, key, h)
+	}
+	recs, v := d.attempt(ctx, rec, del, rng)
+	switch v {
+	case cut:
+		return false
+	case retried:
+		h := &topics.Hold{Head: del.EventID, HeadAttempt: del.Attempt + 1, ParkedFrom: -1, Since: time.Now()}
+		if isHead {
+			h.ParkedFrom, h.ParkedPartition, h.Since = held.ParkedFrom, held.ParkedPartition, held.Since
+		}
+		return d.produce(ctx, recs) && d.writeHold(ctx, key, h)
+	}
+	if !d.produce(ctx, recs) {
+		return false
+	}
+	if !isHead {
+		return true
+	}
+	next, ok := d.drain(ctx, key, held, rng)
+	return ok && d.writeHold(ctx, key, next)
+}
+
+// park appends a delivery of a held key to the parked topic.
+func (d *deliverer) park(ctx context.Context, rec *kgo.Record, del *topics.Delivery, held *topics.Hold) bool {
+	parked := &kgo.Record{Topic: d.names.Parked(), Key: rec.Key, Value: rec.Value}
+	att := newAttempt(del, time.Now())
+	att.Outcome, att.FailureCategory = topics.OutcomeBlocked, topics.FailureKeyHeld
+	att.Error = "waiting behind event " + held.Head + " of the same ordering key"
+	if !d.produce(ctx, []*kgo.Record{parked, d.attemptRecord(&att)}) {
+		return false
+	}
+	if held.ParkedFrom >= 0 {
+		return true
+	}
+	h := *held
+	h.ParkedFrom, h.ParkedPartition = parked.Offset, parked.Partition
+	return d.writeHold(ctx, rec.Key, &h)
+}
+
+// drainUpdateEvery is how many parked deliveries are attempted between
+// progress writes of the hold, bounding what a crash mid-drain repeats.
+const drainUpdateEvery = 100
+
+// drain attempts a released key's parked deliveries in order. It returns
+// the key's next hold (nil: released) once every parked delivery up to the
+// end of the parked partition was attempted, or at the first one that went
+// to a retry tier, which becomes the new head.
+func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *rand.Rand) (*topics.Hold, bool) {
+	if h.ParkedFrom < 0 {
+		return nil, true
+	}
+	topic := d.names.Parked()
+	ends, err := kadm.NewClient(d.cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		d.log.Warn("draining parked deliveries: end offsets", zap.Error(err))
+		return nil, false
+	}
+	end, ok := ends.Lookup(topic, h.ParkedPartition)
+	if !ok || end.Err != nil {
+		d.log.Warn("draining parked deliveries: no end offset", zap.Int32("partition", h.ParkedPartition))
+		return nil, false
+	}
+	cl, err := kgo.NewClient(append(baseOpts(d.cfg, d.log),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {h.ParkedPartition: kgo.NewOffset().At(h.ParkedFrom)}}),
+		kgo.FetchMaxWait(200*time.Millisecond))...)
+	if err != nil {
+		return nil, false
+	}
+	defer cl.Close()
+	progress := *h
+	drained := 0
+	for off := h.ParkedFrom; off < end.Offset; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		for _, r := range fs.Records() {
+			if r.Offset >= end.Offset {
+				break
+			}
+			off = r.Offset + 1
+			if string(r.Key) != string(key) {
+				continue
+			}
+			del, dead := d.decode(r)
+			if dead != nil {
+				if !d.produce(ctx, []*kgo.Record{dead}) {
+					return nil, false
+				}
+				continue
+			}
+			recs, v := d.attempt(ctx, r, del, rng)
+			if v == cut || !d.produce(ctx, recs) {
+				return nil, false
+			}
+			if v == retried {
+				return &topics.Hold{Head: del.EventID, HeadAttempt: del.Attempt + 1, ParkedFrom: off,
+					ParkedPartition: h.ParkedPartition, Since: h.Since}, true
+			}
+			if drained++; drained%drainUpdateEvery == 0 {
+				progress.ParkedFrom = off
+				if !d.writeHold(ctx, key, &progress) {
+					return nil, false
+				}
+			}
+		}
+	}
+	d.log.Debug("released ordered key", zap.String("key", string(key)), zap.Int("drained", drained))
+	return nil, true
+}
