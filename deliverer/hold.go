@@ -120,27 +120,30 @@ func (d *deliverer) ordered(ctx context.Context, rec *kgo.Record, spill bool, de
 	}
 	isHead := held != nil && del.EventID == held.Head && del.Attempt == held.HeadAttempt
 	if held != nil && !isHead {
+		if rec.Offset <= held.Through || del.EventID == held.Head {
+			// Redone after a crash (already parked, or the head's own
+			// earlier record), or a stale copy of the head: handled.
+			return true
+		}
 		return d.park(ctx, rec, del, held)
+	}
+	next := &topics.Hold{Head: del.EventID, ParkedFrom: -1, Through: rec.Offset, Since: time.Now()}
+	if isHead {
+		next.ParkedFrom, next.ParkedPartition, next.Since = held.ParkedFrom, held.ParkedPartition, held.Since
+		next.Through = max(held.Through, rec.Offset)
 	}
 	if spill {
 		// Spilled unattempted: the key waits for it like for a failed head.
-		recs := d.spill(key, del)
-		h := &topics.Hold{Head: del.EventID, HeadAttempt: del.Attempt, ParkedFrom: -1, Since: time.Now()}
-		if isHead {
-			h.ParkedFrom, h.ParkedPartition, h.Since = held.ParkedFrom, held.ParkedPartition, held.Since
-		}
-		return d.produce(ctx, recs) && d.writeHold(ctx, key, h)
+		next.HeadAttempt = del.Attempt
+		return d.produceHold(ctx, d.spill(key, del), key, next)
 	}
 	recs, v := d.attempt(ctx, rec, del, rng)
 	switch v {
 	case cut:
 		return false
 	case retried:
-		h := &topics.Hold{Head: del.EventID, HeadAttempt: del.Attempt + 1, ParkedFrom: -1, Since: time.Now()}
-		if isHead {
-			h.ParkedFrom, h.ParkedPartition, h.Since = held.ParkedFrom, held.ParkedPartition, held.Since
-		}
-		return d.produce(ctx, recs) && d.writeHold(ctx, key, h)
+		next.HeadAttempt = del.Attempt + 1
+		return d.produceHold(ctx, recs, key, next)
 	}
 	if !d.produce(ctx, recs) {
 		return false
@@ -148,23 +151,36 @@ func (d *deliverer) ordered(ctx context.Context, rec *kgo.Record, spill bool, de
 	if !isHead {
 		return true
 	}
-	next, ok := d.drain(ctx, key, held, rng)
-	return ok && d.writeHold(ctx, key, next)
+	after, ok := d.drain(ctx, key, held, rng)
+	return ok && d.writeHold(ctx, key, after)
 }
 
-// park appends a delivery of a held key to the parked topic.
+// produceHold produces recs together with a key's new hold and remembers
+// the hold once all are acknowledged (kgo sets the record's offset).
+func (d *deliverer) produceHold(ctx context.Context, recs []*kgo.Record, key []byte, h *topics.Hold) bool {
+	hr := d.holdRecord(key, h)
+	if !d.produce(ctx, append(recs, hr)) {
+		return false
+	}
+	d.holds.wrote(string(key), h, hr)
+	return true
+}
+
+// park appends a delivery of a held key to the parked topic and moves the
+// hold's Through past it.
 func (d *deliverer) park(ctx context.Context, rec *kgo.Record, del *topics.Delivery, held *topics.Hold) bool {
 	parked := &kgo.Record{Topic: d.names.Parked(), Key: rec.Key, Value: rec.Value}
 	att := newAttempt(del, time.Now())
 	att.Outcome, att.FailureCategory = topics.OutcomeBlocked, topics.FailureKeyHeld
 	att.Error = "waiting behind event " + held.Head + " of the same ordering key"
+	h := *held
+	h.Through = max(h.Through, rec.Offset)
+	if held.ParkedFrom >= 0 {
+		return d.produceHold(ctx, []*kgo.Record{parked, d.attemptRecord(&att)}, rec.Key, &h)
+	}
 	if !d.produce(ctx, []*kgo.Record{parked, d.attemptRecord(&att)}) {
 		return false
 	}
-	if held.ParkedFrom >= 0 {
-		return true
-	}
-	h := *held
 	h.ParkedFrom, h.ParkedPartition = parked.Offset, parked.Partition
 	return d.writeHold(ctx, rec.Key, &h)
 }
@@ -227,7 +243,7 @@ func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *
 			}
 			if v == retried {
 				return &topics.Hold{Head: del.EventID, HeadAttempt: del.Attempt + 1, ParkedFrom: off,
-					ParkedPartition: h.ParkedPartition, Since: h.Since}, true
+					ParkedPartition: h.ParkedPartition, Through: h.Through, Since: h.Since}, true
 			}
 			if drained++; drained%drainUpdateEvery == 0 {
 				progress.ParkedFrom = off

@@ -103,7 +103,8 @@ func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
 		kgo.RecordPartitioner(topics.Partitioner()),
 	)
 	if cfg.Kafka.SessionTimeout > 0 {
-		session = append(session, kgo.SessionTimeout(cfg.Kafka.SessionTimeout))
+		session = append(session, kgo.SessionTimeout(cfg.Kafka.SessionTimeout),
+			kgo.HeartbeatInterval(max(cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)))
 	}
 	return base, session
 }

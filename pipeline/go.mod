@@ -11,12 +11,23 @@ require (
 	golang.org/x/time v0.16.0
 )
 
+require github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
+
 require (
+	github.com/hookpipe/hookpipe/deliverer v0.0.0
+	github.com/hookpipe/hookpipe/dispatcher v0.0.0
+	github.com/hookpipe/hookpipe/retrier v0.0.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 )
 
 replace github.com/hookpipe/hookpipe/topics => ../topics
+
+replace github.com/hookpipe/hookpipe/dispatcher => ../dispatcher
+
+replace github.com/hookpipe/hookpipe/deliverer => ../deliverer
+
+replace github.com/hookpipe/hookpipe/retrier => ../retrier

@@ -1,8 +1,10 @@
 package retrier
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -25,6 +27,10 @@ type Config struct {
 	// CommitInterval is how often released offsets are committed:
 	// WEBHOOKS_RETRIER_COMMIT_INTERVAL, default 1s.
 	CommitInterval time.Duration
+
+	// dial, when set, replaces the Kafka client's dialer: tests use it to
+	// run the retrier over kfake's virtual network under testing/synctest.
+	dial func(ctx context.Context, network, host string) (net.Conn, error)
 }
 
 func (c *Config) defaults() {

@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 func (r *retrier) opts() []kgo.Opt {
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.cfg.Kafka.Brokers...),
 		kgo.ClientID("webhooks-retrier"),
 		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
@@ -88,6 +88,9 @@ func (r *retrier) opts() []kgo.Opt {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.SessionTimeout(r.cfg.Kafka.SessionTimeout),
 		kgo.HeartbeatInterval(max(r.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
+		// A partition resumed after a pause joins the next fetch: a short
+		// long-poll keeps releases within a second of their due time.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(r.revoked),
@@ -95,6 +98,10 @@ func (r *retrier) opts() []kgo.Opt {
 		kgo.RecordPartitioner(topics.Partitioner()),
 		kgo.ProducerLinger(time.Millisecond),
 	}
+	if r.cfg.dial != nil {
+		opts = append(opts, kgo.Dialer(r.cfg.dial))
+	}
+	return opts
 }
 
 // idleWait bounds a poll when nothing is held, so commits still happen.
@@ -103,7 +110,9 @@ const idleWait = time.Second
 func (r *retrier) loop(ctx context.Context) error {
 	lastCommit := time.Now()
 	for {
-		wake := time.Now().Add(idleWait)
+		// Wake at least every commit interval: a release that comes just
+		// after a commit is committed at the next wake.
+		wake := time.Now().Add(min(idleWait, r.cfg.CommitInterval))
 		if t, ok := r.earliest(); ok && t.Before(wake) {
 			wake = t
 		}
@@ -282,13 +291,22 @@ func (r *retrier) lost(_ context.Context, _ *kgo.Client, gone map[string][]int32
 
 func (r *retrier) forget(gone map[string][]int32) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var resume map[string][]int32
 	for t, ps := range gone {
 		for _, p := range ps {
 			k := tp{t, p}
+			if r.paused[k] {
+				resume = add(resume, k)
+			}
 			delete(r.held, k)
 			delete(r.paused, k)
 			delete(r.committed, k)
 		}
+	}
+	r.mu.Unlock()
+	// The client keeps a pause across rebalances: lift it, or a partition
+	// assigned back to this member would never be fetched again.
+	if resume != nil {
+		r.cl.ResumeFetchPartitions(resume)
 	}
 }

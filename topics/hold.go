@@ -18,6 +18,11 @@ type Hold struct {
 	// ParkedFrom is the offset, in the key's partition of the parked topic,
 	// from which its parked deliveries are read; -1 when none is parked.
 	ParkedFrom int64 `json:"parked_from"`
+	// Through is the highest offset, in the key's partition of the
+	// deliveries topic, of a record this hold already accounts for (the
+	// head's own record, parked ones): a record at or below it that is
+	// redone after a crash was handled before and is skipped.
+	Through int64 `json:"through"`
 	// ParkedPartition is the key's partition of the parked topic.
 	ParkedPartition int32     `json:"parked_partition"`
 	Since           time.Time `json:"since"`

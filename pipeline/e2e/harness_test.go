@@ -31,6 +31,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/dispatcher"
+	"github.com/hookpipe/hookpipe/retrier"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -61,6 +62,7 @@ func binaries(t testing.TB) string {
 		cmd := exec.Command("go", "build", "-o", binDir+"/",
 			"github.com/hookpipe/hookpipe/dispatcher/cmd/dispatcher",
 			"github.com/hookpipe/hookpipe/deliverer/cmd/deliverer",
+			"github.com/hookpipe/hookpipe/retrier/cmd/retrier",
 			"github.com/hookpipe/hookpipe/pipeline/cmd/webhookctl")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err = cmd.CombinedOutput()
@@ -68,7 +70,7 @@ func binaries(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("building binaries: %v\n%s", err, out)
 	}
-	for _, b := range []string{"dispatcher", "deliverer", "webhookctl"} {
+	for _, b := range []string{"dispatcher", "deliverer", "retrier", "webhookctl"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			t.Fatalf("binary %s missing after build", b)
 		}
@@ -110,7 +112,8 @@ func newEnv(t testing.TB) *env {
 	e.vars = map[string]string{
 		topics.EnvBrokers:                e.brokers[0],
 		topics.EnvAllowCIDRs:             "127.0.0.0/8",
-		topics.EnvRetryTiers:             "5s,5m",
+		topics.EnvRetryTiers:             "1s,5m",
+		"WEBHOOKS_RETRY_FLOOR":           "1s",
 		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "2s",
 	}
 	k, err := topics.LoadKafka(e.getenv)
@@ -181,6 +184,15 @@ func (e *env) startDispatcher() (stop func()) {
 	}
 	log := e.logger().Named("d")
 	return e.run("dispatcher", func(ctx context.Context) error { return dispatcher.Run(ctx, cfg, log) })
+}
+
+func (e *env) startRetrier() (stop func()) {
+	cfg, err := retrier.LoadConfig(e.getenv)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	log := e.logger().Named("r")
+	return e.run("retrier", func(ctx context.Context) error { return retrier.Run(ctx, cfg, log) })
 }
 
 func (e *env) startDeliverer() (stop func()) {
@@ -315,12 +327,14 @@ type receiver struct {
 
 	mu        sync.Mutex
 	secrets   map[string]string
-	reqs      []request
+	reqs      []request // accepted (2xx)
+	all       []request // every verified request, whatever was answered
 	invalid   []string
 	delay     time.Duration // max random delay per request
 	inflight  int
 	maxFlight int
-	status    func(r request) int // nil: 204
+	status    func(r request, w http.ResponseWriter) int // nil: 204; may set headers
+
 }
 
 func newReceiver(t testing.TB) *receiver {
@@ -374,14 +388,18 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_ = json.Unmarshal(body, &msg)
 	rq := request{Sub: sub, Header: req.Header.Clone(), Body: body, ID: msg.ID, Type: msg.Type, Data: msg.Data, At: time.Now()}
 	status := http.StatusNoContent
-	if r.status != nil {
-		status = r.status(rq)
+	r.mu.Lock()
+	answer := r.status
+	r.mu.Unlock()
+	if answer != nil {
+		status = answer(rq, w)
 	}
+	r.mu.Lock()
+	r.all = append(r.all, rq)
 	if status < 300 {
-		r.mu.Lock()
 		r.reqs = append(r.reqs, rq)
-		r.mu.Unlock()
 	}
+	r.mu.Unlock()
 	w.WriteHeader(status)
 }
 
@@ -389,6 +407,26 @@ func (r *receiver) got() []request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]request(nil), r.reqs...)
+}
+
+// answer sets how the receiver answers from now on.
+func (r *receiver) answer(f func(q request, w http.ResponseWriter) int) {
+	r.mu.Lock()
+	r.status = f
+	r.mu.Unlock()
+}
+
+// attempts returns every verified request for one event id.
+func (r *receiver) attempts(id string) []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []request
+	for _, q := range r.all {
+		if q.ID == id {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 func (r *receiver) count() int {
