@@ -17,7 +17,7 @@ SERVICES := bash $(CURDIR)/pipeline/scripts/services.sh
 # Test services listen on their own ports so they can run beside `make run`.
 TEST_REDIS_PORT := 16379
 
-BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer \
+BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
             ./pipeline/cmd/webhookctl ./pipeline/cmd/stack
 
 .PHONY: build run test bench lint deps
