@@ -16,11 +16,15 @@ TESTDIR  := $(CURDIR)/.build/test-services
 SERVICES := bash $(CURDIR)/pipeline/scripts/services.sh
 # Test services listen on their own ports so they can run beside `make run`.
 TEST_REDIS_PORT := 16379
+TEST_CLICKHOUSE_PORT := 19000
+TEST_CLICKHOUSE_HTTP_PORT := 18123
+TEST_CLICKHOUSE := $(SERVICES) start clickhouse $(TEST_CLICKHOUSE_PORT) $(TEST_CLICKHOUSE_HTTP_PORT) $(TESTDIR)/clickhouse
+STOP_TEST_CLICKHOUSE := $(SERVICES) stop clickhouse $(TESTDIR)/clickhouse >/dev/null 2>&1 || true
 
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
-            ./pipeline/cmd/webhookctl ./pipeline/cmd/stack
+            ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack
 
-.PHONY: build run test bench lint deps
+.PHONY: build run test bench lint deps fuzz helm
 
 build:
 	@mkdir -p $(BIN)
@@ -39,14 +43,43 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet work
 
-# Starts a throwaway redis-server for the tests and stops it whatever the
-# outcome.
-test: deps lint
+# A short run of every fuzz target (-fuzz takes one target per command);
+# the seed corpora are in each package's testdata/fuzz/<target>. Longer:
+# make fuzz FUZZTIME=10m.
+FUZZTIME ?= 5s
+FUZZ     := $(GO) test -run '^$$' -fuzztime $(FUZZTIME)
+fuzz:
+	$(FUZZ) -fuzz '^FuzzDecodeEvent$$' ./topics
+	$(FUZZ) -fuzz '^FuzzDecodeSubscription$$' ./topics
+	$(FUZZ) -fuzz '^FuzzDecodeSealedSubscription$$' ./topics
+	$(FUZZ) -fuzz '^FuzzParseKeyring$$' ./topics
+	$(FUZZ) -fuzz '^FuzzDecodeDelivery$$' ./topics
+	$(FUZZ) -fuzz '^FuzzRetryAfter$$' ./deliverer/internal/backoff
+
+# helm for the chart checks (pipeline/charttest), pinned and built from
+# source through the Go module proxy; the versioned path rebuilds it when the
+# pin changes.
+HELM_VERSION := v3.21.4
+HELM         := $(CURDIR)/.build/helm-$(HELM_VERSION)/helm
+helm: $(HELM)
+$(HELM):
+	GOBIN=$(dir $(HELM)) GOWORK=off CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# Starts a throwaway redis-server and clickhouse-server for the tests and
+# stops them whatever the outcome.
+test: deps lint fuzz helm
 	@set -euo pipefail; \
-	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true' EXIT; \
+	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_CLICKHOUSE)' EXIT; \
 	  $(SERVICES) start redis $(TEST_REDIS_PORT) $(TESTDIR)/redis; \
+	  $(TEST_CLICKHOUSE); \
 	  WEBHOOKS_TEST_REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
+	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
+	  HELM=$(HELM) \
 	  $(GO) test -race -count=1 -timeout 20m work
 
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./pipeline/e2e/
+	@set -euo pipefail; \
+	  trap '$(STOP_TEST_CLICKHOUSE)' EXIT; \
+	  $(TEST_CLICKHOUSE); \
+	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
+	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./pipeline/e2e/

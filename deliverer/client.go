@@ -43,9 +43,13 @@ func newSender(c Config) *sender {
 		ExpectContinueTimeout: time.Second,
 		ResponseHeaderTimeout: 0, // bounded by the per-attempt context
 	}
+	var rt http.RoundTripper = tr
+	if c.transport != nil {
+		rt = c.transport
+	}
 	return &sender{
 		client: &http.Client{
-			Transport: tr,
+			Transport: rt,
 			// Redirects are failures: following one would send the payload
 			// somewhere the subscriber did not register.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -1,8 +1,11 @@
 package deliverer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"time"
@@ -39,6 +42,10 @@ type Config struct {
 	// AllowCIDRs opens blocked address ranges (SSRF guard):
 	// WEBHOOKS_ALLOW_CIDRS, default none.
 	AllowCIDRs []netip.Prefix
+	// Secrets seals and opens subscription secrets: WEBHOOKS_SECRETS_KEY
+	// (see topics.LoadKeyring), required unless WEBHOOKS_DEV=1, when nil
+	// means plaintext secrets.
+	Secrets *topics.Keyring
 	// RequireHTTPS refuses http:// endpoints: WEBHOOKS_REQUIRE_HTTPS, default false.
 	RequireHTTPS bool
 	// CommitInterval is how often watermarks are committed:
@@ -54,9 +61,23 @@ type Config struct {
 	// WEBHOOKS_CONNECT_TIMEOUT, default 10s (never more than the
 	// subscription's timeout, which bounds the whole attempt).
 	ConnectTimeout time.Duration
+	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
+	// WEBHOOKS_HTTP_ADDR, default empty (not served).
+	HTTPAddr string
+	// Protection: circuit breakers, rate limits and auto-disable through
+	// Redis (see Protection for its variables).
+	Protection Protection
+
+	// dial, when set, replaces the Kafka clients' dialer, and transport,
+	// when set, replaces the pooled HTTP transport (and with it the SSRF
+	// guard): in-package tests use them to run over in-memory networks in a
+	// testing/synctest bubble. No environment variable.
+	dial      func(ctx context.Context, network, host string) (net.Conn, error)
+	transport http.RoundTripper
 }
 
 func (c *Config) defaults() {
+	c.Protection.defaults()
 	c.Group = topics.GroupDeliverer
 	c.MaxInFlight = 256
 	c.MaxBuffered = 8192
@@ -98,6 +119,7 @@ func (c *Config) validate() error {
 	if c.Group == "" {
 		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_GROUP must not be empty"))
 	}
+	errs = append(errs, c.Protection.validate())
 	return errors.Join(errs...)
 }
 
@@ -135,6 +157,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	str("WEBHOOKS_DELIVERER_GROUP", &c.Group)
+	str(topics.EnvHTTPAddr, &c.HTTPAddr)
 	num("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", &c.MaxInFlight)
 	num("WEBHOOKS_DELIVERER_MAX_BUFFERED", &c.MaxBuffered)
 	num("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", &c.MaxPerSubscription)
@@ -156,6 +179,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("WEBHOOKS_REQUIRE_HTTPS: %q is not a boolean", v))
 		}
 		c.RequireHTTPS = b
+	}
+	keys, err := topics.LoadKeyring(getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.Secrets = keys
+	if err := c.Protection.load(getenv); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err

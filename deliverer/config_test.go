@@ -15,9 +15,12 @@ func envOf(m map[string]string) func(string) string {
 }
 
 func TestLoadConfigDefaults(t *testing.T) {
-	c, err := LoadConfig(envOf(nil))
+	c, err := LoadConfig(envOf(map[string]string{topics.EnvDev: "1"}))
 	if err != nil {
-		t.Fatalf("LoadConfig with no environment: %v", err)
+		t.Fatalf("LoadConfig with no environment but WEBHOOKS_DEV=1: %v", err)
+	}
+	if c.Secrets != nil {
+		t.Fatalf("secrets %v in dev mode without a key", c.Secrets)
 	}
 	want := Config{
 		Group: topics.GroupDeliverer, MaxInFlight: 256, MaxBuffered: 8192, MaxPerSubscription: 64,
@@ -58,9 +61,13 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"WEBHOOKS_CONNECT_TIMEOUT":                "1s",
 		"WEBHOOKS_ALLOW_CIDRS":                    "127.0.0.0/8, ::1",
 		"WEBHOOKS_REQUIRE_HTTPS":                  "true",
+		"WEBHOOKS_SECRETS_KEY":                    testSecretsKey,
 	}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Secrets == nil || c.Secrets.KeyID() != testKeys(t).KeyID() {
+		t.Fatalf("secrets %v, want the key of WEBHOOKS_SECRETS_KEY", c.Secrets)
 	}
 	want := Config{
 		Group: "g", MaxInFlight: 3, MaxBuffered: 3, MaxPerSubscription: 2, CommitInterval: 50 * time.Millisecond,
@@ -99,9 +106,15 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"WEBHOOKS_ALLOW_CIDRS", "10.0.0.0/33"},
 		{"WEBHOOKS_ALLOW_CIDRS", "localhost"},
 		{"WEBHOOKS_REQUIRE_HTTPS", "maybe"},
+		{"WEBHOOKS_SECRETS_KEY", "c2hvcnQ="},
+		{"WEBHOOKS_SECRETS_KEY", "id with spaces:" + testSecretsKey},
+		{"WEBHOOKS_DEV", "maybe"},
+		{"WEBHOOKS_DEV", "0"}, // and no WEBHOOKS_SECRETS_KEY
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			_, err := LoadConfig(envOf(map[string]string{tc.key: tc.value}))
+			env := map[string]string{topics.EnvDev: "1"}
+			env[tc.key] = tc.value
+			_, err := LoadConfig(envOf(env))
 			if err == nil {
 				t.Fatalf("LoadConfig accepted %s=%q", tc.key, tc.value)
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/ops"
 )
 
 type deliverer struct {
@@ -32,6 +33,8 @@ type deliverer struct {
 	lanes  *lanes.Lanes
 	sender *sender
 	fatal  chan error
+	m      *metrics
+	prot   *protection // circuit breakers, rate limits, auto-disable; nil without Redis
 
 	commitMu  sync.Mutex
 	committed map[int32]int64
@@ -42,7 +45,14 @@ type deliverer struct {
 // ShutdownTimeout), commit, leave the group.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	log = log.Named("deliverer")
+	reg := ops.NewRegistry()
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close() // last: metrics and health outlive the shutdown
 	d := &deliverer{
+		m:         newMetrics(reg, cfg.Kafka.Names),
 		cfg:       cfg,
 		names:     cfg.Kafka.Names,
 		log:       log,
@@ -51,8 +61,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		fatal:     make(chan error, 1),
 		committed: map[int32]int64{},
 	}
+	if d.prot, err = newProtection(cfg.Protection, cfg.MaxInFlight, log); err != nil {
+		return err
+	}
+	defer d.prot.close()
 	base := baseOpts(cfg, log)
-	table, err := topics.NewTable(base, d.names.Subscriptions(), log)
+	table, err := topics.NewTable(base, d.names.Subscriptions(), cfg.Secrets, log)
 	if err != nil {
 		return err
 	}
@@ -69,7 +83,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	d.holds = newHolds(holdTable)
 	go holdTable.Run(tableCtx)
 
-	cl, err := kgo.NewClient(d.opts(base)...)
+	cl, err := kgo.NewClient(append(d.opts(base), ops.KafkaMetrics(reg))...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -84,6 +98,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
 	}
+	srv.Watch(cl, cfg.Group, d.names.Deliveries())
 	log.Info("started", zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("group", cfg.Group),
 		zap.Int("max_in_flight", cfg.MaxInFlight), zap.Int("max_per_subscription", cfg.MaxPerSubscription))
 
@@ -101,13 +116,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	// Shutdown: nothing new starts; running attempts finish and commit.
 	cl.PauseFetchTopics(d.names.Deliveries())
-	dropped := d.lanes.DropAll()
+	dropped := d.lanes.HandOffAll() // what started is finished, so nothing is redone
 	budget, cancelBudget := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	if err := d.lanes.WaitIdle(budget, nil); err != nil {
 		log.Warn("shutdown budget exceeded; abandoning running attempts", zap.Duration("budget", cfg.ShutdownTimeout))
 		stopWork()
 	}
 	cancelBudget()
+	dropped += d.lanes.DropAll() // records kept to run that the budget left unstarted
 	d.lanes.Close()
 	workers.Wait()
 	stopCommits()
@@ -121,11 +137,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 func baseOpts(cfg Config, log *zap.Logger) []kgo.Opt {
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Kafka.Brokers...),
 		kgo.ClientID("webhooks-deliverer"),
 		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
 	}
+	if cfg.dial != nil {
+		opts = append(opts, kgo.Dialer(cfg.dial))
+	}
+	return opts
 }
 
 // opts are the consumer-and-producer options of the main client.
@@ -302,10 +322,11 @@ func (d *deliverer) revoked(ctx context.Context, _ *kgo.Client, lost map[string]
 	}
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
-	dropped := d.lanes.Drop(parts)
+	dropped := d.lanes.HandOff(parts)
 	wait, cancel := context.WithTimeout(ctx, d.cfg.ShutdownTimeout)
 	_ = d.lanes.WaitIdle(wait, parts)
 	cancel()
+	dropped += d.lanes.Drop(parts) // kept records the budget left unstarted
 	d.commitLocked(ctx, parts)
 	d.lanes.Forget(parts)
 	d.holds.forget(parts)

@@ -1,6 +1,7 @@
 package deliverer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -284,9 +285,12 @@ func TestOutcomes(t *testing.T) {
 		recs := h.readAll(h.names.Subscriptions())
 		for _, r := range slices.Backward(recs) {
 			if string(r.Key) == "sub_410" && r.Value != nil {
-				s, err := topics.DecodeSubscription(r.Value)
+				s, err := topics.DecodeSubscriptionWith(r.Value, testKeys(t))
 				if err != nil {
 					t.Fatalf("republished subscription: %v", err)
+				}
+				if bytes.Contains(r.Value, []byte(topics.SecretPrefix)) {
+					t.Fatalf("republished subscription holds a plaintext secret")
 				}
 				disabled = &s
 				break

@@ -127,6 +127,8 @@ func baseEnv(brokers string) map[string]string {
 		topics.EnvBrokers:                    brokers,
 		topics.EnvPrefix:                     "hp.",
 		topics.EnvAllowCIDRs:                 "127.0.0.0/8",
+		topics.EnvSecretsKey:                 testSecretsKey,
+		topics.EnvRedisURL:                   "-", // no endpoint protection unless a test asks for it
 		topics.EnvRetryTiers:                 "1s,1m",
 		"WEBHOOKS_KAFKA_SESSION_TIMEOUT":     "6s",
 		"WEBHOOKS_DELIVERER_COMMIT_INTERVAL": "50ms",
@@ -276,7 +278,7 @@ func (h *harness) putSub(s topics.Subscription) {
 	if err := s.Validate(); err != nil {
 		h.t.Fatalf("test subscription: %v", err)
 	}
-	h.produce(&kgo.Record{Topic: h.names.Subscriptions(), Key: []byte(s.ID), Value: s.Encode()})
+	h.produce(&kgo.Record{Topic: h.names.Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(testKeys(h.t))})
 }
 
 func (h *harness) deleteSub(id string) {
@@ -584,4 +586,17 @@ func ids(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s_%03d", prefix, i)
 	}
 	return out
+}
+
+// testSecretsKey is the harness's WEBHOOKS_SECRETS_KEY (bytes 0..31):
+// subscriptions are written sealed with it, as webhookctl does.
+const testSecretsKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+func testKeys(tb testing.TB) *topics.Keyring {
+	tb.Helper()
+	k, err := topics.ParseKeyring(testSecretsKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
 }

@@ -141,8 +141,8 @@ func (d *deliverer) ordered(ctx context.Context, rec *kgo.Record, spill bool, de
 	switch v {
 	case cut:
 		return false
-	case retried:
-		next.HeadAttempt = del.Attempt + 1
+	case retried, delayed:
+		next.HeadAttempt = headAttempt(del, v)
 		return d.produceHold(ctx, recs, key, next)
 	}
 	if !d.produce(ctx, recs) {
@@ -241,8 +241,8 @@ func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *
 			if v == cut || !d.produce(ctx, recs) {
 				return nil, false
 			}
-			if v == retried {
-				return &topics.Hold{Head: del.EventID, HeadAttempt: del.Attempt + 1, ParkedFrom: off,
+			if v == retried || v == delayed {
+				return &topics.Hold{Head: del.EventID, HeadAttempt: headAttempt(del, v), ParkedFrom: off,
 					ParkedPartition: h.ParkedPartition, Through: h.Through, Since: h.Since}, true
 			}
 			if drained++; drained%drainUpdateEvery == 0 {

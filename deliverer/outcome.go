@@ -27,6 +27,9 @@ const (
 	finished
 	// retried: sent to a retry tier (or spilled there unattempted).
 	retried
+	// delayed: sent to a retry tier unattempted, attempt number unchanged
+	// (circuit breaker open, rate limited).
+	delayed
 )
 
 // decode decodes a delivery record; an undecodable one yields its dead
@@ -88,19 +91,24 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		}, now)}, finished
 	}
 
+	ticket, held, v, ok := d.gate(ctx, rec.Key, sub, del)
+	if !ok {
+		return held, v
+	}
 	keys := make([][]byte, 0, 2)
 	for _, s := range sub.Secrets(now) {
 		if k, err := topics.DecodeSecret(s); err == nil { // the table holds validated subscriptions only
 			keys = append(keys, k)
 		}
 	}
-	resp, err := d.sender.send(ctx, sub, del, keys)
+	resp, err := d.send(ctx, sub, del, keys)
 	if ctx.Err() != nil {
 		// Shutting down past the budget: this attempt does not count, the
 		// record is redone by the next owner.
 		return nil, cut
 	}
 	res := classify.Classify(resp.status, err)
+	d.settle(ctx, sub, ticket, res)
 	att.HTTPStatus = resp.status
 	att.DurationMS = float64(resp.duration.Microseconds()) / 1000
 	att.FailureCategory = res.Category
@@ -124,12 +132,13 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		if !more {
 			att.Outcome = topics.OutcomeDead
 			log.Warn("dead-lettered: retries exhausted", zap.String("category", res.Category), zap.Int("status", resp.status))
-			return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
+			disable := d.exhausted(ctx, sub, &att, now) // auto-disable
+			return append([]*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
 				// The category says why it is here (topics.FailureExhausted);
 				// the reason keeps the last attempt's category and error.
 				Delivery: del, Reason: "retries exhausted, last failure " + res.Category + ": " + att.Error,
 				FailureCategory: topics.FailureExhausted, HTTPStatus: resp.status, Attempts: del.Attempt,
-			}, now)}, finished
+			}, now)}, disable...), finished
 		}
 		delay := backoff.Jittered(nominal, rng)
 		if wish, ok := backoff.RetryAfter(resp.retryAfter, now); ok {
@@ -141,7 +150,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		}
 		next := *del
 		next.Attempt++
-		next.NotBefore = now.Add(delay)
+		next.NotBefore = topics.DueAt(now, delay)
 		att.Outcome, att.NextAttemptAt = topics.OutcomeRetry, next.NotBefore
 		log.Debug("retrying", zap.String("category", res.Category), zap.Int("status", resp.status), zap.Duration("in", delay))
 		return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(rec.Key, &next, d.names.TierFor(max(nominal, delay)))}, retried
@@ -173,7 +182,7 @@ func (d *deliverer) spill(key []byte, del *topics.Delivery) []*kgo.Record {
 	now := time.Now()
 	tier := d.names.Tiers[0]
 	next := *del
-	next.NotBefore = now.Add(tier)
+	next.NotBefore = topics.DueAt(now, tier)
 	att := newAttempt(del, now)
 	att.Outcome, att.FailureCategory, att.NextAttemptAt = topics.OutcomeBlocked, topics.FailureBusy, next.NotBefore
 	att.Error = "subscription has its limit of deliveries queued; spilled to the retry path"
@@ -181,6 +190,7 @@ func (d *deliverer) spill(key []byte, del *topics.Delivery) []*kgo.Record {
 }
 
 func (d *deliverer) retryRecord(key []byte, next *topics.Delivery, tier time.Duration) *kgo.Record {
+	d.m.retry(tier)
 	return &kgo.Record{
 		Topic:   d.names.Retry(tier),
 		Key:     key,
@@ -204,15 +214,17 @@ func errorText(err error) string {
 }
 
 func (d *deliverer) attemptRecord(a *topics.Attempt) *kgo.Record {
+	d.m.outcome(a.Outcome)
 	return &kgo.Record{Topic: d.names.Attempts(), Key: []byte(a.SubscriptionID), Value: a.Encode()}
 }
 
 func (d *deliverer) deadLetter(rec *kgo.Record, dl topics.DeadLetter, now time.Time) *kgo.Record {
+	d.m.deadLetter(dl.FailureCategory)
 	dl.DeadAt = now
 	dl.Source = topics.Source{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	return &kgo.Record{Topic: d.names.DLQ(), Key: rec.Key, Value: dl.Encode()}
 }
 
 func (d *deliverer) subscriptionRecord(s *topics.Subscription) *kgo.Record {
-	return &kgo.Record{Topic: d.names.Subscriptions(), Key: []byte(s.ID), Value: s.Encode()}
+	return &kgo.Record{Topic: d.names.Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(d.cfg.Secrets)}
 }

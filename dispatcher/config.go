@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -17,6 +18,10 @@ import (
 const (
 	EnvTxnID         = "WEBHOOKS_DISPATCHER_TXN_ID"
 	EnvMaxEventBytes = "WEBHOOKS_MAX_EVENT_BYTES"
+	// EnvDedupWindow is how long an idempotency key is remembered.
+	EnvDedupWindow = "WEBHOOKS_DEDUP_WINDOW"
+	// EnvShutdownTimeout is the shutdown budget shared by every component.
+	EnvShutdownTimeout = "WEBHOOKS_SHUTDOWN_TIMEOUT"
 )
 
 // maxRecordData bounds the bytes one produced record copies from an event:
@@ -46,6 +51,20 @@ type Config struct {
 	// dead-lettered: WEBHOOKS_MAX_EVENT_BYTES, default
 	// topics.DefaultMaxEventBytes (256 KiB), at most 512 KiB.
 	MaxEventBytes int
+	// Secrets opens the sealed secrets of subscription records:
+	// WEBHOOKS_SECRETS_KEY (see topics.LoadKeyring), required unless
+	// WEBHOOKS_DEV=1, when nil means plaintext secrets.
+	Secrets *topics.Keyring
+	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
+	// WEBHOOKS_HTTP_ADDR, default empty (not served).
+	HTTPAddr string
+	// Redis holds the idempotency keys of event dedup: WEBHOOKS_REDIS_URL
+	// and the other variables of package redisstate, read by LoadConfig;
+	// an empty URL (or "-" in the environment) means no dedup.
+	Redis redisstate.Config
+	// DedupWindow is how long an idempotency key is remembered:
+	// WEBHOOKS_DEDUP_WINDOW, default 24h.
+	DedupWindow time.Duration
 	// LogLevel is the level of the process logger, used by main:
 	// WEBHOOKS_LOG_LEVEL, default info.
 	LogLevel zapcore.Level
@@ -59,8 +78,7 @@ type Config struct {
 	StartupTimeout time.Duration
 	// ShutdownTimeout is how long Run, once its context is done, keeps
 	// finishing the transaction in progress before abandoning it to the
-	// broker's transaction timeout. Not read from the environment;
-	// default 10s.
+	// broker's transaction timeout: WEBHOOKS_SHUTDOWN_TIMEOUT, default 10s.
 	ShutdownTimeout time.Duration
 }
 
@@ -83,6 +101,10 @@ func (c *Config) defaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
 	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = 24 * time.Hour
+	}
+	c.Redis.Defaults()
 }
 
 func (c *Config) validate() error {
@@ -99,12 +121,13 @@ func (c *Config) validate() error {
 		{"transaction timeout", c.TransactionTimeout},
 		{"startup timeout", c.StartupTimeout},
 		{"shutdown timeout", c.ShutdownTimeout},
+		{EnvDedupWindow, c.DedupWindow},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s %v: must not be negative", d.name, d.v)
 		}
 	}
-	return nil
+	return c.Redis.Validate()
 }
 
 // LoadConfig reads the configuration through getenv, applies the defaults
@@ -114,7 +137,24 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	c := Config{Kafka: k, TransactionalID: getenv(EnvTxnID)}
+	c := Config{Kafka: k, TransactionalID: getenv(EnvTxnID), HTTPAddr: getenv(topics.EnvHTTPAddr)}
+	if c.Redis, err = redisstate.Load(getenv); err != nil {
+		return Config{}, err
+	}
+	if v := getenv(EnvDedupWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond {
+			return Config{}, fmt.Errorf("%s: %q is not a duration of at least 1ms", EnvDedupWindow, v)
+		}
+		c.DedupWindow = d
+	}
+	if v := getenv(EnvShutdownTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Config{}, fmt.Errorf("%s: %q is not a positive duration", EnvShutdownTimeout, v)
+		}
+		c.ShutdownTimeout = d
+	}
 	if v := getenv(EnvMaxEventBytes); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -131,6 +171,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	c.defaults()
 	if err := c.validate(); err != nil {
+		return Config{}, err
+	}
+	if c.Secrets, err = topics.LoadKeyring(getenv); err != nil {
 		return Config{}, err
 	}
 	return c, nil

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestLoadConfig(t *testing.T) {
 				if !strings.HasPrefix(c.TransactionalID, "webhooks-dispatcher-"+host+"-") {
 					t.Errorf("transactional id %q", c.TransactionalID)
 				}
-				other, err := LoadConfig(func(string) string { return "" })
+				other, err := LoadConfig(func(k string) string { return map[string]string{topics.EnvDev: "1"}[k] })
 				if err != nil || other.TransactionalID == c.TransactionalID {
 					t.Errorf("two processes got the same transactional id %q (%v)", c.TransactionalID, err)
 				}
@@ -59,9 +60,31 @@ func TestLoadConfig(t *testing.T) {
 		{name: "log level", env: map[string]string{topics.EnvLogLevel: "loud"}, err: topics.EnvLogLevel},
 		{name: "no brokers", env: map[string]string{topics.EnvBrokers: " , "}, err: topics.EnvBrokers},
 		{name: "retry tiers", env: map[string]string{topics.EnvRetryTiers: "5ms"}, err: topics.EnvRetryTiers},
+		{
+			name: "secrets key",
+			env:  map[string]string{topics.EnvSecretsKey: testSecretsKey, topics.EnvDev: ""},
+			check: func(t *testing.T, c Config) {
+				if c.Secrets == nil || c.Secrets.KeyID() != testKeys(t).KeyID() {
+					t.Errorf("secrets %v", c.Secrets)
+				}
+			},
+		},
+		{
+			name: "dev mode: no key, plaintext",
+			check: func(t *testing.T, c Config) {
+				if c.Secrets != nil {
+					t.Errorf("secrets %v, want none", c.Secrets)
+				}
+			},
+		},
+		{name: "no secrets key outside dev mode", env: map[string]string{topics.EnvDev: ""}, err: topics.EnvSecretsKey + " is not set"},
+		{name: "bad secrets key", env: map[string]string{topics.EnvSecretsKey: "c2hvcnQ="}, err: topics.EnvSecretsKey + ": key: decodes to 5 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := LoadConfig(func(k string) string { return tc.env[k] })
+			// Dev mode unless the case says otherwise.
+			env := map[string]string{topics.EnvDev: "1"}
+			maps.Copy(env, tc.env)
+			c, err := LoadConfig(func(k string) string { return env[k] })
 			switch {
 			case tc.err == "" && err != nil:
 				t.Fatal(err)

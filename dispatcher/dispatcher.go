@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/ops"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
@@ -46,13 +47,20 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("dispatcher config: %w", err)
 	}
 	log = log.Named("dispatcher")
+	reg := ops.NewRegistry()
+	m := newMetrics(reg)
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close() // last: metrics and health outlive the shutdown
 	base, session := kafkaOpts(cfg, log)
 
 	if err := awaitCluster(ctx, base, cfg, log); err != nil || ctx.Err() != nil {
 		return err
 	}
 
-	table, err := topics.NewTable(base, cfg.Kafka.Names.Subscriptions(), log)
+	table, err := topics.NewTable(base, cfg.Kafka.Names.Subscriptions(), cfg.Secrets, log)
 	if err != nil {
 		return err
 	}
@@ -63,13 +71,19 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer tableDone.Wait()
 	defer stopTable()
 
-	sess, err := kgo.NewGroupTransactSession(session...)
+	sess, err := kgo.NewGroupTransactSession(append(session, ops.KafkaMetrics(reg))...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer sess.Close()
+	srv.Watch(sess.Client(), cfg.Group, cfg.Kafka.Names.Events())
 
-	d := &dispatcher{cfg: cfg, sess: sess, table: table,
+	dd, err := newDedup(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer dd.close()
+	d := &dispatcher{cfg: cfg, sess: sess, table: table, m: m, dedup: dd,
 		log: log.With(zap.String("transactional_id", cfg.TransactionalID))}
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
 		zap.String("deliveries", cfg.Kafka.Names.Deliveries()), zap.String("group", cfg.Group))
@@ -167,6 +181,8 @@ type dispatcher struct {
 	sess  *kgo.GroupTransactSession
 	table subscriptionTable
 	log   *zap.Logger
+	m     *metrics
+	dedup *dedup // nil without Redis
 }
 
 // run is the poll loop. Work on a polled batch runs under a context that
@@ -247,9 +263,13 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 		}
 	}
 	now := time.Now()
+	dups := d.dedup.duplicates(work, fs)
 	var events, deliveries, dead int
 	for r := range fs.RecordsAll() {
 		events++
+		if dups[r] {
+			continue // its idempotency key was used by another event (dedup.go)
+		}
 		out, invalid := fanOut(r, d.table, d.cfg.Kafka.Names, d.cfg.MaxEventBytes, now)
 		if invalid != nil {
 			dead++
@@ -287,6 +307,7 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 			return fmt.Errorf("abort transaction of %s: %w", d.cfg.TransactionalID, err)
 		}
 	}
+	d.m.transaction(committed, events, deliveries, dead, time.Since(now))
 	switch {
 	case committed:
 		d.log.Debug("dispatched", zap.Int("events", events), zap.Int("deliveries", deliveries), zap.Int("dead_letters", dead))

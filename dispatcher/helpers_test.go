@@ -72,6 +72,7 @@ func (h *harness) names() topics.Names { return h.kafka.Names }
 func (h *harness) config(txnID string) Config {
 	return Config{
 		Kafka:           h.kafka,
+		Secrets:         testKeys(h.t),
 		TransactionalID: txnID,
 		StartupTimeout:  10 * time.Second,
 		ShutdownTimeout: time.Second,
@@ -136,11 +137,7 @@ func (h *harness) sub(s topics.Subscription) {
 	if err := s.Validate(); err != nil {
 		h.t.Fatal(err)
 	}
-	v, err := json.Marshal(s)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.produce(&kgo.Record{Topic: h.names().Subscriptions(), Key: []byte(s.ID), Value: v})
+	h.produce(&kgo.Record{Topic: h.names().Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(testKeys(h.t))})
 }
 
 // deleteSub writes a subscription's tombstone.
@@ -293,3 +290,16 @@ func event(t testing.TB, e topics.Event, data string) []byte {
 
 // pairKey names a (subscription, event) pair.
 func pairKey(sub, ev string) string { return fmt.Sprintf("%s/%s", sub, ev) }
+
+// testSecretsKey is the WEBHOOKS_SECRETS_KEY of the tests (bytes 0..31).
+const testSecretsKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+// testKeys seals the subscriptions the tests write, as webhookctl does.
+func testKeys(tb testing.TB) *topics.Keyring {
+	tb.Helper()
+	k, err := topics.ParseKeyring(testSecretsKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}

@@ -11,17 +11,69 @@ require (
 	golang.org/x/time v0.16.0
 )
 
-require github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.23.2 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.67.5 // indirect
+	github.com/prometheus/procfs v0.20.1 // indirect
+	github.com/twmb/franz-go/plugin/kprom v1.5.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
+	gopkg.in/inf.v0 v0.9.1 // indirect
+	k8s.io/klog/v2 v2.140.0 // indirect
+	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
+	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
+	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
+	sigs.k8s.io/randfill v1.0.0 // indirect
+	sigs.k8s.io/structured-merge-diff/v6 v6.3.2 // indirect
+)
+
+require (
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	k8s.io/api v0.36.2
+	k8s.io/apimachinery v0.36.2
+	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/ClickHouse/ch-go v0.74.0 // indirect
+	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
+	github.com/andybalholm/brotli v1.2.6 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-faster/city v1.0.1 // indirect
+	github.com/go-faster/errors v0.7.1 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/paulmach/orb v0.13.0 // indirect
+	github.com/segmentio/asm v1.2.1 // indirect
+	github.com/shopspring/decimal v1.5.0 // indirect
+	github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
 
 require (
 	github.com/hookpipe/hookpipe/deliverer v0.0.0
 	github.com/hookpipe/hookpipe/dispatcher v0.0.0
+	github.com/hookpipe/hookpipe/recorder v0.0.0
 	github.com/hookpipe/hookpipe/retrier v0.0.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
-	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
 )
 
 replace github.com/hookpipe/hookpipe/topics => ../topics
@@ -31,3 +83,5 @@ replace github.com/hookpipe/hookpipe/dispatcher => ../dispatcher
 replace github.com/hookpipe/hookpipe/deliverer => ../deliverer
 
 replace github.com/hookpipe/hookpipe/retrier => ../retrier
+
+replace github.com/hookpipe/hookpipe/recorder => ../recorder

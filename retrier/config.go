@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // Config is the retrier's configuration. Every field says its environment
@@ -27,6 +29,17 @@ type Config struct {
 	// CommitInterval is how often released offsets are committed:
 	// WEBHOOKS_RETRIER_COMMIT_INTERVAL, default 1s.
 	CommitInterval time.Duration
+	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
+	// WEBHOOKS_HTTP_ADDR, default empty (not served).
+	HTTPAddr string
+	// Redis holds the recovery marks of subscriptions whose breaker closed:
+	// WEBHOOKS_REDIS_URL and the other variables of package redisstate;
+	// "-" (or an empty URL) means no recovery acceleration.
+	Redis redisstate.Config
+	// RecoveryRate is how many retries of a recovered subscription are
+	// released early per second (recovery.go): WEBHOOKS_RECOVERY_RATE,
+	// default 10; 0 turns acceleration off.
+	RecoveryRate float64
 
 	// dial, when set, replaces the Kafka client's dialer: tests use it to
 	// run the retrier over kfake's virtual network under testing/synctest.
@@ -37,6 +50,7 @@ func (c *Config) defaults() {
 	c.Group = topics.GroupRetrier
 	c.MaxHeldPerPartition = 2000
 	c.CommitInterval = time.Second
+	c.RecoveryRate = 10
 }
 
 func (c *Config) validate() error {
@@ -50,6 +64,10 @@ func (c *Config) validate() error {
 	if c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("WEBHOOKS_RETRIER_COMMIT_INTERVAL must be positive"))
 	}
+	if c.RecoveryRate < 0 || math.IsNaN(c.RecoveryRate) || math.IsInf(c.RecoveryRate, 0) {
+		errs = append(errs, errors.New("WEBHOOKS_RECOVERY_RATE must be a finite number, not negative"))
+	}
+	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)
 }
 
@@ -63,6 +81,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	c.Kafka = k
 	var errs []error
+	c.HTTPAddr = getenv(topics.EnvHTTPAddr)
 	if v := getenv("WEBHOOKS_RETRIER_GROUP"); v != "" {
 		c.Group = v
 	}
@@ -79,6 +98,16 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("WEBHOOKS_RETRIER_COMMIT_INTERVAL: %q is not a duration", v))
 		}
 		c.CommitInterval = d
+	}
+	if v := getenv("WEBHOOKS_RECOVERY_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("WEBHOOKS_RECOVERY_RATE: %q is not a number", v))
+		}
+		c.RecoveryRate = f
+	}
+	if c.Redis, err = redisstate.Load(getenv); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err

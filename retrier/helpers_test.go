@@ -134,6 +134,7 @@ func newHarness(t testing.TB, env map[string]string, vn *kfake.VirtualNetwork) *
 		topics.EnvRetryTiers:               "1s,1m",
 		topics.EnvSessionTimeout:           "2s",
 		"WEBHOOKS_RETRIER_COMMIT_INTERVAL": "100ms",
+		topics.EnvRedisURL:                 "-", // no recovery marks unless a test asks for them
 	}}
 	if vn != nil {
 		h.tick = time.Second

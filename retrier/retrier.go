@@ -22,6 +22,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/ops"
 )
 
 type tp struct {
@@ -34,6 +35,10 @@ type retrier struct {
 	names topics.Names
 	log   *zap.Logger
 	cl    *kgo.Client
+	m     *metrics
+	// recovery releases retries of recovered subscriptions early; nil
+	// without Redis (recovery.go).
+	recovery *recovery
 
 	mu        sync.Mutex
 	held      map[tp]*hold.Partition
@@ -52,7 +57,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		paused:    map[tp]bool{},
 		committed: map[tp]int64{},
 	}
-	cl, err := kgo.NewClient(r.opts()...)
+	reg := ops.NewRegistry()
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, r.log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close() // last: metrics and health outlive the shutdown
+	r.m = newMetrics(reg, r)
+	cl, err := kgo.NewClient(append(r.opts(), ops.KafkaMetrics(reg))...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -67,8 +79,19 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
 	}
+	srv.Watch(cl, cfg.Group, r.names.RetryTopics()...)
 	r.log.Info("started", zap.Strings("tiers", r.names.RetryTopics()), zap.String("group", cfg.Group))
+	if r.recovery, err = newRecovery(cfg, r.log); err != nil {
+		cl.Close()
+		return err
+	}
+	defer r.recovery.close()
+	marksCtx, stopMarks := context.WithCancel(ctx)
+	var marks sync.WaitGroup
+	marks.Go(func() { r.recovery.run(marksCtx) })
 	runErr := r.loop(ctx)
+	stopMarks()
+	marks.Wait()
 	final, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
 	r.commit(final, nil)
 	cancelFinal()
@@ -107,13 +130,24 @@ func (r *retrier) opts() []kgo.Opt {
 // idleWait bounds a poll when nothing is held, so commits still happen.
 const idleWait = time.Second
 
+// releaseGrace is how long a release in progress when shutdown begins may
+// still finish: what reached the broker is then committed too, instead of
+// being released a second time by the partition's next owner.
+const releaseGrace = 3 * time.Second
+
 func (r *retrier) loop(ctx context.Context) error {
 	lastCommit := time.Now()
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(releaseGrace, cancelWork) })()
 	for {
 		// Wake at least every commit interval: a release that comes just
 		// after a commit is committed at the next wake.
 		wake := time.Now().Add(min(idleWait, r.cfg.CommitInterval))
 		if t, ok := r.earliest(); ok && t.Before(wake) {
+			wake = t
+		}
+		if t := time.Now().Add(recoveryTick); r.recovery.pending() && t.Before(wake) {
 			wake = t
 		}
 		pollCtx, cancel := context.WithDeadline(ctx, wake)
@@ -139,7 +173,7 @@ func (r *retrier) loop(ctx context.Context) error {
 			h.Add(rec)
 		})
 		r.mu.Unlock()
-		err := r.release(ctx)
+		err := r.release(work)
 		r.cl.AllowRebalance()
 		if err != nil {
 			return err
@@ -174,7 +208,7 @@ func (r *retrier) release(ctx context.Context) error {
 	due := map[tp][]hold.Record{}
 	var out []*kgo.Record
 	for k, h := range r.held {
-		d := h.Due(now)
+		d := append(h.Due(now), r.recovery.early(h, now)...)
 		if len(d) == 0 {
 			continue
 		}
@@ -192,6 +226,7 @@ func (r *retrier) release(ctx context.Context) error {
 			return fmt.Errorf("releasing %d due retries: %w", len(out), err)
 		}
 		r.log.Debug("released", zap.Int("records", len(out)))
+		r.m.release(len(out))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

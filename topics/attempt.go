@@ -36,8 +36,10 @@ const (
 	FailureDisabled     = "subscription_disabled"
 	FailureInvalid      = "invalid_record"
 	FailureExhausted    = "exhausted"
-	FailureKeyHeld      = "key_held"          // parked behind a failed delivery of the same ordered key
-	FailureBusy         = "subscription_busy" // spilled: the subscription had its queue limit held
+	FailureKeyHeld      = "key_held"           // parked behind a failed delivery of the same ordered key
+	FailureBusy         = "subscription_busy"  // spilled: the subscription had its queue limit held
+	FailureBreakerOpen  = "breaker_open"       // blocked: the subscription's circuit breaker is open
+	FailureThrottled    = "rate_limited_local" // throttled: the subscription's own rate limit
 )
 
 // Attempt is the value on the attempts topic, keyed by subscription id.

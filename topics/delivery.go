@@ -97,6 +97,17 @@ func Partitioner() kgo.Partitioner {
 	})
 }
 
+// DueAt is now+delay rounded up to the millisecond, the precision of
+// HeaderNotBefore, so the header and the JSON time agree and nothing is
+// released before the time an attempt record announced.
+func DueAt(now time.Time, delay time.Duration) time.Time {
+	t := now.Add(delay)
+	if r := t.Truncate(time.Millisecond); r.Before(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
+}
+
 // NotBeforeHeader renders t for HeaderNotBefore.
 func NotBeforeHeader(t time.Time) kgo.RecordHeader {
 	return kgo.RecordHeader{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(t.UnixMilli(), 10))}

@@ -16,6 +16,9 @@ const (
 	EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
 	EnvRedisURL   = "WEBHOOKS_REDIS_URL"
 	EnvSecretsKey = "WEBHOOKS_SECRETS_KEY"
+	// EnvDev=1 lets a component run without WEBHOOKS_SECRETS_KEY, storing
+	// subscription secrets in plaintext (development only; see LoadKeyring).
+	EnvDev = "WEBHOOKS_DEV"
 	// EnvSessionTimeout is the consumer group session timeout (default 45s).
 	EnvSessionTimeout = "WEBHOOKS_KAFKA_SESSION_TIMEOUT"
 )

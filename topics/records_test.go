@@ -344,3 +344,26 @@ func TestPartitionerRequiresConsistency(t *testing.T) {
 		t.Fatal("keyed records do not require consistency")
 	}
 }
+
+func TestDueAtRoundsUpToTheHeaderPrecision(t *testing.T) {
+	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		now  time.Time
+		want time.Time
+	}{
+		{base, base.Add(5 * time.Second)},
+		{base.Add(1), base.Add(5*time.Second + time.Millisecond)},
+		{base.Add(999_999), base.Add(5*time.Second + time.Millisecond)},
+	}
+	for _, tt := range tests {
+		got := DueAt(tt.now, 5*time.Second)
+		if !got.Equal(tt.want) {
+			t.Errorf("DueAt(%v) = %v, want %v", tt.now, got, tt.want)
+		}
+		h := NotBeforeHeader(got)
+		back, _ := NotBeforeOf(&kgo.Record{Headers: []kgo.RecordHeader{h}})
+		if !back.Equal(got) {
+			t.Errorf("header round trip of %v = %v: the header loses precision", got, back)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"net/url"
@@ -52,14 +53,43 @@ type Subscription struct {
 	UpdatedAt           time.Time `json:"updated_at,omitzero"`
 }
 
-// DecodeSubscription decodes and validates a subscription value. A missing
+// DecodeSubscription decodes and validates a subscription value whose
+// secrets are in plaintext (DecodeSubscriptionWith a nil keyring). A missing
 // "enabled" means enabled.
 func DecodeSubscription(b []byte) (Subscription, error) {
-	s := Subscription{Enabled: true}
+	return DecodeSubscriptionWith(b, nil)
+}
+
+// DecodeSubscriptionWith decodes and validates a subscription value,
+// opening sealed secrets ("enc:v1:...") with k. Plaintext "whsec_" secrets
+// are accepted too (records written before a key was configured). A sealed
+// secret that k cannot open (no keyring, unknown key id, altered, or copied
+// from another subscription) is an error wrapping ErrInvalid.
+func DecodeSubscriptionWith(b []byte, k *Keyring) (Subscription, error) {
+	s, _, err := decodeSubscription(b, k)
+	return s, err
+}
+
+// decodeSubscription also reports whether a keyring is given but a secret
+// was stored in plaintext.
+func decodeSubscription(b []byte, k *Keyring) (s Subscription, plaintext bool, err error) {
+	s = Subscription{Enabled: true}
 	if err := decodeStrict("subscription", b, &s); err != nil {
-		return Subscription{}, err
+		return Subscription{}, false, err
 	}
-	return s, s.Validate()
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"secret", &s.Secret}, {"previous_secret", &s.PreviousSecret}} {
+		if !isSealed(*f.v) {
+			plaintext = plaintext || (k != nil && *f.v != "")
+			continue
+		}
+		if *f.v, err = k.open(s.ID, f.name, *f.v); err != nil {
+			return Subscription{}, false, err
+		}
+	}
+	return s, plaintext, s.Validate()
 }
 
 // reservedHeaders cannot be set by a subscription: they are the signature,
@@ -71,7 +101,23 @@ var reservedHeaders = map[string]bool{
 	"Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true,
 }
 
-// Encode renders the record value.
+// EncodeWith renders the record value with the secrets sealed by k (see
+// Keyring); every call seals with a fresh nonce. With a nil keyring it is
+// Encode. Components write subscriptions with EncodeWith.
+func (s *Subscription) EncodeWith(k *Keyring) []byte {
+	if k == nil {
+		return s.Encode()
+	}
+	w := *s
+	w.Secret = k.seal(s.ID, "secret", s.Secret)
+	if s.PreviousSecret != "" {
+		w.PreviousSecret = k.seal(s.ID, "previous_secret", s.PreviousSecret)
+	}
+	return w.Encode()
+}
+
+// Encode renders the record value with the secrets in plaintext: for
+// development (WEBHOOKS_DEV=1) and tests; see EncodeWith.
 func (s *Subscription) Encode() []byte {
 	b, err := json.Marshal(s)
 	if err != nil { // only unsupported types fail; Subscription has none
@@ -153,7 +199,13 @@ func ValidateURL(raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return invalid("subscription", "url", "not a URL")
+		// The reason without the URL, which may hold credentials.
+		reason := err.Error()
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			reason = ue.Err.Error()
+		}
+		return invalid("subscription", "url", "not a valid URL: %s", reason)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return invalid("subscription", "url", "scheme must be http or https")

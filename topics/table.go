@@ -20,7 +20,10 @@ import (
 type Table struct {
 	v    *view
 	log  *zap.Logger
+	keys *Keyring
 	snap atomic.Pointer[snapshot]
+	// plainWarned: a plaintext secret under a keyring was logged once.
+	plainWarned bool
 }
 
 // snapshot is an immutable view of the table with a matching index.
@@ -38,9 +41,13 @@ type prefixed struct {
 
 // NewTable starts consuming the subscriptions topic. base are the
 // connection options (seed brokers, TLS, SASL, logger); the table adds its
-// own consuming options. Run must be called to apply records.
-func NewTable(base []kgo.Opt, topic string, log *zap.Logger) (*Table, error) {
-	t := &Table{log: log.Named("subscriptions")}
+// own consuming options. keys opens sealed secrets (nil: plaintext only,
+// for development). Run must be called to apply records.
+func NewTable(base []kgo.Opt, topic string, keys *Keyring, log *zap.Logger) (*Table, error) {
+	t := &Table{log: log.Named("subscriptions"), keys: keys}
+	if keys == nil {
+		t.log.Warn("no " + EnvSecretsKey + " (" + EnvDev + "=1): subscription secrets are stored in plaintext")
+	}
 	t.snap.Store(build(map[string]*Subscription{}))
 	v, err := newView(base, topic, t.apply)
 	if err != nil {
@@ -72,7 +79,7 @@ func (t *Table) apply(recs []*kgo.Record) {
 			delete(byID, id)
 			continue
 		}
-		s, err := DecodeSubscription(r.Value)
+		s, plaintext, err := decodeSubscription(r.Value, t.keys)
 		if err == nil && s.ID != id {
 			err = fmt.Errorf("record key %q differs from id %q", id, s.ID)
 		}
@@ -81,6 +88,12 @@ func (t *Table) apply(recs []*kgo.Record) {
 			t.log.Warn("ignoring invalid subscription record", zap.String("key", id),
 				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(err))
 			continue
+		}
+		if plaintext && !t.plainWarned {
+			t.plainWarned = true
+			t.log.Warn("subscription secrets stored in plaintext although "+EnvSecretsKey+" is set; "+
+				"any webhookctl change to a subscription (update, enable, rotate-secret) rewrites it encrypted",
+				zap.String("first", id))
 		}
 		byID[id] = &s
 	}

@@ -47,7 +47,7 @@ func newTableEnv(tb testing.TB, partitions int32) *tableEnv {
 // newTable builds a table on the topic without running it.
 func (e *tableEnv) newTable(tb testing.TB) *Table {
 	tb.Helper()
-	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, zap.NewNop())
+	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, testKeys(tb), zap.NewNop())
 	if err != nil {
 		tb.Fatalf("NewTable: %v", err)
 	}
@@ -96,7 +96,7 @@ func subValue(tb testing.TB, s Subscription) []byte {
 	if err := s.Validate(); err != nil {
 		tb.Fatalf("test subscription %s is invalid: %v", s.ID, err)
 	}
-	return s.Encode()
+	return s.EncodeWith(testKeys(tb))
 }
 
 // sub returns a valid enabled subscription with the given id and patterns.
@@ -663,7 +663,7 @@ func TestTableIgnoresAbortedTransactions(t *testing.T) {
 // ErrClientClosed until its context ends.
 func TestTableRunReturnsAfterClose(t *testing.T) {
 	e := newTableEnv(t, 1)
-	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, zap.NewNop())
+	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, testKeys(t), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,8 @@ func newEnv(t testing.TB) *env {
 	e.vars = map[string]string{
 		topics.EnvBrokers:                e.brokers[0],
 		topics.EnvAllowCIDRs:             "127.0.0.0/8",
+		topics.EnvSecretsKey:             testSecretsKey,
+		topics.EnvRedisURL:               "-", // no endpoint protection unless a test asks for it
 		topics.EnvRetryTiers:             "1s,5m",
 		"WEBHOOKS_RETRY_FLOOR":           "1s",
 		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "2s",
@@ -216,7 +218,7 @@ func (e *env) subscribe(s topics.Subscription) topics.Subscription {
 	if err := s.Validate(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.produce(&kgo.Record{Topic: e.names.Subscriptions(), Key: []byte(s.ID), Value: s.Encode()})
+	e.produce(&kgo.Record{Topic: e.names.Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(e.keys())})
 	return s
 }
 

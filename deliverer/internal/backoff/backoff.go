@@ -28,9 +28,13 @@ func Jittered(d time.Duration, r *rand.Rand) time.Duration {
 	return time.Duration(float64(d) * f)
 }
 
+// MaxRetryAfter caps what RetryAfter returns: beyond a year is nonsense
+// (Clamp bounds it further).
+const MaxRetryAfter = 365 * 24 * time.Hour
+
 // RetryAfter parses a Retry-After header value (delay-seconds or an HTTP
-// date) relative to now. ok is false when absent or malformed, or when the
-// value is in the past.
+// date) relative to now, capped at MaxRetryAfter. ok is false when absent or
+// malformed, or when the value is in the past.
 func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -40,8 +44,7 @@ func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 		if secs < 0 {
 			return 0, false
 		}
-		// Beyond a year is nonsense; Clamp bounds it further.
-		return time.Duration(min(secs, 365*24*3600)) * time.Second, true
+		return time.Duration(min(secs, int64(MaxRetryAfter/time.Second))) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
@@ -51,7 +54,7 @@ func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if d <= 0 {
 		return 0, false
 	}
-	return d, true
+	return min(d, MaxRetryAfter), true
 }
 
 // Clamp bounds an endpoint's wish (Retry-After) to [delay, 2*delay] so an

@@ -54,6 +54,7 @@ func TestRetryAfter(t *testing.T) {
 		{"99999999999", 365 * 24 * time.Hour, true},
 		{"Sun, 22 Nov 2026 10:00:30 GMT", 30 * time.Second, true},
 		{"Sun, 22 Nov 2026 09:59:00 GMT", 0, false},
+		{"Fri, 31 Dec 9999 23:59:59 GMT", MaxRetryAfter, true},
 	}
 	for _, tt := range tests {
 		got, ok := RetryAfter(tt.in, now)

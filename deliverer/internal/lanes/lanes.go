@@ -56,6 +56,8 @@ type partition struct {
 	epoch    int32    // leader epoch of the last added record
 	inflight int
 	detached bool
+	items    int   // records held: waiting, ready or running
+	started  int64 // highest offset started; -1 before any
 }
 
 // watermark is the offset to commit: the first unfinished record, or the one
@@ -125,12 +127,13 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 	defer l.mu.Unlock()
 	p := l.parts[r.Partition]
 	if p == nil {
-		p = &partition{id: r.Partition}
+		p = &partition{id: r.Partition, started: -1}
 		l.parts[r.Partition] = p
 	}
 	e := &entry{offset: r.Offset, epoch: r.LeaderEpoch}
 	p.ledger = append(p.ledger, e)
 	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
+	p.items++
 
 	s := l.subs[sub]
 	if s == nil {
@@ -184,6 +187,7 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 		l.spillq = l.spillq[1:]
 		it.state = running
 		it.part.inflight++
+		it.part.started = max(it.part.started, it.Rec.Offset)
 		if len(l.runq) > 0 || len(l.spillq) > 0 {
 			l.work.Signal()
 		}
@@ -199,6 +203,7 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 	it.state = running
 	s.inflight++
 	it.part.inflight++
+	it.part.started = max(it.part.started, it.Rec.Offset)
 	l.enqueue(s)
 	if len(l.runq) > 0 {
 		l.work.Signal()
@@ -253,6 +258,7 @@ func (l *Lanes) release(s *subscription, it *Item) {
 	}
 	s.items--
 	l.buffered--
+	it.part.items--
 	if s.items == 0 {
 		delete(l.subs, s.id)
 	}
@@ -283,17 +289,41 @@ func (l *Lanes) WaitBelow(ctx context.Context, n int) error {
 
 // Drop removes every record of the given partitions that has not started;
 // running ones finish. It returns the number dropped.
-func (l *Lanes) Drop(parts []int32) int {
+func (l *Lanes) Drop(parts []int32) int { return l.drop(parts, false) }
+
+// HandOff prepares partitions for a clean hand-over (revocation, shutdown):
+// it drops the records that have not started, except those below the
+// highest offset started in their partition, which stay to run. Once they
+// and the running ones are done (WaitIdle), the watermark is past every
+// record this process started, so the next owner redoes none of them. It
+// returns the number dropped.
+func (l *Lanes) HandOff(parts []int32) int { return l.drop(parts, true) }
+
+// HandOffAll hands off every partition.
+func (l *Lanes) HandOffAll() int {
+	l.mu.Lock()
+	parts := make([]int32, 0, len(l.parts))
+	for p := range l.parts {
+		parts = append(parts, p)
+	}
+	l.mu.Unlock()
+	return l.HandOff(parts)
+}
+
+func (l *Lanes) drop(parts []int32, handOff bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	drop := map[int32]bool{}
 	for _, p := range parts {
 		drop[p] = true
 	}
+	dropped := func(it *Item) bool {
+		return drop[it.Rec.Partition] && it.state != running && !(handOff && it.Rec.Offset < it.part.started)
+	}
 	n := 0
 	keptSpills := l.spillq[:0]
 	for _, it := range l.spillq {
-		if !drop[it.Rec.Partition] {
+		if !dropped(it) {
 			keptSpills = append(keptSpills, it)
 		}
 	}
@@ -302,7 +332,7 @@ func (l *Lanes) Drop(parts []int32) int {
 	for _, s := range l.subs {
 		kept := s.ready[:0]
 		for _, it := range s.ready {
-			if !drop[it.Rec.Partition] {
+			if !dropped(it) {
 				kept = append(kept, it)
 			}
 		}
@@ -312,10 +342,11 @@ func (l *Lanes) Drop(parts []int32) int {
 	for key, q := range l.keys {
 		var kept []*Item
 		for _, it := range q {
-			if it.state != running && drop[it.Rec.Partition] {
+			if dropped(it) {
 				s := l.subs[it.Sub]
 				s.items--
 				l.buffered--
+				it.part.items--
 				n++
 				continue
 			}
@@ -356,7 +387,8 @@ func (l *Lanes) DropAll() int {
 }
 
 // WaitIdle blocks until no record of the given partitions (all partitions
-// when parts is nil) is running, or ctx is done.
+// when parts is nil) is held, or ctx is done. After Drop the records held
+// are the running ones; after HandOff also those kept to run.
 func (l *Lanes) WaitIdle(ctx context.Context, parts []int32) error {
 	stop := context.AfterFunc(ctx, func() {
 		l.mu.Lock()
@@ -375,14 +407,14 @@ func (l *Lanes) WaitIdle(ctx context.Context, parts []int32) error {
 func (l *Lanes) running(parts []int32) bool {
 	if parts == nil {
 		for _, p := range l.parts {
-			if p.inflight > 0 {
+			if p.items > 0 {
 				return true
 			}
 		}
 		return false
 	}
 	for _, id := range parts {
-		if p := l.parts[id]; p != nil && p.inflight > 0 {
+		if p := l.parts[id]; p != nil && p.items > 0 {
 			return true
 		}
 	}

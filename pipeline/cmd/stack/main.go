@@ -34,6 +34,8 @@ type options struct {
 	partitions int
 	demo       bool
 	rate       int
+
+	clickhousePort, clickhouseHTTPPort int
 }
 
 func main() {
@@ -43,6 +45,8 @@ func main() {
 	flag.StringVar(&o.binDir, "bin", filepath.Dir(exe), "directory holding the component binaries")
 	flag.IntVar(&o.kafkaPort, "kafka-port", 9092, "port of the embedded broker on 127.0.0.1")
 	flag.IntVar(&o.redisPort, "redis-port", 6379, "port of redis-server on 127.0.0.1")
+	flag.IntVar(&o.clickhousePort, "clickhouse-port", 9000, "native-protocol port of clickhouse-server on 127.0.0.1")
+	flag.IntVar(&o.clickhouseHTTPPort, "clickhouse-http-port", 8123, "HTTP port of clickhouse-server on 127.0.0.1")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of each topic created")
 	flag.BoolVar(&o.demo, "demo", os.Getenv("DEMO") != "0", "run the demo receiver and producer (DEMO=0 disables)")
 	flag.IntVar(&o.rate, "rate", 200, "demo events per second")
@@ -82,6 +86,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("ensure topics: %w", err)
 	}
 	fmt.Fprintf(out, "kafka     embedded broker on %s (data in %s)\n", broker.Addr(), filepath.Join(o.dataDir, "kafka"))
+	secretsKeyValue, keys, keyFrom, err := secretsKey(os.Getenv, o.dataDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "secrets   subscription secrets sealed with key %s (from %s)\n", keys.KeyID(), keyFrom)
 
 	redis, err := stack.StartRedis(ctx, o.redisPort, filepath.Join(o.dataDir, "redis"), logDir)
 	switch {
@@ -93,6 +102,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		defer func() { _ = redis.Stop(10 * time.Second) }()
 		fmt.Fprintf(out, "redis     redis-server on 127.0.0.1:%d\n", o.redisPort)
 	}
+	recorded, stopClickHouse := startClickHouse(ctx, o, logDir, out)
+	defer stopClickHouse() // after the components: the recorder flushes on SIGTERM
 
 	var procs []*stack.Process
 	defer func() {
@@ -109,7 +120,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			fmt.Fprintf(out, "%-9s not built (%s missing), skipped\n", c.name, bin)
 			continue
 		}
-		p, err := stack.Start(c.name, bin, nil, childEnv(brokers, o.redisPort, c.port), logDir)
+		p, err := stack.Start(c.name, bin, nil, childEnv(brokers, o.redisPort, c.port, secretsKeyValue), logDir)
 		if err != nil {
 			return err
 		}
@@ -120,10 +131,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 	var rep func() string
 	if o.demo {
-		rep, err = startDemo(ctx, brokers, k.Names, o.rate, out)
+		rep, err = startDemo(ctx, brokers, k.Names, keys, o.rate, out)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
+		demoLine := rep
+		rep = func() string { return demoLine() + recorded.String() }
 	} else {
 		fmt.Fprintf(out, "\nstack is up (DEMO=0). Brokers: %s. Ctrl-C stops everything.\n", strings.Join(brokers, ","))
 	}
@@ -147,11 +160,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 // childEnv passes the runner's WEBHOOKS_* settings on, pointing every
 // component at the embedded broker and local Redis, allowing loopback
-// endpoints (development only), and giving each its metrics port.
-func childEnv(brokers []string, redisPort, httpPort int) []string {
+// endpoints (development only), giving each its metrics port, and the one
+// secrets key they all seal and open subscription secrets with.
+func childEnv(brokers []string, redisPort, httpPort int, secretsKey string) []string {
 	env := append(os.Environ(),
 		topics.EnvBrokers+"="+strings.Join(brokers, ","),
 		topics.EnvHTTPAddr+"=127.0.0.1:"+strconv.Itoa(httpPort),
+		topics.EnvSecretsKey+"="+secretsKey,
 	)
 	defaults := map[string]string{
 		topics.EnvAllowCIDRs:             "127.0.0.0/8,::1/128",
@@ -168,7 +183,7 @@ func childEnv(brokers []string, redisPort, httpPort int) []string {
 
 // startDemo subscribes two demo endpoints, starts publishing and returns
 // the progress line renderer.
-func startDemo(ctx context.Context, brokers []string, names topics.Names, rate int, out io.Writer) (func() string, error) {
+func startDemo(ctx context.Context, brokers []string, names topics.Names, keys *topics.Keyring, rate int, out io.Writer) (func() string, error) {
 	recv, err := demo.NewReceiver("127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -192,7 +207,7 @@ func startDemo(ctx context.Context, brokers []string, names topics.Names, rate i
 		if err := recv.Trust(s.ID, s.Secret); err != nil {
 			return nil, err
 		}
-		rec := &kgo.Record{Topic: names.Subscriptions(), Key: []byte(s.ID), Value: s.Encode()}
+		rec := &kgo.Record{Topic: names.Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(keys)}
 		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			return nil, fmt.Errorf("create demo subscription: %w", err)
 		}

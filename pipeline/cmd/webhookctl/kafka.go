@@ -20,6 +20,11 @@ type kafka struct {
 	opts    []kgo.Opt
 	brokers []string
 	names   topics.Names
+	// keys seal and open subscription secrets (WEBHOOKS_SECRETS_KEY);
+	// keysErr, when the environment has no usable key, fails the commands
+	// that read or write subscriptions, and only those.
+	keys    *topics.Keyring
+	keysErr error
 }
 
 // clientOpts are the options of every client webhookctl makes: franz-go
@@ -52,6 +57,7 @@ func (c *cli) connect(ctx context.Context) (*kafka, error) {
 	if err != nil {
 		return nil, err
 	}
+	keys, keysErr := topics.LoadKeyring(getenv)
 	opts := clientOpts(ctx, cfg.Brokers)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -67,7 +73,8 @@ func (c *cli) connect(ctx context.Context) (*kafka, error) {
 		}
 		return nil, fmt.Errorf("cannot reach Kafka at %s: %w", strings.Join(cfg.Brokers, ","), err)
 	}
-	return &kafka{cl: cl, adm: kadm.NewClient(cl), opts: opts, brokers: cfg.Brokers, names: cfg.Names}, nil
+	return &kafka{cl: cl, adm: kadm.NewClient(cl), opts: opts, brokers: cfg.Brokers, names: cfg.Names,
+		keys: keys, keysErr: keysErr}, nil
 }
 
 func (k *kafka) close() { k.cl.Close() }
@@ -84,8 +91,11 @@ func (k *kafka) produce(ctx context.Context, r *kgo.Record) (*kgo.Record, error)
 // subscriptions reads the subscriptions topic up to its current end and
 // returns the table, no longer consuming.
 func (k *kafka) subscriptions(ctx context.Context) (*topics.Table, error) {
+	if k.keysErr != nil {
+		return nil, k.keysErr
+	}
 	topic := k.names.Subscriptions()
-	t, err := topics.NewTable(k.opts, topic, zap.NewNop())
+	t, err := topics.NewTable(k.opts, topic, k.keys, zap.NewNop())
 	if err != nil {
 		return nil, err
 	}

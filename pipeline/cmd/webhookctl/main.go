@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 func main() {
@@ -48,6 +49,8 @@ type cli struct {
 	stdout  io.Writer
 	stderr  io.Writer // progress lines of long commands, in text mode
 	getenv  func(string) string
+	// breaker, when set, is printed with the subscription (subscriptions get).
+	breaker *redisstate.BreakerState
 }
 
 // runFunc runs a command with its positional arguments, once its flags are
@@ -87,6 +90,9 @@ var commands = []command{
 	{name: "replay", summary: "re-dispatch events in a time range to one subscription", long: true, setup: replayCmd},
 	{name: "dlq list", summary: "list dead letters (redriven ones hidden unless --all)", setup: dlqListCmd},
 	{name: "dlq redrive", summary: "send dead letters back to the deliverer, each at most once", long: true, setup: redriveCmd},
+	{name: "lag", summary: "consumer lag per group and topic; held records and oldest due time on retry tiers", setup: lagCmd},
+	{name: "stats", summary: "delivery stats from ClickHouse by subscription, tenant or type (default: last 24h)", setup: statsCmd},
+	{name: "clickhouse drop-partitions", summary: "drop the months of attempts older than --older-than (retention on ClickHouse < 20.1)", setup: dropPartitionsCmd},
 }
 
 // usageError is bad command-line input: exit code 2.
@@ -291,9 +297,12 @@ TIME (--since, --until) is an RFC 3339 time (2026-11-22T10:00:00Z) or a
 duration ago (90m, 2h, 3d).
 
 environment: %s, %s, %s
+ClickHouse (stats, clickhouse): %s (default %s),
+%s (default %s), %s, %s
 
 "webhookctl <command> -h" lists a command's flags.
-`, topics.EnvBrokers, topics.DefaultBrokers, topics.EnvBrokers, topics.EnvPrefix, topics.EnvRetryTiers)
+`, topics.EnvBrokers, topics.DefaultBrokers, topics.EnvBrokers, topics.EnvPrefix, topics.EnvRetryTiers,
+		envClickHouseAddr, defaultClickHouseAddr, envClickHouseDatabase, defaultDatabase, envClickHouseUser, envClickHousePassword)
 }
 
 func (c *cli) commandUsage(cmd command, fs *flag.FlagSet) {

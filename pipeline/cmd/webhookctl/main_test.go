@@ -38,7 +38,9 @@ func newHarness(t *testing.T, ensure bool) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, brokers: brokers, env: map[string]string{topics.EnvBrokers: brokers}, names: k.Names}
+	h := &harness{t: t, brokers: brokers, names: k.Names,
+		env: map[string]string{topics.EnvBrokers: brokers, topics.EnvSecretsKey: testSecretsKey,
+			topics.EnvRedisURL: "-"}} // no breaker state unless a test asks for it
 	if ensure {
 		h.ok("topics", "ensure", "--partitions", "2")
 	}
@@ -153,7 +155,7 @@ func (h *harness) stored(id string) *topics.Subscription {
 	if last.Value == nil {
 		return nil
 	}
-	s, err := topics.DecodeSubscription(last.Value)
+	s, err := topics.DecodeSubscriptionWith(last.Value, testKeyring(h.t))
 	if err != nil {
 		h.t.Fatalf("stored subscription %s: %v", id, err)
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -90,6 +92,25 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 		if s.Enabled {
 			s.DisabledReason = ""
 		}
+	}
+	return nil
+}
+
+// checkURL refuses a malformed --url (not an absolute http(s) URL with a
+// host, longer than topics.MaxURLLength, or with userinfo) with one line
+// naming the problem, never echoing the URL (it may hold credentials), and
+// warns on stderr when it is plain http.
+func (c *cli) checkURL(raw string) error {
+	if err := topics.ValidateURL(raw); err != nil {
+		var ie *topics.InvalidError
+		if errors.As(err, &ie) {
+			return usagef("--url: %s", ie.Reason)
+		}
+		return usagef("--url: %v", err)
+	}
+	if u, err := url.Parse(raw); err == nil && u.Scheme == "http" {
+		fmt.Fprintln(c.stderr, "webhookctl: warning: --url is plain http: payloads and signatures travel unencrypted "+
+			"(deliverers with WEBHOOKS_REQUIRE_HTTPS refuse it); use https outside development")
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"slices"
@@ -23,6 +22,9 @@ func createCmd(fs *flag.FlagSet) runFunc {
 		}
 		if f.events == "" {
 			return usagef("--events is required")
+		}
+		if err := c.checkURL(f.url); err != nil {
+			return err
 		}
 		now := time.Now().UTC()
 		s := topics.Subscription{ID: *id, CreatedAt: now, UpdatedAt: now}
@@ -111,6 +113,7 @@ func getCmd(*flag.FlagSet) runFunc {
 		if !ok {
 			return notFound(args[0])
 		}
+		c.breaker = c.readBreaker(ctx, s.ID)
 		return c.printSubscription(s, false)
 	}
 }
@@ -127,6 +130,11 @@ func updateCmd(fs *flag.FlagSet) runFunc {
 		})
 		if len(set) == 0 {
 			return usagef("nothing to update: give at least one of --%s", strings.Join(subFlagNames, ", --"))
+		}
+		if set["url"] {
+			if err := c.checkURL(f.url); err != nil {
+				return err
+			}
 		}
 		s, err := c.change(ctx, args[0], func(s *topics.Subscription, _ time.Time) error {
 			return f.apply(s, func(name string) bool { return set[name] })
@@ -262,12 +270,12 @@ func (c *cli) change(ctx context.Context, id string, fn func(s *topics.Subscript
 }
 
 // putSubscription writes s keyed by its id and waits for the broker's ack.
+// Secrets are sealed with WEBHOOKS_SECRETS_KEY (plaintext only in dev mode).
 func (k *kafka) putSubscription(ctx context.Context, s *topics.Subscription) error {
-	v, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("encode subscription: %w", err)
+	if k.keysErr != nil {
+		return k.keysErr
 	}
-	_, err = k.produce(ctx, &kgo.Record{Topic: k.names.Subscriptions(), Key: []byte(s.ID), Value: v})
+	_, err := k.produce(ctx, &kgo.Record{Topic: k.names.Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(k.keys)})
 	return err
 }
 

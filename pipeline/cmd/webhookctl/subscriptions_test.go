@@ -47,7 +47,7 @@ func TestCreateGetList(t *testing.T) {
 		t.Errorf("stored\n%+v\nwant\n%+v", *got, want)
 	}
 
-	other := h.create("--id", "sub_other", "--url", "http://other.example/", "--events", "*", "--disabled")
+	other := h.create("--id", "sub_other", "--url", "https://other.example/", "--events", "*", "--disabled")
 	if other.ID != "sub_other" || other.Enabled {
 		t.Errorf("create --id sub_other --disabled: got id %q enabled %t", other.ID, other.Enabled)
 	}

@@ -44,6 +44,9 @@ func (c *cli) printSubscription(s *topics.Subscription, reveal bool) error {
 		if reveal {
 			m.Secret = s.Secret
 		}
+		if c.breaker != nil {
+			return c.printJSON(withBreaker{m, c.breaker})
+		}
 		return c.printJSON(m)
 	}
 	secret := maskSecret(s.Secret)
@@ -80,6 +83,9 @@ func (c *cli) printSubscription(s *topics.Subscription, reveal bool) error {
 	}
 	row("created", formatTime(s.CreatedAt))
 	row("updated", formatTime(s.UpdatedAt))
+	if c.breaker != nil {
+		row("breaker", describeBreaker(c.breaker))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -1,0 +1,15 @@
+# One image holding every hookpipe binary (dispatcher, deliverer, retrier,
+# recorder, webhookctl) in its PATH; the Helm chart (charts/webhooks) runs
+# each component from it by name.
+#
+#   docker build -t ghcr.io/hookpipe/hookpipe:0.1.0 .
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags=-s -o /out/ \
+      ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
+      ./recorder/cmd/recorder ./pipeline/cmd/webhookctl
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/ /usr/local/bin/
+USER 65532:65532

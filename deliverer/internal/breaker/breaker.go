@@ -1,0 +1,308 @@
+// Package breaker is the per-subscription circuit breaker that every
+// deliverer replica shares through Redis (DESIGN.md "Endpoint protection").
+//
+// It counts attempts in buckets over a time window; when at least MinCalls
+// were made in the window and at least ThresholdPercent of them failed, it
+// opens: for SleepWindow no delivery of the subscription is attempted.
+// Then it is half-open: Probes deliveries are let through (shared by all
+// replicas); if all of them succeed it closes with a fresh window, if one
+// fails it opens again. Probes that never report (their replica died) are
+// replaced after SleepWindow.
+//
+// The decision and the counts live in Redis and change only inside Lua
+// scripts, so replicas never race. Each replica caches what Redis last
+// said: a closed breaker is trusted for CacheTTL (every recorded attempt
+// refreshes it), an open one until it may half-open, so a healthy or a
+// blocked subscription costs one Redis call per attempt (the record), not
+// two. When Redis is unreachable the breaker is closed (fail open).
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+)
+
+// Config sets the breaker. Environment variables are read by the
+// deliverer's configuration.
+type Config struct {
+	// ThresholdPercent of failed attempts in the window opens the breaker:
+	// WEBHOOKS_BREAKER_THRESHOLD, default 50.
+	ThresholdPercent int
+	// MinCalls is the fewest attempts in the window that can open it:
+	// WEBHOOKS_BREAKER_MIN_CALLS, default 10.
+	MinCalls int
+	// Window is the time window of the error rate: WEBHOOKS_BREAKER_WINDOW,
+	// default 60s (counted in 12 buckets).
+	Window time.Duration
+	// SleepWindow is how long it stays open before probing:
+	// WEBHOOKS_BREAKER_SLEEP, default 30s.
+	SleepWindow time.Duration
+	// Probes is how many half-open attempts must all succeed to close it:
+	// WEBHOOKS_BREAKER_PROBES, default 3.
+	Probes int
+}
+
+// Defaults fills zero fields.
+func (c *Config) Defaults() {
+	if c.ThresholdPercent == 0 {
+		c.ThresholdPercent = 50
+	}
+	if c.MinCalls == 0 {
+		c.MinCalls = 10
+	}
+	if c.Window == 0 {
+		c.Window = time.Minute
+	}
+	if c.SleepWindow == 0 {
+		c.SleepWindow = 30 * time.Second
+	}
+	if c.Probes == 0 {
+		c.Probes = 3
+	}
+}
+
+// Validate checks the fields.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ThresholdPercent < 1 || c.ThresholdPercent > 100 {
+		errs = append(errs, errors.New("WEBHOOKS_BREAKER_THRESHOLD must be within 1..100 (percent)"))
+	}
+	if c.MinCalls < 1 {
+		errs = append(errs, errors.New("WEBHOOKS_BREAKER_MIN_CALLS must be at least 1"))
+	}
+	if c.Window < buckets*time.Millisecond {
+		errs = append(errs, fmt.Errorf("WEBHOOKS_BREAKER_WINDOW must be at least %dms", buckets))
+	}
+	if c.SleepWindow < time.Millisecond {
+		errs = append(errs, errors.New("WEBHOOKS_BREAKER_SLEEP must be at least 1ms"))
+	}
+	if c.Probes < 1 {
+		errs = append(errs, errors.New("WEBHOOKS_BREAKER_PROBES must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// buckets is how many counters a window is split into: the window slides
+// in steps of Window/buckets.
+const buckets = 12
+
+// CacheTTL is how long a replica trusts a closed state it learned from
+// Redis before asking again. Another replica's opening reaches it at its
+// next recorded attempt or after CacheTTL, whichever comes first.
+const CacheTTL = time.Second
+
+// stateTTL keeps an idle breaker's state for a week, then Redis forgets it
+// (closed).
+const stateTTL = 7 * 24 * time.Hour
+
+// Result of an attempt, as the breaker counts it.
+type Result int
+
+const (
+	// Success: the endpoint answered 2xx.
+	Success Result = iota
+	// Failure: a retried failure (5xx, 429, timeouts, connection errors).
+	Failure
+	// Neutral: an answer that says nothing about the endpoint's health
+	// (permanent 4xx, 410); not counted, except that it concludes a probe
+	// as a success (the endpoint answered).
+	Neutral
+)
+
+// Transition names, as logged.
+const (
+	Opened   = "opened"
+	Reopened = "reopened"
+	HalfOpen = "half_open"
+	Closed   = "closed"
+)
+
+// Ticket is what Allow handed out, to give back to Record.
+type Ticket struct {
+	// Probe is the half-open period the attempt probes, 0 for none.
+	Probe int64
+}
+
+// Decision is Allow's answer.
+type Decision struct {
+	Allowed bool
+	Ticket  Ticket
+	// RetryIn is, when blocked, how long until the breaker may let a
+	// delivery through (it half-opens, or the probes' deadline passes).
+	RetryIn time.Duration
+	// OpenFor is, when blocked, how long the breaker has not been closed
+	// (since it opened, across reopenings): how long the endpoint has been
+	// failing.
+	OpenFor time.Duration
+	// Transition is set for the one caller that moved the breaker
+	// (HalfOpen), so that it is logged once.
+	Transition string
+}
+
+// Outcome is what Record reports.
+type Outcome struct {
+	State string
+	// Transition is set for the one caller whose result moved the breaker
+	// (Opened, Reopened, Closed).
+	Transition string
+	// Calls and Failures are the counts over the window, after this one.
+	Calls, Failures int64
+}
+
+// Breaker is the breakers of all subscriptions, as one replica sees them.
+type Breaker struct {
+	g    *redisstate.Guard
+	keys redisstate.Keys
+	cfg  Config
+	now  func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached
+
+	opened, closed atomic.Uint64
+}
+
+// cached is the last state Redis reported for a subscription, in local
+// time.
+type cached struct {
+	state   string
+	until   time.Time // open: when it may half-open
+	outage  time.Time // not closed since
+	checked time.Time
+}
+
+// New returns the breakers, nil when g is nil (no Redis: always closed).
+func New(g *redisstate.Guard, cfg Config) *Breaker {
+	if g == nil {
+		return nil
+	}
+	cfg.Defaults()
+	return &Breaker{g: g, keys: g.Keys(), cfg: cfg, now: time.Now, cache: map[string]cached{}}
+}
+
+// OpenedTotal counts the transitions to open made by this replica
+// (opened and reopened), for a metrics counter.
+func (b *Breaker) OpenedTotal() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.opened.Load()
+}
+
+// ClosedTotal counts the transitions to closed made by this replica.
+func (b *Breaker) ClosedTotal() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.closed.Load()
+}
+
+// Allow says whether a delivery of sub may be attempted now. It never
+// blocks longer than one Redis call, and allows when Redis is unreachable.
+func (b *Breaker) Allow(ctx context.Context, sub string) Decision {
+	if b == nil || !b.g.Available() {
+		return Decision{Allowed: true}
+	}
+	now := b.now()
+	b.mu.Lock()
+	c, ok := b.cache[sub]
+	b.mu.Unlock()
+	if ok {
+		switch {
+		case c.state == redisstate.StateClosed && now.Sub(c.checked) < CacheTTL:
+			return Decision{Allowed: true}
+		case c.state == redisstate.StateOpen && now.Before(c.until):
+			return Decision{RetryIn: c.until.Sub(now), OpenFor: now.Sub(c.outage)}
+		}
+	}
+	var v []any
+	err := b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		var err error
+		v, err = allowScript.Run(ctx, rdb, []string{b.keys.Breaker(sub)},
+			b.cfg.Probes, b.cfg.SleepWindow.Milliseconds(), stateTTL.Milliseconds()).Slice()
+		return err
+	})
+	if err != nil || len(v) < 6 {
+		return Decision{Allowed: true}
+	}
+	decision, ms, gen := asInt(v[0]), asInt(v[1]), asInt(v[2])
+	state, _ := v[3].(string)
+	transition, _ := v[4].(string)
+	outage := time.Duration(asInt(v[5])) * time.Millisecond
+	b.remember(sub, state, now, time.Duration(ms)*time.Millisecond, outage)
+	d := Decision{Transition: transition}
+	switch decision {
+	case 1:
+		d.Allowed = true
+	case 2:
+		d.Allowed, d.Ticket = true, Ticket{Probe: gen}
+	default:
+		d.RetryIn, d.OpenFor = time.Duration(ms)*time.Millisecond, outage
+	}
+	return d
+}
+
+// Record counts the result of an attempt that Allow let through. Errors
+// (Redis unreachable) are swallowed: the attempt is simply not counted.
+func (b *Breaker) Record(ctx context.Context, sub string, t Ticket, r Result) (Outcome, error) {
+	if b == nil {
+		return Outcome{State: redisstate.StateClosed}, redisstate.ErrDisabled
+	}
+	if r == Neutral {
+		if t.Probe == 0 {
+			return Outcome{}, nil
+		}
+		r = Success
+	}
+	ok := 0
+	if r == Success {
+		ok = 1
+	}
+	now := b.now()
+	bucket := b.cfg.Window / buckets
+	var v []any
+	err := b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		var err error
+		v, err = recordScript.Run(ctx, rdb,
+			[]string{b.keys.Breaker(sub), b.keys.BreakerCalls(sub), b.keys.FailingSince(sub)},
+			ok, t.Probe, b.cfg.ThresholdPercent, b.cfg.MinCalls, b.cfg.Window.Milliseconds(), bucket.Milliseconds(),
+			b.cfg.SleepWindow.Milliseconds(), b.cfg.Probes, stateTTL.Milliseconds()).Slice()
+		return err
+	})
+	if err != nil {
+		return Outcome{State: redisstate.StateClosed}, err
+	}
+	if len(v) < 8 {
+		return Outcome{State: redisstate.StateClosed}, fmt.Errorf("breaker record script: unexpected reply %v", v)
+	}
+	o := Outcome{Calls: asInt(v[6]), Failures: asInt(v[7])}
+	o.State, _ = v[3].(string)
+	o.Transition, _ = v[4].(string)
+	b.remember(sub, o.State, now, time.Duration(asInt(v[1]))*time.Millisecond, time.Duration(asInt(v[5]))*time.Millisecond)
+	switch o.Transition {
+	case Opened, Reopened:
+		b.opened.Add(1)
+	case Closed:
+		b.closed.Add(1)
+	}
+	return o, nil
+}
+
+func (b *Breaker) remember(sub, state string, now time.Time, left, outage time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cache[sub] = cached{state: state, until: now.Add(left), outage: now.Add(-outage), checked: now}
+}
+
+func asInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}

@@ -1,0 +1,306 @@
+package breaker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
+)
+
+func guard(t *testing.T, url, prefix string) *redisstate.Guard {
+	t.Helper()
+	g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: 500 * time.Millisecond,
+		RetryInterval: 500 * time.Millisecond}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
+
+var ctx = context.Background()
+
+func record(t *testing.T, b *Breaker, sub string, tk Ticket, r Result) Outcome {
+	t.Helper()
+	o, err := b.Record(ctx, sub, tk, r)
+	if err != nil {
+		t.Fatalf("Record: %v", err)
+	}
+	return o
+}
+
+func TestOpensOnErrorRateOnlyWithMinimumCalls(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 10, Window: time.Minute, SleepWindow: time.Hour, Probes: 3}
+	b := New(guard(t, url, prefix), cfg)
+
+	// 9 failures: below the minimum number of calls.
+	for i := range 9 {
+		if o := record(t, b, "s0", Ticket{}, Failure); o.Transition != "" || o.State != redisstate.StateClosed {
+			t.Fatalf("failure %d: %+v, want still closed", i+1, o)
+		}
+	}
+	// 10 successes, then 9 failures: 47% < 50%.
+	for range 10 {
+		record(t, b, "s1", Ticket{}, Success)
+	}
+	for range 9 {
+		record(t, b, "s1", Ticket{}, Failure)
+	}
+	if d := b.Allow(ctx, "s1"); !d.Allowed {
+		t.Fatalf("Allow at 9/19 failed = %+v", d)
+	}
+	// Neutral results are not counted.
+	for range 5 {
+		record(t, b, "s1", Ticket{}, Neutral)
+	}
+	// The tenth failure: 10/20 = 50% opens it, once.
+	o := record(t, b, "s1", Ticket{}, Failure)
+	if o.Transition != Opened || o.State != redisstate.StateOpen || o.Calls != 20 || o.Failures != 10 {
+		t.Fatalf("at 10/20 failed: %+v, want opened with 20 calls and 10 failures", o)
+	}
+	if o := record(t, b, "s1", Ticket{}, Failure); o.Transition != "" || o.State != redisstate.StateOpen {
+		t.Fatalf("a late failure while open: %+v, want open without transition", o)
+	}
+	d := b.Allow(ctx, "s1")
+	if d.Allowed || d.RetryIn <= 50*time.Minute || d.RetryIn > time.Hour {
+		t.Fatalf("Allow while open = %+v, want blocked for about the sleep window", d)
+	}
+	// Other subscriptions are not affected.
+	if d := b.Allow(ctx, "s2"); !d.Allowed {
+		t.Fatalf("another subscription: %+v, want allowed", d)
+	}
+	st, err := b.g.ReadBreaker(ctx, "s1")
+	if err != nil || st.State != redisstate.StateOpen || st.Calls != 21 || st.Failures != 11 || st.Window != time.Minute {
+		t.Fatalf("ReadBreaker = %+v, %v; want open, 21 calls, 11 failures, 1m window", st, err)
+	}
+}
+
+func TestHalfOpenProbesThenCloses(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 2, Window: time.Minute, SleepWindow: 200 * time.Millisecond, Probes: 2}
+	b := New(guard(t, url, prefix), cfg)
+	open := func() {
+		t.Helper()
+		record(t, b, "s", Ticket{}, Failure)
+		if o := record(t, b, "s", Ticket{}, Failure); o.State != redisstate.StateOpen {
+			t.Fatalf("after 2 failures: %+v, want open", o)
+		}
+	}
+	open()
+	// Blocked until the sleep window passes, then exactly Probes probes.
+	var first Decision
+	waitFor(t, 5*time.Second, "the breaker to half-open", func() bool {
+		first = b.Allow(ctx, "s")
+		return first.Allowed
+	})
+	if first.Transition != HalfOpen || first.Ticket.Probe == 0 {
+		t.Fatalf("first allowed after sleeping: %+v, want a probe with transition half_open", first)
+	}
+	second := b.Allow(ctx, "s")
+	third := b.Allow(ctx, "s")
+	if !second.Allowed || second.Ticket != first.Ticket || second.Transition != "" {
+		t.Fatalf("second probe: %+v", second)
+	}
+	if third.Allowed || third.RetryIn <= 0 {
+		t.Fatalf("third, beyond the probes: %+v, want blocked until the probe deadline", third)
+	}
+	// A result from outside the probes does not close it.
+	if o := record(t, b, "s", Ticket{}, Success); o.State != redisstate.StateHalfOpen {
+		t.Fatalf("non-probe success: %+v, want still half-open", o)
+	}
+	if o := record(t, b, "s", first.Ticket, Success); o.State != redisstate.StateHalfOpen || o.Transition != "" {
+		t.Fatalf("first probe success: %+v, want still half-open", o)
+	}
+	o := record(t, b, "s", second.Ticket, Success)
+	if o.State != redisstate.StateClosed || o.Transition != Closed || o.Calls != 0 {
+		t.Fatalf("last probe success: %+v, want closed with a fresh window", o)
+	}
+	if d := b.Allow(ctx, "s"); !d.Allowed || d.Ticket.Probe != 0 {
+		t.Fatalf("Allow after closing = %+v, want allowed, no probe", d)
+	}
+	if b.OpenedTotal() != 1 || b.ClosedTotal() != 1 {
+		t.Fatalf("transitions: opened %d closed %d, want 1 and 1", b.OpenedTotal(), b.ClosedTotal())
+	}
+
+	// Opened again; a failing probe reopens it, and a result of that old
+	// probe period no longer counts in the next one.
+	open()
+	var p Decision
+	waitFor(t, 5*time.Second, "the breaker to half-open again", func() bool {
+		p = b.Allow(ctx, "s")
+		return p.Allowed
+	})
+	if o := record(t, b, "s", p.Ticket, Failure); o.Transition != Reopened || o.State != redisstate.StateOpen {
+		t.Fatalf("failed probe: %+v, want reopened", o)
+	}
+	// The outage goes on from the first opening, not from the reopening,
+	// as this replica and a fresh one see it.
+	if d := b.Allow(ctx, "s"); d.Allowed || d.OpenFor < cfg.SleepWindow {
+		t.Fatalf("blocked after reopening: %+v, want open for at least the sleep window", d)
+	}
+	if d := New(b.g, cfg).Allow(ctx, "s"); d.Allowed || d.OpenFor < cfg.SleepWindow {
+		t.Fatalf("a fresh replica after reopening: %+v, want open for at least the sleep window", d)
+	}
+	var q Decision
+	waitFor(t, 5*time.Second, "the breaker to half-open a third time", func() bool {
+		q = b.Allow(ctx, "s")
+		return q.Allowed
+	})
+	if q.Ticket == p.Ticket {
+		t.Fatalf("a new half-open period reuses probe ticket %+v", p.Ticket)
+	}
+	record(t, b, "s", p.Ticket, Success)
+	record(t, b, "s", p.Ticket, Success)
+	if o := record(t, b, "s", q.Ticket, Success); o.State != redisstate.StateHalfOpen {
+		t.Fatalf("stale probe results closed the breaker: %+v", o)
+	}
+}
+
+func TestLostProbesAreReplaced(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 1, Window: time.Minute, SleepWindow: 150 * time.Millisecond, Probes: 1}
+	b := New(guard(t, url, prefix), cfg)
+	record(t, b, "s", Ticket{}, Failure)
+	var lost Decision
+	waitFor(t, 5*time.Second, "half-open", func() bool { lost = b.Allow(ctx, "s"); return lost.Allowed })
+	if d := b.Allow(ctx, "s"); d.Allowed {
+		t.Fatalf("a second probe while the first is out: %+v", d)
+	}
+	// The probe never reports; after the deadline a new one is handed out.
+	var next Decision
+	waitFor(t, 5*time.Second, "a replacement probe", func() bool { next = b.Allow(ctx, "s"); return next.Allowed })
+	if next.Ticket == lost.Ticket || next.Ticket.Probe == 0 {
+		t.Fatalf("replacement probe %+v, lost one %+v", next, lost)
+	}
+	if o := record(t, b, "s", next.Ticket, Success); o.Transition != Closed {
+		t.Fatalf("replacement probe success: %+v, want closed", o)
+	}
+}
+
+func TestReplicasShareTheBreaker(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 4, Window: time.Minute, SleepWindow: time.Hour, Probes: 1}
+	a := New(guard(t, url, prefix), cfg)
+	b := New(guard(t, url, prefix), cfg)
+	// Each replica sees half of the failures; together they open it.
+	for range 2 {
+		record(t, a, "s", Ticket{}, Failure)
+		record(t, b, "s", Ticket{}, Failure)
+	}
+	// b's last record opened it. a learns at its next record (or once its
+	// cached "closed" is older than CacheTTL), without a transition of its
+	// own.
+	o := record(t, a, "s", Ticket{}, Failure)
+	if o.State != redisstate.StateOpen || o.Transition != "" {
+		t.Fatalf("replica a after b opened it: %+v, want open, no transition of its own", o)
+	}
+	if d := a.Allow(ctx, "s"); d.Allowed {
+		t.Fatalf("replica a allows while open: %+v", d)
+	}
+	if a.OpenedTotal()+b.OpenedTotal() != 1 {
+		t.Fatalf("opened %d+%d times, want once in all", a.OpenedTotal(), b.OpenedTotal())
+	}
+	// A third replica that never recorded anything sees it open at once.
+	c := New(guard(t, url, prefix), cfg)
+	if d := c.Allow(ctx, "s"); d.Allowed {
+		t.Fatalf("a fresh replica allows while open: %+v", d)
+	}
+}
+
+func TestWindowForgetsOldCalls(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 3, Window: 120 * time.Millisecond, SleepWindow: time.Hour, Probes: 1}
+	b := New(guard(t, url, prefix), cfg)
+	record(t, b, "s", Ticket{}, Failure)
+	record(t, b, "s", Ticket{}, Failure)
+	// Once the window slid past them, two more failures are not enough.
+	waitFor(t, 5*time.Second, "the window to slide", func() bool {
+		st, err := b.g.ReadBreaker(ctx, "s")
+		return err == nil && st.Calls == 0
+	})
+	record(t, b, "s", Ticket{}, Failure)
+	if o := record(t, b, "s", Ticket{}, Failure); o.State != redisstate.StateClosed || o.Calls > 2 {
+		t.Fatalf("failures outside the window counted: %+v", o)
+	}
+}
+
+func TestFailsOpenWithoutRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	g := guard(t, srv.URL(), "t:")
+	b := New(g, Config{MinCalls: 1, SleepWindow: time.Hour})
+	record(t, b, "s", Ticket{}, Failure)
+	if d := b.Allow(ctx, "s"); d.Allowed {
+		t.Fatalf("open breaker allows: %+v", d)
+	}
+	srv.Kill()
+	if _, err := b.Record(ctx, "s", Ticket{}, Failure); err == nil {
+		t.Fatal("Record with Redis down: no error")
+	}
+	if d := b.Allow(ctx, "s"); !d.Allowed {
+		t.Fatalf("Allow with Redis down = %+v, want allowed (fail open)", d)
+	}
+	if g.FailOpenTotal() == 0 || g.OutagesTotal() != 1 {
+		t.Fatalf("fail-open %d, outages %d", g.FailOpenTotal(), g.OutagesTotal())
+	}
+	// Redis is back (empty: it kept nothing): protection resumes.
+	srv.Restart()
+	waitFor(t, 5*time.Second, "redis to be used again", func() bool {
+		_, err := b.Record(ctx, "s", Ticket{}, Failure)
+		return err == nil
+	})
+	if d := b.Allow(ctx, "s"); d.Allowed {
+		t.Fatalf("breaker after Redis came back and the endpoint failed again: %+v, want open", d)
+	}
+}
+
+func TestNilBreakerAllows(t *testing.T) {
+	var b *Breaker = New(nil, Config{})
+	if d := b.Allow(ctx, "s"); !d.Allowed {
+		t.Fatal("nil breaker blocks")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"defaults", Config{}, true},
+		{"threshold 0 is the default", Config{ThresholdPercent: 0}, true},
+		{"threshold over 100", Config{ThresholdPercent: 101}, false},
+		{"negative threshold", Config{ThresholdPercent: -1}, false},
+		{"negative min calls", Config{MinCalls: -1}, false},
+		{"window below a ms per bucket", Config{Window: time.Millisecond}, false},
+		{"negative sleep", Config{SleepWindow: -time.Second}, false},
+		{"negative probes", Config{Probes: -2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Defaults()
+			if err := tc.cfg.Validate(); (err == nil) != tc.ok {
+				t.Fatalf("Validate(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
+			}
+		})
+	}
+}

@@ -1,0 +1,177 @@
+// Package ratelimit applies a subscription's rate_limit_per_s across all
+// deliverer replicas: GCRA in Redis through github.com/go-redis/redis_rate,
+// with a burst of max(1, ceil(rate)).
+//
+// A throttled delivery is delayed, never failed. When its turn is near
+// (within MaxWait) it waits in-process, on a timer and the context; a tier
+// trip through Kafka costs two produced records and at least the shortest
+// tier, far more than a short wait. In-process waiting holds a delivery
+// worker, so it is bounded: at most waitersPerSubscription deliveries of a
+// subscription and MaxWaiters in all wait at once; the rest are handed
+// back with a delay, for the caller to park them in a retry tier. Those
+// delays are spread at the subscription's rate (each replica keeps the
+// next free slot), so a backlog comes back from the tiers paced instead of
+// all at once and throttled again.
+//
+// When Redis is unreachable nothing is limited (fail open).
+package ratelimit
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+)
+
+// waitersPerSubscription bounds the deliveries of one subscription that
+// wait in-process at once.
+const waitersPerSubscription = 2
+
+// Limiter is the rate limits of all subscriptions, as one replica applies
+// them.
+type Limiter struct {
+	g       *redisstate.Guard
+	lim     *redis_rate.Limiter
+	keys    redisstate.Keys
+	maxWait time.Duration
+	waiters chan struct{} // a slot per in-process waiter
+
+	mu   sync.Mutex
+	subs map[string]*subState
+}
+
+type subState struct {
+	waiting int
+	next    time.Time // next free slot for a delayed delivery
+}
+
+// New returns the limiter, nil when g is nil (no Redis: no limits).
+// maxWait bounds an in-process wait; maxWaiters bounds the deliveries
+// waiting in-process at once.
+func New(g *redisstate.Guard, maxWait time.Duration, maxWaiters int) *Limiter {
+	if g == nil {
+		return nil
+	}
+	return &Limiter{g: g, lim: redis_rate.NewLimiter(g.Client()), keys: g.Keys(), maxWait: maxWait,
+		waiters: make(chan struct{}, max(1, maxWaiters)), subs: map[string]*subState{}}
+}
+
+// Limit is the redis_rate limit for a rate per second: one event per
+// emission interval, with a burst of max(1, ceil(rate)).
+func Limit(perSecond float64) redis_rate.Limit {
+	period := max(time.Duration(float64(time.Second)/perSecond), time.Microsecond)
+	return redis_rate.Limit{Rate: 1, Period: period, Burst: max(1, int(math.Ceil(perSecond)))}
+}
+
+// Take returns 0 when a delivery of sub may be attempted now, possibly
+// after waiting in-process, or how long to delay it otherwise. perSecond
+// <= 0 means unlimited. When ctx ends during a wait, it returns the wait
+// left.
+func (l *Limiter) Take(ctx context.Context, sub string, perSecond float64) time.Duration {
+	if l == nil || perSecond <= 0 || !l.g.Available() {
+		return 0
+	}
+	limit := Limit(perSecond)
+	deadline := time.Now().Add(l.maxWait)
+	waiting := false
+	defer func() {
+		if waiting {
+			l.release(sub)
+		}
+	}()
+	for {
+		var res *redis_rate.Result
+		err := l.g.Do(ctx, func(ctx context.Context, _ *redis.Client) error {
+			var err error
+			res, err = l.lim.Allow(ctx, l.keys.RateLimit(sub), limit)
+			return err
+		})
+		if err != nil || res.Allowed > 0 {
+			return 0 // allowed, or Redis failed: fail open
+		}
+		retry := max(res.RetryAfter, time.Millisecond)
+		now := time.Now()
+		if now.Add(retry).After(deadline) || (!waiting && !l.acquire(sub)) {
+			return l.spread(sub, perSecond, now, retry)
+		}
+		waiting = true
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return retry
+		}
+	}
+}
+
+// acquire takes an in-process waiting slot for sub, if one is free.
+func (l *Limiter) acquire(sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.state(sub)
+	if s.waiting >= waitersPerSubscription {
+		return false
+	}
+	select {
+	case l.waiters <- struct{}{}:
+		s.waiting++
+		return true
+	default:
+		return false
+	}
+}
+
+func (l *Limiter) release(sub string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	<-l.waiters
+	l.state(sub).waiting--
+}
+
+// spread returns the delay of a delivery that cannot wait in-process: the
+// later of its GCRA retry-after and the subscription's next free slot,
+// which then moves one emission interval on.
+func (l *Limiter) spread(sub string, perSecond float64, now time.Time, retry time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.state(sub)
+	at := now.Add(retry)
+	if s.next.After(at) {
+		at = s.next
+	}
+	s.next = at.Add(time.Duration(float64(time.Second) / perSecond))
+	return at.Sub(now)
+}
+
+func (l *Limiter) state(sub string) *subState {
+	s := l.subs[sub]
+	if s == nil {
+		// Drop the states of subscriptions that are idle, so the map holds
+		// only the ones throttled lately.
+		if len(l.subs) > 1024 {
+			now := time.Now()
+			for k, v := range l.subs {
+				if v.waiting == 0 && v.next.Before(now) {
+					delete(l.subs, k)
+				}
+			}
+		}
+		s = &subState{}
+		l.subs[sub] = s
+	}
+	return s
+}
+
+// Waiting is how many deliveries wait in-process now (a gauge).
+func (l *Limiter) Waiting() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.waiters)
+}

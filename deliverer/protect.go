@@ -1,0 +1,215 @@
+package deliverer
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
+	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/deliverer/internal/ratelimit"
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+)
+
+// Endpoint protection around an attempt (DESIGN.md "Endpoint protection",
+// invariants 5 and 7). Before an attempt, gate asks the subscription's
+// circuit breaker and rate limit; a delivery they hold back is not
+// attempted and does not use up its schedule: it goes to a retry tier with
+// its attempt number unchanged and an attempt record saying why (blocked
+// breaker_open, or throttled rate_limited_local), like a spilled one, and
+// an ordered key is held behind it. After the attempt, settle counts the
+// result in the breaker, logs its transitions once (only the replica that
+// made one sees it) and sets or clears the subscription's recovery mark
+// for the retrier. A delivery dead-lettered by exhausted retries feeds
+// auto-disable. With Redis unreachable all of it fails open.
+
+// protection is the deliverer's endpoint protection; nil when Redis is not
+// configured.
+type protection struct {
+	cfg     Protection
+	g       *redisstate.Guard
+	breaker *breaker.Breaker
+	limiter *ratelimit.Limiter
+	log     *zap.Logger
+}
+
+// newProtection connects to Redis (without waiting for it); nil when no
+// Redis is configured.
+func newProtection(cfg Protection, maxInFlight int, log *zap.Logger) (*protection, error) {
+	g, err := redisstate.Open(cfg.Redis, log)
+	if err != nil || g == nil {
+		return nil, err
+	}
+	return &protection{
+		cfg:     cfg,
+		g:       g,
+		breaker: breaker.New(g, cfg.Breaker),
+		// A quarter of the workers at most wait for a rate limit, so
+		// throttled subscriptions never take the workers of the others.
+		limiter: ratelimit.New(g, cfg.RateLimitMaxWait, max(1, maxInFlight/4)),
+		log:     log,
+	}, nil
+}
+
+func (p *protection) close() {
+	if p != nil {
+		_ = p.g.Close()
+	}
+}
+
+// Guard is the Redis access of the deliverer, for its metrics
+// (FailOpenTotal, OutagesTotal, Available); nil without Redis.
+func (p *protection) Guard() *redisstate.Guard {
+	if p == nil {
+		return nil
+	}
+	return p.g
+}
+
+// gate decides whether a delivery is attempted now. When it is not, it
+// returns the records that park it in a retry tier and the verdict
+// (delayed, or cut when ctx ended during a rate-limit wait).
+func (d *deliverer) gate(ctx context.Context, key []byte, sub *topics.Subscription, del *topics.Delivery) (breaker.Ticket, []*kgo.Record, verdict, bool) {
+	p := d.prot
+	if p == nil {
+		return breaker.Ticket{}, nil, finished, true
+	}
+	dec := p.breaker.Allow(ctx, sub.ID)
+	if dec.Transition == breaker.HalfOpen {
+		p.log.Info("circuit breaker half-open: probing the endpoint", zap.String("subscription", sub.ID),
+			zap.Int("probes", p.cfg.Breaker.Probes))
+	}
+	if !dec.Allowed {
+		// Blocked until the breaker may let it through, and at least as
+		// long as the endpoint has been failing: over a long outage a
+		// delivery backs off as its retries would, instead of coming back
+		// every sleep window (a blocked record and an attempt record each
+		// time). When the breaker closes, the retrier releases the waiting
+		// deliveries early (recovery acceleration). Spread a little, so a
+		// crowd of blocked deliveries does not come back at one instant.
+		wait := max(dec.RetryIn, dec.OpenFor)
+		wait += rand.N(wait/5 + time.Millisecond)
+		return dec.Ticket, d.delay(key, del, wait, topics.OutcomeBlocked, topics.FailureBreakerOpen,
+			"circuit breaker open: endpoint failing"), delayed, false
+	}
+	if wait := p.limiter.Take(ctx, sub.ID, sub.RateLimitPerS); wait > 0 {
+		if ctx.Err() != nil {
+			return dec.Ticket, nil, cut, false
+		}
+		return dec.Ticket, d.delay(key, del, wait, topics.OutcomeThrottled, topics.FailureThrottled,
+			"rate limit of "+strconv.FormatFloat(sub.RateLimitPerS, 'g', -1, 64)+"/s reached"), delayed, false
+	}
+	return dec.Ticket, nil, finished, true
+}
+
+// delay parks a delivery unattempted in the retry tier for wait (capped
+// at the longest tier), attempt number unchanged.
+func (d *deliverer) delay(key []byte, del *topics.Delivery, wait time.Duration, outcome, category, why string) []*kgo.Record {
+	now := time.Now()
+	wait = min(wait, d.names.Tiers[len(d.names.Tiers)-1])
+	next := *del
+	next.NotBefore = topics.DueAt(now, wait)
+	att := newAttempt(del, now)
+	att.Outcome, att.FailureCategory, att.NextAttemptAt, att.Error = outcome, category, next.NotBefore, why
+	return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(key, &next, d.names.TierFor(wait))}
+}
+
+// headAttempt is the attempt number a held key waits for after a delivery
+// went to a retry tier: the next one when it was attempted, the same one
+// when it was delayed unattempted.
+func headAttempt(del *topics.Delivery, v verdict) int {
+	if v == delayed {
+		return del.Attempt
+	}
+	return del.Attempt + 1
+}
+
+// settle counts an attempt's result in the subscription's breaker.
+func (d *deliverer) settle(ctx context.Context, sub *topics.Subscription, t breaker.Ticket, res classify.Result) {
+	p := d.prot
+	if p == nil {
+		return
+	}
+	r := breaker.Neutral
+	switch res.Action {
+	case classify.Success:
+		r = breaker.Success
+	case classify.Retry:
+		r = breaker.Failure
+	}
+	o, err := p.breaker.Record(ctx, sub.ID, t, r)
+	if err != nil || o.Transition == "" {
+		return
+	}
+	log := p.log.With(zap.String("subscription", sub.ID), zap.String("url", topics.RedactURL(sub.URL)))
+	switch o.Transition {
+	case breaker.Opened, breaker.Reopened:
+		what := "circuit breaker opened: endpoint failing"
+		if o.Transition == breaker.Reopened {
+			what = "circuit breaker reopened: a probe failed"
+		}
+		log.Warn(what, zap.Int64("calls", o.Calls), zap.Int64("failures", o.Failures),
+			zap.Duration("probe_in", p.cfg.Breaker.SleepWindow))
+		if err := p.g.ClearRecovering(ctx, sub.ID); err != nil {
+			log.Debug("clearing the recovery mark", zap.Error(err))
+		}
+	case breaker.Closed:
+		log.Info("circuit breaker closed: endpoint recovered; its pending retries are released early")
+		if err := p.g.MarkRecovering(ctx, sub.ID, time.Now()); err != nil {
+			log.Warn("cannot mark the subscription recovering; its retries wait out their tiers", zap.Error(err))
+		}
+	}
+}
+
+// failingSinceScript sets a subscription's failing-since mark unless it
+// is set, and returns it. KEYS[1] the mark, ARGV[1] now (unix ms),
+// ARGV[2] its TTL (ms): long enough to outlive the window, short enough
+// that subscriptions gone quiet are forgotten.
+var failingSinceScript = redis.NewScript(`
+redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+return redis.call('GET', KEYS[1])
+`)
+
+// exhausted notes a delivery dead-lettered by exhausted retries. When the
+// subscription has had no success for AutoDisableAfter (counted from its
+// last update at the latest, so re-enabling it starts afresh), it returns
+// the record that disables it and says why in the attempt record.
+func (d *deliverer) exhausted(ctx context.Context, sub *topics.Subscription, att *topics.Attempt, now time.Time) []*kgo.Record {
+	p := d.prot
+	if p == nil || p.cfg.AutoDisableAfter <= 0 {
+		return nil
+	}
+	var ms int64
+	err := p.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		var err error
+		ms, err = failingSinceScript.Run(ctx, rdb, []string{p.g.Keys().FailingSince(sub.ID)},
+			now.UnixMilli(), (2*p.cfg.AutoDisableAfter + 24*time.Hour).Milliseconds()).Int64()
+		return err
+	})
+	if err != nil {
+		return nil
+	}
+	since := time.UnixMilli(ms)
+	if sub.UpdatedAt.After(since) {
+		since = sub.UpdatedAt
+	}
+	if now.Sub(since) < p.cfg.AutoDisableAfter {
+		return nil
+	}
+	disabled := *sub
+	disabled.Enabled = false
+	disabled.DisabledReason = fmt.Sprintf("auto-disabled: deliveries failing since %s (over %s) after exhausting retries",
+		since.UTC().Format(time.RFC3339), p.cfg.AutoDisableAfter)
+	disabled.UpdatedAt = now
+	att.Error += " (subscription " + disabled.DisabledReason + ")"
+	p.log.Warn("disabling subscription: "+disabled.DisabledReason, zap.String("subscription", sub.ID),
+		zap.String("url", topics.RedactURL(sub.URL)))
+	return []*kgo.Record{d.subscriptionRecord(&disabled)}
+}

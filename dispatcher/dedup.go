@@ -1,0 +1,147 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+)
+
+// Event dedup (DESIGN.md "Endpoint protection"): an event whose
+// idempotency_key was used by another event record of the same tenant
+// within the window is not fanned out again.
+//
+// The claim on a key is the first event record that used it: its
+// partition, offset and id are stored as the key's value (SET NX PX
+// window, in a script that compares otherwise). A record is a duplicate
+// only when the key holds a different record. So a claim made in a
+// transaction that then aborts is not lost: when the batch is dispatched
+// again (here or by another replica) the same record finds its own claim
+// and goes out; a producer's second copy of an event (same id, another
+// offset) is a duplicate. Claims of one batch go to Redis in one
+// pipeline, in offset order, so duplicates within a batch are found too.
+//
+// With Redis unreachable nothing is dropped (fail open).
+
+// claimScript claims an idempotency key for an event record.
+// KEYS[1] the key, ARGV[1] the record ("partition/offset/event id"),
+// ARGV[2] the window (ms). Returns 1 when the record holds the claim, 0
+// when another record does.
+var claimScript = redis.NewScript(claimScriptSource)
+
+const claimScriptSource = `
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if v == ARGV[1] then
+  return 1
+end
+return 0
+`
+
+// dedup finds the duplicate events of a batch; nil without Redis.
+type dedup struct {
+	g             *redisstate.Guard
+	window        time.Duration
+	maxEventBytes int
+	log           *zap.Logger
+	dropped       atomic.Uint64
+}
+
+func newDedup(cfg Config, log *zap.Logger) (*dedup, error) {
+	g, err := redisstate.Open(cfg.Redis, log)
+	if err != nil || g == nil {
+		return nil, err
+	}
+	return &dedup{g: g, window: cfg.DedupWindow, maxEventBytes: cfg.MaxEventBytes, log: log}, nil
+}
+
+func (d *dedup) close() {
+	if d != nil {
+		_ = d.g.Close()
+	}
+}
+
+// DroppedTotal counts the events not fanned out as duplicates (a metric).
+func (d *dedup) DroppedTotal() uint64 {
+	if d == nil {
+		return 0
+	}
+	return d.dropped.Load()
+}
+
+// Guard is the dispatcher's Redis access, for its metrics; nil without
+// Redis.
+func (d *dedup) Guard() *redisstate.Guard {
+	if d == nil {
+		return nil
+	}
+	return d.g
+}
+
+var idempotencyField = []byte(`"idempotency_key"`)
+
+// duplicates returns the records of fs that repeat an idempotency key.
+func (d *dedup) duplicates(ctx context.Context, fs kgo.Fetches) map[*kgo.Record]bool {
+	if d == nil {
+		return nil
+	}
+	type claim struct {
+		r     *kgo.Record
+		key   string
+		value string
+		cmd   *redis.Cmd
+	}
+	var claims []claim
+	for r := range fs.RecordsAll() {
+		if !bytes.Contains(r.Value, idempotencyField) {
+			continue
+		}
+		// Only valid events claim a key: an invalid one is dead-lettered
+		// and must not make a later valid one a duplicate.
+		ev, err := topics.DecodeEvent(r.Value, d.maxEventBytes)
+		if err != nil || ev.IdempotencyKey == "" {
+			continue
+		}
+		claims = append(claims, claim{r: r, key: d.g.Keys().Dedup(ev.Tenant, ev.IdempotencyKey),
+			value: strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10) + "/" + ev.ID})
+	}
+	if len(claims) == 0 {
+		return nil
+	}
+	err := d.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		p := rdb.Pipeline()
+		p.ScriptLoad(ctx, claimScriptSource)
+		for i := range claims {
+			claims[i].cmd = claimScript.EvalSha(ctx, p, []string{claims[i].key}, claims[i].value, d.window.Milliseconds())
+		}
+		_, err := p.Exec(ctx)
+		return err
+	})
+	if err != nil {
+		d.log.Debug("dedup skipped for this batch", zap.Error(err))
+		return nil
+	}
+	var dups map[*kgo.Record]bool
+	for _, c := range claims {
+		if n, err := c.cmd.Int64(); err == nil && n == 0 {
+			if dups == nil {
+				dups = map[*kgo.Record]bool{}
+			}
+			dups[c.r] = true
+			d.log.Debug("dropping a duplicate event", zap.Int32("partition", c.r.Partition), zap.Int64("offset", c.r.Offset))
+		}
+	}
+	d.dropped.Add(uint64(len(dups)))
+	return dups
+}

@@ -1,0 +1,62 @@
+package dispatcher
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/ops"
+)
+
+// metrics are the dispatcher's Prometheus metrics (charts/webhooks/README.md
+// lists them). Everything is counted when its transaction committed, so the
+// counters never include work that is dispatched again.
+type metrics struct {
+	events       prometheus.Counter
+	deliveries   prometheus.Counter
+	deadLetters  prometheus.Counter
+	transactions *prometheus.CounterVec
+	duration     prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	dlq := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Name: "dlq_total",
+		Help: "Records written to the dead-letter topic, by failure category."}, []string{"category"})
+	m := &metrics{
+		events: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
+			Name: "events_total", Help: "Events consumed, in committed transactions."}),
+		deliveries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
+			Name: "deliveries_total", Help: "Delivery records produced (one per matching subscription), in committed transactions."}),
+		// Undecodable events are the dispatcher's only dead letters.
+		deadLetters: dlq.WithLabelValues(topics.FailureInvalid),
+		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
+			Name: "transactions_total", Help: "Transactions ended, by result: committed, or aborted (the batch is dispatched again)."},
+			[]string{"result"}),
+		// A transaction is a batch of up to 1000 events: produce, flush,
+		// commit. On a healthy cluster that takes a few to a few hundred
+		// milliseconds; seconds mean a slow broker or a transaction coordinator
+		// under load, and the transaction timeout (10s) caps it.
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
+			Name: "transaction_duration_seconds", Help: "Time from the start of a transaction to its commit.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
+	}
+	reg.MustRegister(m.events, m.deliveries, dlq, m.transactions, m.duration)
+	return m
+}
+
+// transaction records how a transaction ended.
+func (m *metrics) transaction(committed bool, events, deliveries, dead int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	if !committed {
+		m.transactions.WithLabelValues("aborted").Inc()
+		return
+	}
+	m.transactions.WithLabelValues("committed").Inc()
+	m.events.Add(float64(events))
+	m.deliveries.Add(float64(deliveries))
+	m.deadLetters.Add(float64(dead))
+	m.duration.Observe(took.Seconds())
+}

@@ -1,0 +1,639 @@
+// Package charttest checks the Helm chart in charts/webhooks: it is linted
+// and rendered with the helm CLI (env HELM, which `make test` sets to a
+// pinned helm it builds), and every rendered manifest is decoded strictly
+// into Kubernetes API types (or, for KEDA and Prometheus Operator objects,
+// local structs of the fields the chart may set) before the assertions.
+package charttest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chart   = "../../charts/webhooks"
+	release = "hooks"
+	// kubeVersion: a helm built from source defaults to an old one, below
+	// the chart's kubeVersion constraint.
+	kubeVersion = "1.30.0"
+)
+
+var components = []string{"dispatcher", "deliverer", "retrier", "recorder"}
+
+func helm(t *testing.T) string {
+	t.Helper()
+	h := os.Getenv("HELM")
+	if h == "" {
+		t.Fatal("HELM is not set: run the chart checks through `make test`, which builds a pinned helm into .build/, or set HELM to a helm v3 binary")
+	}
+	if _, err := os.Stat(h); err != nil {
+		t.Fatalf("HELM=%s: %v (run `make helm`)", h, err)
+	}
+	return h
+}
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helm(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), &helmError{args: args, stderr: stderr.String(), err: err}
+	}
+	return string(out), nil
+}
+
+type helmError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (e *helmError) Error() string {
+	return "helm " + strings.Join(e.args, " ") + ": " + e.err.Error() + ": " + e.stderr
+}
+
+// manifests is a rendered release, decoded.
+type manifests struct {
+	deployments map[string]*appsv1.Deployment // by component
+	pdbs        map[string]*policyv1.PodDisruptionBudget
+	services    map[string]*corev1.Service
+	hpas        map[string]*autoscalingv2.HorizontalPodAutoscaler
+	scaled      map[string]*scaledObject
+	configMaps  []*corev1.ConfigMap
+	secrets     []*corev1.Secret
+	jobs        []*batchv1.Job
+	accounts    []*corev1.ServiceAccount
+	monitors    []*serviceMonitor
+	rules       []*prometheusRule
+	kinds       []string
+}
+
+// scaledObject is the part of KEDA's keda.sh/v1alpha1 ScaledObject the
+// chart uses. Trigger metadata must be strings: KEDA rejects other types.
+type scaledObject struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		ScaleTargetRef struct {
+			Name string `json:"name"`
+		} `json:"scaleTargetRef"`
+		PollingInterval int32 `json:"pollingInterval"`
+		CooldownPeriod  int32 `json:"cooldownPeriod"`
+		MinReplicaCount int32 `json:"minReplicaCount"`
+		MaxReplicaCount int32 `json:"maxReplicaCount"`
+		Triggers        []struct {
+			Type              string            `json:"type"`
+			Metadata          map[string]string `json:"metadata"`
+			AuthenticationRef *struct {
+				Name string `json:"name"`
+			} `json:"authenticationRef,omitempty"`
+		} `json:"triggers"`
+	} `json:"spec"`
+}
+
+// kafkaScalerKeys are the metadata keys of KEDA's Kafka scaler the chart
+// may set; anything else is a typo KEDA would ignore.
+var kafkaScalerKeys = []string{"bootstrapServers", "consumerGroup", "topic", "lagThreshold",
+	"offsetResetPolicy", "allowIdleConsumers", "excludePersistentLag"}
+
+type serviceMonitor struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Interval      string `json:"interval"`
+			ScrapeTimeout string `json:"scrapeTimeout"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type prometheusRule struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Expr        string            `json:"expr"`
+				For         string            `json:"for,omitempty"`
+				Labels      map[string]string `json:"labels"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
+// render runs helm template with the given --set values and decodes every
+// manifest strictly.
+func render(t *testing.T, sets ...string) *manifests {
+	t.Helper()
+	out, err := template(t, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &manifests{deployments: map[string]*appsv1.Deployment{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
+		services: map[string]*corev1.Service{}, hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
+		scaled: map[string]*scaledObject{}}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		doc = strings.TrimSpace(strings.TrimPrefix(doc, "---"))
+		if strings.Trim(doc, "\n") == "" || onlyComments(doc) {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatalf("not YAML: %v\n%s", err, doc)
+		}
+		m.kinds = append(m.kinds, tm.Kind)
+		strict := func(v any) {
+			t.Helper()
+			if err := yaml.UnmarshalStrict([]byte(doc), v); err != nil {
+				t.Fatalf("%s does not decode strictly: %v\n%s", tm.Kind, err, doc)
+			}
+		}
+		component := func(meta metav1.ObjectMeta) string {
+			c := meta.Labels["app.kubernetes.io/component"]
+			if c == "" {
+				t.Fatalf("%s %s has no component label", tm.Kind, meta.Name)
+			}
+			return c
+		}
+		switch tm.APIVersion + " " + tm.Kind {
+		case "apps/v1 Deployment":
+			var d appsv1.Deployment
+			strict(&d)
+			c := component(d.ObjectMeta)
+			if m.deployments[c] != nil {
+				t.Fatalf("two Deployments for %s", c)
+			}
+			m.deployments[c] = &d
+		case "policy/v1 PodDisruptionBudget":
+			var p policyv1.PodDisruptionBudget
+			strict(&p)
+			m.pdbs[component(p.ObjectMeta)] = &p
+		case "v1 Service":
+			var s corev1.Service
+			strict(&s)
+			m.services[component(s.ObjectMeta)] = &s
+		case "autoscaling/v2 HorizontalPodAutoscaler":
+			var h autoscalingv2.HorizontalPodAutoscaler
+			strict(&h)
+			m.hpas[component(h.ObjectMeta)] = &h
+		case "keda.sh/v1alpha1 ScaledObject":
+			var s scaledObject
+			strict(&s)
+			m.scaled[component(s.Metadata)] = &s
+		case "v1 ConfigMap":
+			var c corev1.ConfigMap
+			strict(&c)
+			m.configMaps = append(m.configMaps, &c)
+		case "v1 Secret":
+			var s corev1.Secret
+			strict(&s)
+			m.secrets = append(m.secrets, &s)
+		case "batch/v1 Job":
+			var j batchv1.Job
+			strict(&j)
+			m.jobs = append(m.jobs, &j)
+		case "v1 ServiceAccount":
+			var a corev1.ServiceAccount
+			strict(&a)
+			m.accounts = append(m.accounts, &a)
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			var s serviceMonitor
+			strict(&s)
+			m.monitors = append(m.monitors, &s)
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			var r prometheusRule
+			strict(&r)
+			m.rules = append(m.rules, &r)
+		default:
+			t.Fatalf("unexpected manifest %s %s\n%s", tm.APIVersion, tm.Kind, doc)
+		}
+	}
+	return m
+}
+
+func template(t *testing.T, sets ...string) (string, error) {
+	t.Helper()
+	args := []string{"template", release, chart, "--namespace", "hooks", "--kube-version", kubeVersion}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return run(t, args...)
+}
+
+func onlyComments(doc string) bool {
+	for line := range strings.Lines(doc) {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *manifests) configMap(t *testing.T) *corev1.ConfigMap {
+	t.Helper()
+	if len(m.configMaps) != 1 {
+		t.Fatalf("%d ConfigMaps, want 1", len(m.configMaps))
+	}
+	return m.configMaps[0]
+}
+
+func TestLint(t *testing.T) {
+	for _, sets := range [][]string{
+		nil,
+		{"keda.enabled=true", "serviceMonitor.enabled=true", "prometheusRule.enabled=true"},
+		{"deliverer.autoscaling.cpu.enabled=true", "secrets.existingSecret=mine", "recorder.enabled=false"},
+	} {
+		args := []string{"lint", "--strict", chart, "--namespace", "hooks"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		if out, err := run(t, args...); err != nil {
+			t.Errorf("%v\n%s", err, out)
+		}
+	}
+}
+
+// TestDefaults: one Deployment per component, with probes on the ops
+// endpoints, a grace period covering the shutdown budget, a PDB and a
+// Service; the topics hook job; no autoscaling objects.
+func TestDefaults(t *testing.T) {
+	m := render(t)
+	cm := m.configMap(t)
+	httpAddr := cm.Data["WEBHOOKS_HTTP_ADDR"]
+	if !regexp.MustCompile(`^:\d+$`).MatchString(httpAddr) {
+		t.Fatalf("WEBHOOKS_HTTP_ADDR = %q, want :<port> (all interfaces, for the kubelet)", httpAddr)
+	}
+	budget, err := time.ParseDuration(cm.Data["WEBHOOKS_SHUTDOWN_TIMEOUT"])
+	if err != nil {
+		t.Fatalf("WEBHOOKS_SHUTDOWN_TIMEOUT: %v", err)
+	}
+	if len(m.deployments) != len(components) {
+		t.Fatalf("Deployments for %v, want one for each of %v", keys(m.deployments), components)
+	}
+	for _, c := range components {
+		d := m.deployments[c]
+		if d == nil {
+			t.Fatalf("no Deployment for %s", c)
+		}
+		checkDeployment(t, m, c, d, httpAddr, budget)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas < 1 {
+			t.Errorf("%s: replicas %v, want a count when nothing autoscales", c, d.Spec.Replicas)
+		}
+		p := m.pdbs[c]
+		if p == nil {
+			t.Errorf("%s: no PodDisruptionBudget", c)
+		} else if !selects(p.Spec.Selector, d.Spec.Template.Labels) || (p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil) {
+			t.Errorf("%s: PodDisruptionBudget %+v does not cover the pods %v", c, p.Spec, d.Spec.Template.Labels)
+		}
+		s := m.services[c]
+		if s == nil || !selects(&metav1.LabelSelector{MatchLabels: s.Spec.Selector}, d.Spec.Template.Labels) ||
+			len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Name != "http" || s.Spec.Ports[0].TargetPort.StrVal != "http" {
+			t.Errorf("%s: no Service with an http port selecting its pods", c)
+		}
+	}
+	if len(m.scaled) != 0 || len(m.hpas) != 0 || len(m.monitors) != 0 || len(m.rules) != 0 {
+		t.Errorf("defaults render autoscaling or monitoring objects: %v", m.kinds)
+	}
+
+	if len(m.jobs) != 1 {
+		t.Fatalf("%d Jobs, want the topics hook job", len(m.jobs))
+	}
+	j := m.jobs[0]
+	if hook := j.Annotations["helm.sh/hook"]; hook != "pre-install,pre-upgrade" {
+		t.Errorf("topics job hook %q, want pre-install,pre-upgrade", hook)
+	}
+	if cmd := strings.Join(j.Spec.Template.Spec.Containers[0].Command, " "); !strings.HasPrefix(cmd, "webhookctl topics ensure --partitions=12") {
+		t.Errorf("topics job runs %q", cmd)
+	}
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	for _, k := range []string{"WEBHOOKS_KAFKA_BROKERS", "WEBHOOKS_TOPIC_PREFIX", "WEBHOOKS_RETRY_TIERS"} {
+		if env[k] != cm.Data[k] {
+			t.Errorf("topics job %s = %q, ConfigMap says %q", k, env[k], cm.Data[k])
+		}
+	}
+	if len(j.Spec.Template.Spec.Containers[0].EnvFrom) != 0 {
+		t.Error("the topics job reads the ConfigMap or Secret, which a pre-install hook runs before")
+	}
+
+	if len(m.secrets) != 1 {
+		t.Fatalf("%d Secrets, want 1", len(m.secrets))
+	}
+	key, err := base64.StdEncoding.DecodeString(string(m.secrets[0].Data["WEBHOOKS_SECRETS_KEY"]))
+	if err != nil || len(key) != 32 {
+		t.Errorf("generated WEBHOOKS_SECRETS_KEY is not base64 of 32 bytes (%d bytes, %v)", len(key), err)
+	}
+	if m.secrets[0].Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Error("the Secret holding the generated key is deleted on uninstall")
+	}
+}
+
+// checkDeployment checks what every component's Deployment needs.
+func checkDeployment(t *testing.T, m *manifests, c string, d *appsv1.Deployment, httpAddr string, budget time.Duration) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%s: %d containers", c, len(spec.Containers))
+	}
+	ct := spec.Containers[0]
+	if !slices.Equal(ct.Command, []string{c}) {
+		t.Errorf("%s: command %v, want [%s]", c, ct.Command, c)
+	}
+	if !selects(d.Spec.Selector, d.Spec.Template.Labels) {
+		t.Errorf("%s: selector %v does not match its pod labels %v", c, d.Spec.Selector, d.Spec.Template.Labels)
+	}
+	port := int32(-1)
+	for _, p := range ct.Ports {
+		if p.Name == "http" {
+			port = p.ContainerPort
+		}
+	}
+	if ":"+strconv.Itoa(int(port)) != httpAddr {
+		t.Errorf("%s: http port %d, but the components listen on WEBHOOKS_HTTP_ADDR=%s", c, port, httpAddr)
+	}
+	for _, probe := range []struct {
+		name string
+		p    *corev1.Probe
+		path string
+	}{{"liveness", ct.LivenessProbe, "/healthz"}, {"readiness", ct.ReadinessProbe, "/readyz"}} {
+		if probe.p == nil || probe.p.HTTPGet == nil {
+			t.Errorf("%s: no HTTP %s probe", c, probe.name)
+			continue
+		}
+		g := probe.p.HTTPGet
+		if g.Path != probe.path || (g.Port.StrVal != "http" && g.Port.IntVal != port) {
+			t.Errorf("%s: %s probe GET %s on port %v, want %s on the http port (%d)", c, probe.name, g.Path, g.Port.String(), probe.path, port)
+		}
+	}
+	// The final commit after the budget takes up to 10s.
+	if g := spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second < budget+10*time.Second {
+		t.Errorf("%s: terminationGracePeriodSeconds %s, want at least the shutdown budget %v plus 10s", c, ptrString(g), budget)
+	}
+	var fromCM, fromSecret bool
+	for _, e := range ct.EnvFrom {
+		if e.ConfigMapRef != nil && e.ConfigMapRef.Name == m.configMap(t).Name {
+			fromCM = true
+		}
+		if e.SecretRef != nil && (len(m.secrets) == 0 || e.SecretRef.Name == m.secrets[0].Name) {
+			fromSecret = true
+		}
+	}
+	if !fromCM || !fromSecret {
+		t.Errorf("%s: env from ConfigMap %v, from Secret %v; want both", c, fromCM, fromSecret)
+	}
+	if sc := ct.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("%s: root filesystem is writable", c)
+	}
+	if d.Annotations["hookpipe.io/consumer-group"] != "webhooks-"+c {
+		t.Errorf("%s: consumer group annotation %q", c, d.Annotations["hookpipe.io/consumer-group"])
+	}
+}
+
+// TestNoSecretInConfigMap: secret values land in the Secret only.
+func TestNoSecretInConfigMap(t *testing.T) {
+	secrets := map[string]string{
+		"WEBHOOKS_SECRETS_KEY":         "c2VjcmV0LWtleS1mb3ItdGhlLWNoYXJ0LXRlc3QtMzI=",
+		"WEBHOOKS_REDIS_URL":           "redis://:redis-pa55@redis:6379/0",
+		"WEBHOOKS_CLICKHOUSE_PASSWORD": "ch-pa55",
+		"WEBHOOKS_KAFKA_SASL_PASSWORD": "sasl-pa55",
+	}
+	m := render(t, "secrets.secretsKey="+secrets["WEBHOOKS_SECRETS_KEY"], "redis.url="+secrets["WEBHOOKS_REDIS_URL"],
+		"clickhouse.password="+secrets["WEBHOOKS_CLICKHOUSE_PASSWORD"], "kafka.sasl.enabled=true",
+		"kafka.sasl.username=hooks", "kafka.sasl.password="+secrets["WEBHOOKS_KAFKA_SASL_PASSWORD"],
+		"kafka.tls.enabled=true", "kafka.tls.secretName=kafka-ca")
+	cm := m.configMap(t)
+	for k, v := range cm.Data {
+		if _, secret := secrets[k]; secret {
+			t.Errorf("ConfigMap has %s", k)
+		}
+		for name, secret := range secrets {
+			if strings.Contains(v, secret) {
+				t.Errorf("ConfigMap %s carries the value of %s", k, name)
+			}
+		}
+	}
+	if len(m.secrets) != 1 {
+		t.Fatalf("%d Secrets, want 1", len(m.secrets))
+	}
+	for name, want := range secrets {
+		if got := string(m.secrets[0].Data[name]); got != want {
+			t.Errorf("Secret %s = %q, want %q", name, got, want)
+		}
+	}
+	if cm.Data["WEBHOOKS_KAFKA_SASL_USERNAME"] != "hooks" || cm.Data["WEBHOOKS_KAFKA_TLS"] != "true" {
+		t.Errorf("SASL username and TLS placeholders missing from the ConfigMap: %v", cm.Data)
+	}
+
+	if _, err := template(t, "config.extra.WEBHOOKS_SOMETHING_PASSWORD=x"); err == nil || !strings.Contains(err.Error(), "looks like a secret") {
+		t.Errorf("a secret-looking config.extra key rendered (err %v)", err)
+	}
+
+	m = render(t, "secrets.existingSecret=mine")
+	if len(m.secrets) != 0 {
+		t.Errorf("with existingSecret the chart still renders %d Secrets", len(m.secrets))
+	}
+	for c, d := range m.deployments {
+		var ok bool
+		for _, e := range d.Spec.Template.Spec.Containers[0].EnvFrom {
+			ok = ok || (e.SecretRef != nil && e.SecretRef.Name == "mine")
+		}
+		if !ok {
+			t.Errorf("%s does not read the existing Secret", c)
+		}
+	}
+}
+
+// TestKEDA: one ScaledObject per component on its own group and topics,
+// never more replicas than partitions, held retries excluded; the
+// Deployments leave the replica count to KEDA.
+func TestKEDA(t *testing.T) {
+	m := render(t, "keda.enabled=true", "kafka.partitions=8", "keda.triggerAuthentication=kafka-auth")
+	cm := m.configMap(t)
+	prefix := cm.Data["WEBHOOKS_TOPIC_PREFIX"]
+	var tiers []string
+	for _, d := range strings.Split(cm.Data["WEBHOOKS_RETRY_TIERS"], ",") {
+		tiers = append(tiers, prefix+"retry."+d)
+	}
+	wantTopics := map[string][]string{
+		"dispatcher": {prefix + "events"},
+		"deliverer":  {prefix + "deliveries"},
+		"retrier":    tiers,
+		"recorder":   {prefix + "attempts"},
+	}
+	if len(m.scaled) != len(components) || len(m.hpas) != 0 {
+		t.Fatalf("ScaledObjects for %v and %d HPAs, want one ScaledObject per component", keys(m.scaled), len(m.hpas))
+	}
+	for _, c := range components {
+		s, d := m.scaled[c], m.deployments[c]
+		if s == nil || d == nil {
+			t.Fatalf("%s: ScaledObject %v, Deployment %v", c, s != nil, d != nil)
+		}
+		if s.Spec.ScaleTargetRef.Name != d.Name {
+			t.Errorf("%s: scales %q, want its Deployment %q", c, s.Spec.ScaleTargetRef.Name, d.Name)
+		}
+		if d.Spec.Replicas != nil {
+			t.Errorf("%s: Deployment sets replicas %d, which would fight KEDA on upgrades", c, *d.Spec.Replicas)
+		}
+		if s.Spec.MaxReplicaCount < 1 || s.Spec.MaxReplicaCount > 8 || s.Spec.MinReplicaCount < 0 || s.Spec.MinReplicaCount > s.Spec.MaxReplicaCount {
+			t.Errorf("%s: replicas %d..%d, want within 1..8 (the partitions)", c, s.Spec.MinReplicaCount, s.Spec.MaxReplicaCount)
+		}
+		var topics []string
+		for _, tr := range s.Spec.Triggers {
+			md := tr.Metadata
+			topics = append(topics, md["topic"])
+			if tr.Type != "kafka" || md["consumerGroup"] != "webhooks-"+c || md["bootstrapServers"] != cm.Data["WEBHOOKS_KAFKA_BROKERS"] {
+				t.Errorf("%s: trigger %s on group %q, brokers %q", c, tr.Type, md["consumerGroup"], md["bootstrapServers"])
+			}
+			if md["lagThreshold"] == "" || tr.AuthenticationRef == nil || tr.AuthenticationRef.Name != "kafka-auth" {
+				t.Errorf("%s: trigger %v without lagThreshold or authenticationRef", c, md)
+			}
+			if (md["excludePersistentLag"] == "true") != (c == "retrier") {
+				t.Errorf("%s: excludePersistentLag %q; want true exactly on the retry tiers", c, md["excludePersistentLag"])
+			}
+			for k := range md {
+				if !slices.Contains(kafkaScalerKeys, k) {
+					t.Errorf("%s: trigger metadata %q is not a Kafka scaler parameter", c, k)
+				}
+			}
+		}
+		if !slices.Equal(topics, wantTopics[c]) {
+			t.Errorf("%s: triggers on %v, want %v", c, topics, wantTopics[c])
+		}
+	}
+
+	for _, sets := range [][]string{
+		{"keda.enabled=true", "kafka.partitions=4", "deliverer.autoscaling.maxReplicas=5"},
+		{"keda.enabled=true", "retrier.autoscaling.minReplicas=0"},
+	} {
+		if _, err := template(t, sets...); err == nil {
+			t.Errorf("%v rendered; want a refusal", sets)
+		}
+	}
+}
+
+func TestCPUAutoscaling(t *testing.T) {
+	m := render(t, "deliverer.autoscaling.cpu.enabled=true", "recorder.enabled=false")
+	if len(m.hpas) != 1 || m.hpas["deliverer"] == nil {
+		t.Fatalf("HPAs for %v, want the deliverer's only", keys(m.hpas))
+	}
+	h, d := m.hpas["deliverer"], m.deployments["deliverer"]
+	if h.Spec.ScaleTargetRef.Name != d.Name || h.Spec.MaxReplicas != 12 || d.Spec.Replicas != nil {
+		t.Errorf("HPA targets %q up to %d (Deployment replicas %v); want %q up to 12, Deployment without replicas",
+			h.Spec.ScaleTargetRef.Name, h.Spec.MaxReplicas, d.Spec.Replicas, d.Name)
+	}
+	if m.deployments["dispatcher"].Spec.Replicas == nil {
+		t.Error("the dispatcher lost its replica count")
+	}
+	if m.deployments["recorder"] != nil || m.pdbs["recorder"] != nil {
+		t.Error("recorder.enabled=false still renders the recorder")
+	}
+}
+
+// TestMonitoring: the ServiceMonitor scrapes every component's Service;
+// every alert rule uses metrics the components export (charts README).
+func TestMonitoring(t *testing.T) {
+	m := render(t, "serviceMonitor.enabled=true", "prometheusRule.enabled=true", "prometheusRule.labels.release=prom")
+	if len(m.monitors) != 1 || len(m.rules) != 1 {
+		t.Fatalf("%d ServiceMonitors and %d PrometheusRules, want 1 each", len(m.monitors), len(m.rules))
+	}
+	sm := m.monitors[0]
+	for c, s := range m.services {
+		if !selects(&sm.Spec.Selector, s.Labels) {
+			t.Errorf("ServiceMonitor does not select the %s Service", c)
+		}
+	}
+	if ep := sm.Spec.Endpoints; len(ep) != 1 || ep[0].Port != "http" || ep[0].Path != "/metrics" {
+		t.Errorf("ServiceMonitor endpoints %+v", ep)
+	}
+	readme, err := os.ReadFile(filepath.Join(chart, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.rules[0]
+	if r.Metadata.Labels["release"] != "prom" {
+		t.Error("prometheusRule.labels not applied")
+	}
+	alerts := map[string]bool{}
+	metric := regexp.MustCompile(`webhooks_[a-z_]+`)
+	for _, g := range r.Spec.Groups {
+		for _, rule := range g.Rules {
+			alerts[rule.Alert] = true
+			for _, name := range metric.FindAllString(rule.Expr, -1) {
+				if !strings.Contains(string(readme), "`"+name+"`") {
+					t.Errorf("alert %s uses %s, which the README does not list as a metric", rule.Alert, name)
+				}
+			}
+			if rule.Annotations["summary"] == "" || rule.Labels["severity"] == "" {
+				t.Errorf("alert %s lacks a summary or severity", rule.Alert)
+			}
+		}
+	}
+	for _, a := range []string{"WebhooksDeliveryFailureRateHigh", "WebhooksDeadLettersGrowing", "WebhooksConsumerLagHigh", "WebhooksRetriesOverdue"} {
+		if !alerts[a] {
+			t.Errorf("no alert %s", a)
+		}
+	}
+	if alerts["WebhooksBreakerOpenTooLong"] {
+		t.Error("the breaker alert is on by default, but no component exports webhooks_breakers_open yet")
+	}
+}
+
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
+
+func selects(sel *metav1.LabelSelector, labels map[string]string) bool {
+	if sel == nil || len(sel.MatchLabels) == 0 {
+		return false
+	}
+	for k, v := range sel.MatchLabels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// TestLag: per group and topic, the records after the committed offsets;
+// on retry tiers the same number as held records, with the earliest due
+// time of the first unreleased records.
+func TestLag(t *testing.T) {
+	h := newHarness(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(r *kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Four events, the dispatcher committed past one of them.
+	for i := range 4 {
+		produce(&kgo.Record{Topic: h.names.Events(), Partition: int32(i % 2), Value: []byte(`{}`)})
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: h.names.Events(), Partition: 0, At: 1, LeaderEpoch: -1})
+	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, topics.GroupDispatcher, offs); err != nil {
+		t.Fatal(err)
+	}
+	// Three records in the shortest tier: the retrier released (committed)
+	// the first of partition 0; the heads left are due at due0 and due1.
+	tier := h.names.RetryTopics()[0]
+	due0 := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	due1 := due0.Add(-time.Minute)
+	for _, r := range []struct {
+		p   int32
+		due time.Time
+	}{{0, due0.Add(-time.Hour)}, {0, due0}, {1, due1}} {
+		produce(&kgo.Record{Topic: tier, Partition: r.p, Value: []byte(`{}`), Headers: []kgo.RecordHeader{topics.NotBeforeHeader(r.due)}})
+	}
+	offs = kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: tier, Partition: 0, At: 1, LeaderEpoch: -1})
+	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, topics.GroupRetrier, offs); err != nil {
+		t.Fatal(err)
+	}
+
+	var rows []lagRow
+	h.json(&rows, "lag")
+	byTopic := map[string]lagRow{}
+	for _, r := range rows {
+		byTopic[r.Group+" "+r.Topic] = r
+	}
+	if want := 3 + len(h.names.Tiers); len(rows) != want {
+		t.Fatalf("%d rows, want %d: %+v", len(rows), want, rows)
+	}
+	if r := byTopic[topics.GroupDispatcher+" "+h.names.Events()]; r.Lag != 3 || r.Partitions != 2 || r.Held != nil {
+		t.Errorf("dispatcher on events: %+v, want lag 3 over 2 partitions, no held", r)
+	}
+	if r := byTopic[topics.GroupDeliverer+" "+h.names.Deliveries()]; r.Lag != 0 || r.Members != 0 {
+		t.Errorf("deliverer on deliveries: %+v, want lag 0, no members", r)
+	}
+	r := byTopic[topics.GroupRetrier+" "+tier]
+	if r.Lag != 2 || r.Held == nil || *r.Held != 2 {
+		t.Errorf("retrier on %s: %+v, want lag and held 2", tier, r)
+	}
+	if r.OldestDue == nil || !r.OldestDue.Equal(due1) {
+		t.Errorf("retrier on %s: oldest due %v, want %v", tier, r.OldestDue, due1)
+	}
+	if r := byTopic[topics.GroupRetrier+" "+h.names.RetryTopics()[1]]; r.Held == nil || *r.Held != 0 || r.OldestDue != nil {
+		t.Errorf("an empty tier: %+v, want held 0 and no due time", r)
+	}
+
+	text := h.ok("lag", "--group", topics.GroupRetrier)
+	if !strings.HasPrefix(text, "GROUP") || strings.Contains(text, h.names.Events()) ||
+		!strings.Contains(text, formatTime(due1)+" (in ") {
+		t.Errorf("lag --group %s printed:\n%s", topics.GroupRetrier, text)
+	}
+	if !strings.Contains(text, "no members is not consuming") {
+		t.Errorf("lag without members gives no hint:\n%s", text)
+	}
+	if msg := h.fails(2, "lag", "--group", "nope"); !strings.Contains(msg, topics.GroupDeliverer) {
+		t.Errorf("unknown group: %q does not list the groups", msg)
+	}
+}
+
+func TestLagMissingTopics(t *testing.T) {
+	h := newHarness(t, false)
+	if msg := h.fails(1, "lag"); !strings.Contains(msg, "topics ensure") {
+		t.Errorf("lag without topics: %q, want a hint to run topics ensure", msg)
+	}
+}

@@ -1,0 +1,11 @@
+// Command recorder copies the attempts topic into ClickHouse in batches,
+// committing offsets only after each insert was acknowledged.
+// Configuration comes from the WEBHOOKS_* environment (DESIGN.md section 3).
+package main
+
+import (
+	"github.com/hookpipe/hookpipe/recorder"
+	"github.com/hookpipe/hookpipe/topics/cmd"
+)
+
+func main() { cmd.Main("recorder", recorder.LoadConfig, recorder.Run) }

@@ -1,0 +1,169 @@
+package retrier
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+)
+
+// Recovery acceleration (DESIGN.md "Retries"). When a subscription's
+// circuit breaker closes after being open, the deliverer that closed it
+// writes a recovery mark (redisstate.Guard.MarkRecovering: the
+// subscription and when). The retrier reads the marks once a second and
+// releases the held records of marked subscriptions before they are due,
+// if they were written to their tier before the mark (retries of the
+// outage, not new failures of the recovered endpoint), at
+// RecoveryRate per second per subscription, so the endpoint that just came
+// back is not flooded. Only the look-ahead window of each partition is
+// held; releasing from it makes room and the partition fetches on. A mark
+// is forgotten when the breaker opens again (the deliverer removes it) or
+// once no record written before it can still be waiting in a tier.
+//
+// The rate is per retrier process: a subscription's retries sit on one
+// partition per tier (deliveries are partitioned by subscription), so it
+// is at most the number of tiers times the rate across all replicas.
+
+// marksRefresh is how often the marks are read from Redis.
+const marksRefresh = time.Second
+
+// recoveryTick is how often the poll loop wakes while marked
+// subscriptions have retries waiting for their turn.
+const recoveryTick = 50 * time.Millisecond
+
+type recovery struct {
+	g       *redisstate.Guard
+	rate    float64
+	horizon time.Duration // how long a mark can matter
+	log     *zap.Logger
+
+	mu          sync.Mutex
+	marks       map[string]time.Time // subscription -> when its breaker closed
+	limits      map[string]*rate.Limiter
+	lastRefused time.Time // a candidate waited for its turn
+	released    uint64
+}
+
+// newRecovery connects to Redis; nil when Redis is not configured or the
+// rate is 0 (acceleration off).
+func newRecovery(cfg Config, log *zap.Logger) (*recovery, error) {
+	if cfg.RecoveryRate <= 0 {
+		return nil, nil
+	}
+	g, err := redisstate.Open(cfg.Redis, log)
+	if err != nil || g == nil {
+		return nil, err
+	}
+	// A record waits in a tier at most about twice the tier's delay
+	// (jitter, Retry-After clamped to 2x).
+	longest := time.Duration(0)
+	for _, t := range cfg.Kafka.Names.Tiers {
+		longest = max(longest, t)
+	}
+	return &recovery{g: g, rate: cfg.RecoveryRate, horizon: 2*longest + time.Minute, log: log,
+		marks: map[string]time.Time{}, limits: map[string]*rate.Limiter{}}, nil
+}
+
+func (rc *recovery) close() {
+	if rc != nil {
+		_ = rc.g.Close()
+	}
+}
+
+// run refreshes the marks until ctx is done.
+func (rc *recovery) run(ctx context.Context) {
+	if rc == nil {
+		return
+	}
+	t := time.NewTicker(marksRefresh)
+	defer t.Stop()
+	for {
+		rc.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (rc *recovery) refresh(ctx context.Context) {
+	marks, err := rc.g.Recovering(ctx, time.Now().Add(-rc.horizon))
+	if err != nil {
+		return // Redis down (logged by the guard): keep the marks known
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for sub, at := range marks {
+		if old, ok := rc.marks[sub]; !ok || !old.Equal(at) {
+			rc.log.Info("subscription recovered: releasing its pending retries early",
+				zap.String("subscription", sub), zap.Time("breaker_closed", at), zap.Float64("per_second", rc.rate))
+			// A burst of a tenth of a second: the ramp starts gently.
+			rc.limits[sub] = rate.NewLimiter(rate.Limit(rc.rate), max(1, int(math.Ceil(rc.rate/10))))
+		}
+	}
+	for sub := range rc.limits {
+		if _, ok := marks[sub]; !ok {
+			delete(rc.limits, sub)
+		}
+	}
+	rc.marks = marks
+}
+
+// early returns the held records of h that go out before they are due:
+// those of marked subscriptions written before the mark, as far as the
+// subscription's rate allows now. The caller holds the retrier's lock.
+func (rc *recovery) early(h *hold.Partition, now time.Time) []hold.Record {
+	if rc == nil {
+		return nil
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.marks) == 0 {
+		return nil
+	}
+	var out []hold.Record
+	for _, r := range h.NotDue(now) {
+		sub := string(topics.SubscriptionOfKey(r.Rec.Key))
+		at, ok := rc.marks[sub]
+		if !ok || !r.Rec.Timestamp.Before(at) {
+			continue
+		}
+		if !rc.limits[sub].AllowN(now, 1) {
+			rc.lastRefused = now
+			continue
+		}
+		out = append(out, r)
+	}
+	rc.released += uint64(len(out))
+	return out
+}
+
+// pending reports whether marked subscriptions have retries waiting for
+// their turn: the poll loop then wakes every recoveryTick.
+func (rc *recovery) pending() bool {
+	if rc == nil {
+		return false
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return time.Since(rc.lastRefused) < time.Second
+}
+
+// ReleasedEarlyTotal counts the records released before they were due (a
+// metric).
+func (rc *recovery) ReleasedEarlyTotal() uint64 {
+	if rc == nil {
+		return 0
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.released
+}

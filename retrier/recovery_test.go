@@ -1,0 +1,145 @@
+package retrier
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
+)
+
+// TestRecoveryReleasesHeldRetriesEarly: retries of a subscription whose
+// breaker closed are released before they are due, at the recovery rate;
+// retries of other subscriptions, and ones written after the breaker
+// closed, wait out their tiers.
+func TestRecoveryReleasesHeldRetriesEarly(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	const rate = 20.0
+	h := newHarness(t, map[string]string{
+		topics.EnvRedisURL:       url,
+		redisstate.EnvKeyPrefix:  prefix,
+		redisstate.EnvTimeout:    "500ms",
+		"WEBHOOKS_RECOVERY_RATE": fmt.Sprint(rate),
+	}, nil)
+	h.tail()
+	recovered := subOn(t, 0)
+	other := subOn(t, 0, recovered) // same partition: it must not be held up either
+	due := time.Now().Add(time.Hour)
+	var outage []*kgo.Record
+	for i := range 30 {
+		outage = append(outage, h.retryRecord(time.Minute, recovered, fmt.Sprintf("out_%02d", i), due, true))
+	}
+	h.produce(outage...)
+	h.produce(h.retryRecord(time.Minute, other, "other_1", due, true))
+	h.start(h.config())
+
+	g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: time.Second, RetryInterval: time.Second}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	closedAt := time.Now()
+	if err := g.MarkRecovering(context.Background(), recovered, closedAt); err != nil {
+		t.Fatal(err)
+	}
+	// Written after the breaker closed: a new failure, not one of the outage.
+	late := h.produce(h.retryRecord(time.Minute, recovered, "late_1", due, true))[0]
+
+	for _, r := range outage {
+		h.waitReceived(20*time.Second, r)
+	}
+	h.drain()
+	got := map[string]time.Time{}
+	for _, r := range h.all() {
+		d, err := topics.DecodeDelivery(r.rec.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[d.EventID] = r.at
+	}
+	if _, ok := got["other_1"]; ok {
+		t.Error("a retry of a subscription that did not recover was released early")
+	}
+	if _, ok := got["late_1"]; ok || len(h.receivedOf(late.Value)) > 0 {
+		t.Error("a retry written after the breaker closed was released early")
+	}
+	// Ramped: 30 records at 20/s with a burst of 2 take well over a second.
+	times := slices.SortedFunc(maps.Values(got), time.Time.Compare)
+	if span, least := times[len(times)-1].Sub(times[0]), time.Duration((30-2)/rate*0.7*float64(time.Second)); span < least {
+		t.Errorf("30 early releases within %v: not ramped at %v/s (want at least %v)", span, rate, least)
+	}
+}
+
+// TestRecoveryOffWithoutRate: WEBHOOKS_RECOVERY_RATE=0 leaves retries in
+// their tiers even for a marked subscription.
+func TestRecoveryOffWithoutRate(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	h := newHarness(t, map[string]string{
+		topics.EnvRedisURL:       url,
+		redisstate.EnvKeyPrefix:  prefix,
+		"WEBHOOKS_RECOVERY_RATE": "0",
+	}, nil)
+	h.tail()
+	sub := subOn(t, 1)
+	r := h.produce(h.retryRecord(time.Minute, sub, "e1", time.Now().Add(time.Hour), true))[0]
+	// A record of another subscription due at once shows that the retrier
+	// is running and polled past the held one.
+	probe := h.produce(h.retryRecord(time.Second, subOn(t, 2), "probe", time.Now(), true))[0]
+	h.start(h.config())
+	g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: time.Second, RetryInterval: time.Second}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.MarkRecovering(context.Background(), sub, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.waitReceived(20*time.Second, probe)
+	// Two mark refreshes later, still held.
+	deadline := time.Now().Add(2*marksRefresh + 500*time.Millisecond)
+	waitFor(t, 10*time.Second, "two mark refreshes", func() bool { return time.Now().After(deadline) })
+	h.drain()
+	if len(h.receivedOf(r.Value)) != 0 {
+		t.Fatal("released early with acceleration off")
+	}
+}
+
+func TestRecoveryConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		rate float64
+		url  string
+		err  string
+	}{
+		{"defaults", nil, 10, redisstate.DefaultURL, ""},
+		{"set", map[string]string{"WEBHOOKS_RECOVERY_RATE": "2.5", topics.EnvRedisURL: "redis://r:1/2"}, 2.5, "redis://r:1/2", ""},
+		{"off", map[string]string{"WEBHOOKS_RECOVERY_RATE": "0", topics.EnvRedisURL: "-"}, 0, "", ""},
+		{"not a number", map[string]string{"WEBHOOKS_RECOVERY_RATE": "fast"}, 0, "", "WEBHOOKS_RECOVERY_RATE"},
+		{"negative", map[string]string{"WEBHOOKS_RECOVERY_RATE": "-1"}, 0, "", "WEBHOOKS_RECOVERY_RATE"},
+		{"infinite", map[string]string{"WEBHOOKS_RECOVERY_RATE": "+Inf"}, 0, "", "WEBHOOKS_RECOVERY_RATE"},
+		{"bad redis url", map[string]string{topics.EnvRedisURL: "mysql://x"}, 0, "", "WEBHOOKS_REDIS_URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadConfig(func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("LoadConfig error %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil || c.RecoveryRate != tc.rate || c.Redis.URL != tc.url {
+				t.Fatalf("LoadConfig = rate %v, redis %q, %v; want %v, %q", c.RecoveryRate, c.Redis.URL, err, tc.rate, tc.url)
+			}
+		})
+	}
+}

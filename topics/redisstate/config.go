@@ -1,0 +1,125 @@
+// Package redisstate is the state the pipeline's replicas share through
+// Redis (DESIGN.md "Endpoint protection"): the key layout every component
+// and webhookctl agree on, and Guard, the fail-open access to Redis that
+// every component uses (invariant 7): each call has a short deadline, and
+// once Redis failed it is skipped for a retry interval, so a dead Redis
+// costs at most one timeout per interval, never one per delivery.
+package redisstate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Environment variables of the Redis connection.
+const (
+	// EnvKeyPrefix starts every key: two pipelines (or two tests) can share
+	// one Redis server under different prefixes.
+	EnvKeyPrefix = "WEBHOOKS_REDIS_KEY_PREFIX"
+	// EnvTimeout bounds every Redis call.
+	EnvTimeout = "WEBHOOKS_REDIS_TIMEOUT"
+	// EnvRetryInterval is how long Redis is skipped after it failed.
+	EnvRetryInterval = "WEBHOOKS_REDIS_RETRY_INTERVAL"
+)
+
+// Defaults.
+const (
+	DefaultURL           = "redis://127.0.0.1:6379/0"
+	DefaultKeyPrefix     = "webhooks:"
+	DefaultTimeout       = 100 * time.Millisecond
+	DefaultRetryInterval = 2 * time.Second
+)
+
+// Disabled is the WEBHOOKS_REDIS_URL value that runs without Redis, as if
+// it were unreachable but without the warning: no breaker, no rate limit,
+// no dedup.
+const Disabled = "-"
+
+// Config locates Redis. The zero value is "no Redis".
+type Config struct {
+	// URL: WEBHOOKS_REDIS_URL, default redis://127.0.0.1:6379/0; "-" (or an
+	// empty URL in a Config built in code) runs without Redis.
+	URL string
+	// KeyPrefix starts every key: WEBHOOKS_REDIS_KEY_PREFIX, default "webhooks:".
+	KeyPrefix string
+	// Timeout bounds every call: WEBHOOKS_REDIS_TIMEOUT, default 100ms.
+	Timeout time.Duration
+	// RetryInterval is how long Redis is skipped (failing open at once)
+	// after a call failed; then one call probes it:
+	// WEBHOOKS_REDIS_RETRY_INTERVAL, default 2s.
+	RetryInterval time.Duration
+}
+
+// Enabled reports whether a Redis URL is configured.
+func (c Config) Enabled() bool { return c.URL != "" }
+
+// Defaults fills the zero fields other than URL.
+func (c *Config) Defaults() {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+}
+
+// Validate checks the fields (after Defaults); without a URL there is
+// nothing to check.
+func (c Config) Validate() error {
+	if !c.Enabled() {
+		return nil
+	}
+	var errs []error
+	if _, err := redis.ParseURL(c.URL); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", topics.EnvRedisURL, err))
+	}
+	if c.Timeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("%s must be at least 1ms", EnvTimeout))
+	}
+	if c.RetryInterval < c.Timeout {
+		errs = append(errs, fmt.Errorf("%s must be at least %s", EnvRetryInterval, EnvTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Load reads the Redis settings through getenv, applies the defaults and
+// validates them.
+func Load(getenv func(string) string) (Config, error) {
+	c := Config{URL: DefaultURL}
+	var errs []error
+	switch v := strings.TrimSpace(getenv(topics.EnvRedisURL)); v {
+	case "":
+	case Disabled:
+		c.URL = ""
+	default:
+		c.URL = v
+	}
+	c.KeyPrefix = getenv(EnvKeyPrefix)
+	for _, d := range []struct {
+		env string
+		dst *time.Duration
+	}{{EnvTimeout, &c.Timeout}, {EnvRetryInterval, &c.RetryInterval}} {
+		if v := getenv(d.env); v != "" {
+			t, err := time.ParseDuration(v)
+			if err != nil || t <= 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", d.env, v))
+				continue
+			}
+			*d.dst = t
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	c.Defaults()
+	return c, c.Validate()
+}

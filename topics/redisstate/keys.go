@@ -1,0 +1,55 @@
+package redisstate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Keys is the key layout, under a prefix (WEBHOOKS_REDIS_KEY_PREFIX,
+// default "webhooks:"). Subscription ids and tenants never contain ':' or
+// '/' (topics.Subscription.Validate), so no two keys collide.
+//
+//	<p>breaker:<sub>          hash: state (closed|open|half_open), until (unix ms:
+//	                          open until, or the half-open probe deadline), since,
+//	                          gen, tokens, ok. Absent means closed.
+//	<p>breaker:<sub>:calls    hash: t:<bucket> calls and f:<bucket> failures per
+//	                          bucket of the window, window_ms, bucket_ms
+//	rate:<p>ratelimit:<sub>   GCRA state of the subscription's rate limit
+//	                          (go-redis/redis_rate adds "rate:")
+//	<p>failing:<sub>          unix ms of the first dead letter by exhausted retries
+//	                          since the last success (auto-disable)
+//	<p>recovering             sorted set: subscription -> unix ms its breaker closed
+//	<p>dedup:<tenant>:<key>   the event record (partition/offset/id) that first
+//	                          used an idempotency key, expiring after the window
+type Keys struct{ Prefix string }
+
+// Breaker is the state hash of a subscription's circuit breaker.
+func (k Keys) Breaker(sub string) string { return k.Prefix + "breaker:" + sub }
+
+// BreakerCalls is the bucketed call counts of a subscription's breaker.
+func (k Keys) BreakerCalls(sub string) string { return k.Prefix + "breaker:" + sub + ":calls" }
+
+// RateLimit is the redis_rate key of a subscription's rate limit (the
+// library prefixes it with "rate:").
+func (k Keys) RateLimit(sub string) string { return k.Prefix + "ratelimit:" + sub }
+
+// FailingSince is when a subscription's deliveries started dying by
+// exhausted retries.
+func (k Keys) FailingSince(sub string) string { return k.Prefix + "failing:" + sub }
+
+// Recovering is the sorted set of recovery marks: subscriptions whose
+// breaker closed, scored by when (unix ms).
+func (k Keys) Recovering() string { return k.Prefix + "recovering" }
+
+// maxDedupKey bounds the idempotency key kept verbatim in a key name;
+// longer ones are hashed.
+const maxDedupKey = 200
+
+// Dedup is the key of an idempotency key within a tenant.
+func (k Keys) Dedup(tenant, idempotencyKey string) string {
+	if len(idempotencyKey) > maxDedupKey {
+		sum := sha256.Sum256([]byte(idempotencyKey))
+		idempotencyKey = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return k.Prefix + "dedup:" + tenant + ":" + idempotencyKey
+}

@@ -1,0 +1,213 @@
+package redisstate_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
+	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
+)
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
+
+func ping(ctx context.Context, rdb *redis.Client) error { return rdb.Ping(ctx).Err() }
+
+// TestGuardFailsOpenAndRecovers: with Redis killed, one call finds it down
+// and the next ones fail at once without touching Redis, for the retry
+// interval; then one probe per interval; when Redis is back, calls go
+// through again. Each change of state is logged once.
+func TestGuardFailsOpenAndRecovers(t *testing.T) {
+	srv := redistest.Start(t)
+	core, logs := observer.New(zap.InfoLevel)
+	g, err := redisstate.Open(redisstate.Config{URL: srv.URL(), Timeout: 300 * time.Millisecond, RetryInterval: 300 * time.Millisecond}, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	if err := g.Do(ctx, ping); err != nil || !g.Available() {
+		t.Fatalf("ping with Redis up: %v", err)
+	}
+
+	srv.Kill()
+	var calls atomic.Int64
+	counted := func(ctx context.Context, rdb *redis.Client) error { calls.Add(1); return ping(ctx, rdb) }
+	if err := g.Do(ctx, counted); !errors.Is(err, redisstate.ErrUnavailable) {
+		t.Fatalf("first call with Redis down: %v, want ErrUnavailable", err)
+	}
+	for range 100 {
+		if err := g.Do(ctx, counted); !errors.Is(err, redisstate.ErrUnavailable) {
+			t.Fatalf("call while down: %v", err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("Redis was called %d times while down within the retry interval, want once", n)
+	}
+	if g.Available() || g.OutagesTotal() != 1 || g.FailOpenTotal() != 101 {
+		t.Fatalf("available %v, outages %d, fail-open %d; want false, 1, 101", g.Available(), g.OutagesTotal(), g.FailOpenTotal())
+	}
+	// After the interval, probes (one per interval) find it still down.
+	waitFor(t, 5*time.Second, "a probe", func() bool { _ = g.Do(ctx, counted); return calls.Load() >= 2 })
+
+	srv.Restart()
+	waitFor(t, 5*time.Second, "redis to be used again", func() bool { return g.Do(ctx, ping) == nil })
+	if !g.Available() || g.OutagesTotal() != 1 {
+		t.Fatalf("after Redis came back: available %v, outages %d", g.Available(), g.OutagesTotal())
+	}
+	if n := logs.FilterMessageSnippet("redis unreachable").Len(); n != 1 {
+		t.Errorf("%d warnings that redis is down, want 1", n)
+	}
+	if n := logs.FilterMessageSnippet("redis reachable again").Len(); n != 1 {
+		t.Errorf("%d lines that redis is back, want 1", n)
+	}
+}
+
+// TestGuardUnreachableAtStart: a Redis that never answered costs at most
+// one call per retry interval, and replies that are not outages (redis.Nil)
+// keep it up.
+func TestGuardUnreachableAtStart(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	g, err := redisstate.Open(redisstate.Config{URL: srv.URL(), RetryInterval: time.Hour}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	var calls atomic.Int64
+	for range 1000 {
+		_ = g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error { calls.Add(1); return ping(ctx, rdb) })
+	}
+	if g.Available() || calls.Load() != 1 {
+		t.Fatalf("available %v after %d calls reached Redis; want down after the first", g.Available(), calls.Load())
+	}
+
+	url, prefix := redistest.Shared(t)
+	up, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	err = up.Do(ctx, func(ctx context.Context, rdb *redis.Client) error { return rdb.Get(ctx, prefix+"absent").Err() })
+	if !errors.Is(err, redis.Nil) || !up.Available() {
+		t.Fatalf("GET of a missing key: %v, available %v; want redis.Nil and still up", err, up.Available())
+	}
+}
+
+func TestNilGuard(t *testing.T) {
+	g, err := redisstate.Open(redisstate.Config{}, zap.NewNop())
+	if err != nil || g != nil {
+		t.Fatalf("Open without URL = %v, %v; want nil, nil", g, err)
+	}
+	if err := g.Do(context.Background(), ping); !errors.Is(err, redisstate.ErrDisabled) {
+		t.Fatalf("nil guard Do = %v", err)
+	}
+	if g.Available() || g.FailOpenTotal() != 0 || g.Close() != nil {
+		t.Fatal("nil guard misbehaves")
+	}
+}
+
+func TestRecoveryMarks(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: time.Second, RetryInterval: time.Second}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	for sub, at := range map[string]time.Time{"old": now.Add(-2 * time.Hour), "a": now, "b": now.Add(-time.Minute)} {
+		if err := g.MarkRecovering(ctx, sub, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.ClearRecovering(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := g.Recovering(ctx, now.Add(-time.Hour))
+	if err != nil || len(marks) != 1 || !marks["a"].Equal(now) {
+		t.Fatalf("Recovering = %v, %v; want only a at %v", marks, err, now)
+	}
+	// The old mark was dropped from Redis, not just filtered.
+	marks, err = g.Recovering(ctx, now.Add(-24*time.Hour))
+	if err != nil || len(marks) != 1 {
+		t.Fatalf("after the cleanup: %v, %v", marks, err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	k := redisstate.Keys{Prefix: "p:"}
+	for got, want := range map[string]string{
+		k.Breaker("s1"):          "p:breaker:s1",
+		k.BreakerCalls("s1"):     "p:breaker:s1:calls",
+		k.RateLimit("s1"):        "p:ratelimit:s1",
+		k.FailingSince("s1"):     "p:failing:s1",
+		k.Recovering():           "p:recovering",
+		k.Dedup("acme", "pay:1"): "p:dedup:acme:pay:1",
+		k.Dedup("", "x"):         "p:dedup::x",
+	} {
+		if got != want {
+			t.Errorf("key %q, want %q", got, want)
+		}
+	}
+	long := k.Dedup("acme", strings.Repeat("k", 300))
+	if len(long) > 100 || !strings.HasPrefix(long, "p:dedup:acme:sha256:") {
+		t.Errorf("long idempotency key: %q", long)
+	}
+	if k.Dedup("acme", strings.Repeat("k", 300)) == k.Dedup("acme", strings.Repeat("k", 301)) {
+		t.Error("two long keys collide")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want redisstate.Config
+		err  string
+	}{
+		{"defaults", nil, redisstate.Config{URL: redisstate.DefaultURL, KeyPrefix: "webhooks:", Timeout: 100 * time.Millisecond, RetryInterval: 2 * time.Second}, ""},
+		{"disabled", map[string]string{topics.EnvRedisURL: "-"}, redisstate.Config{KeyPrefix: "webhooks:", Timeout: 100 * time.Millisecond, RetryInterval: 2 * time.Second}, ""},
+		{"set", map[string]string{topics.EnvRedisURL: "redis://h:1/3", redisstate.EnvKeyPrefix: "x:", redisstate.EnvTimeout: "20ms", redisstate.EnvRetryInterval: "5s"},
+			redisstate.Config{URL: "redis://h:1/3", KeyPrefix: "x:", Timeout: 20 * time.Millisecond, RetryInterval: 5 * time.Second}, ""},
+		{"bad url", map[string]string{topics.EnvRedisURL: "h:1"}, redisstate.Config{}, topics.EnvRedisURL},
+		{"bad timeout", map[string]string{redisstate.EnvTimeout: "soon"}, redisstate.Config{}, redisstate.EnvTimeout},
+		{"zero timeout", map[string]string{redisstate.EnvTimeout: "0s"}, redisstate.Config{}, redisstate.EnvTimeout},
+		{"retry below timeout", map[string]string{redisstate.EnvTimeout: "1s", redisstate.EnvRetryInterval: "10ms"}, redisstate.Config{}, redisstate.EnvRetryInterval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := redisstate.Load(func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Load error %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil || c != tc.want {
+				t.Fatalf("Load = %+v, %v; want %+v", c, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,128 @@
+// Package redistest gives tests a real redis-server: the shared one that
+// `make test` starts (WEBHOOKS_TEST_REDIS_URL), under a key prefix of
+// their own, or a private one they can kill and restart.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvURL names the shared test server; `make test` sets it.
+const EnvURL = "WEBHOOKS_TEST_REDIS_URL"
+
+// Shared returns the shared test server's URL and a fresh key prefix
+// whose keys are deleted when the test ends. It skips the test when
+// WEBHOOKS_TEST_REDIS_URL is unset.
+func Shared(tb testing.TB) (url, prefix string) {
+	tb.Helper()
+	url = os.Getenv(EnvURL)
+	if url == "" {
+		tb.Skipf("%s is not set: this test needs a real redis-server (`make test` starts one; or run "+
+			"`bash pipeline/scripts/services.sh start redis 16379 .build/test-services/redis` and export %s=redis://127.0.0.1:16379/0)",
+			EnvURL, EnvURL)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	prefix = "test:" + hex.EncodeToString(b) + ":"
+	tb.Cleanup(func() { deleteKeys(tb, url, prefix) })
+	return url, prefix
+}
+
+// deleteKeys removes every key under prefix (and redis_rate's "rate:"
+// copies of them).
+func deleteKeys(tb testing.TB, url, prefix string) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, pattern := range []string{prefix + "*", "rate:" + prefix + "*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	}
+}
+
+// Server is a private redis-server on a free 127.0.0.1 port.
+type Server struct {
+	tb   testing.TB
+	Port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start runs a private redis-server (no persistence) that the test may
+// Kill and Restart; it is stopped when the test ends. It skips the test
+// when redis-server is not installed.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		tb.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &Server{tb: tb, Port: port}
+	s.Restart()
+	tb.Cleanup(s.Kill)
+	return s
+}
+
+// URL is the server's URL, database 0.
+func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.Port) }
+
+// Restart starts the server (again) and waits until it answers.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.tb.TempDir())
+	if err := s.cmd.Start(); err != nil {
+		s.tb.Fatalf("redis-server: %v", err)
+	}
+	s.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(s.cmd, s.done)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-s.done:
+			s.tb.Fatalf("redis-server on port %d exited at start", s.Port)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("redis-server on port %d did not answer within 20s", s.Port)
+		}
+	}
+}
+
+// Kill stops the server at once (SIGKILL) and waits until it is gone.
+func (s *Server) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}

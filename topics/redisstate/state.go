@@ -1,0 +1,132 @@
+package redisstate
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Breaker states, as stored in the state hash.
+const (
+	StateClosed   = "closed"
+	StateOpen     = "open"
+	StateHalfOpen = "half_open"
+)
+
+// BreakerState is what Redis says about a subscription's breaker.
+type BreakerState struct {
+	State string `json:"state"`
+	// Until is when an open breaker lets probes through, or when a
+	// half-open one hands out new probes if the current ones never report.
+	Until time.Time `json:"until,omitzero"`
+	// Since is when the breaker entered its state (zero when never opened).
+	Since time.Time `json:"since,omitzero"`
+	// Calls and Failures are the attempts counted over the breaker window.
+	Calls    int64 `json:"calls"`
+	Failures int64 `json:"failures"`
+	// Window is the breaker window the counts cover (zero before any call).
+	Window time.Duration `json:"window,omitzero"`
+}
+
+// ReadBreaker reads a subscription's breaker state.
+func (g *Guard) ReadBreaker(ctx context.Context, sub string) (BreakerState, error) {
+	var st []any
+	var calls map[string]string
+	err := g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		p := rdb.Pipeline()
+		s := p.HMGet(ctx, g.keys.Breaker(sub), "state", "until", "since")
+		c := p.HGetAll(ctx, g.keys.BreakerCalls(sub))
+		if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
+			return err
+		}
+		st, calls = s.Val(), c.Val()
+		return nil
+	})
+	if err != nil {
+		return BreakerState{}, err
+	}
+	out := BreakerState{State: StateClosed}
+	if v, ok := st[0].(string); ok && v != "" {
+		out.State = v
+	}
+	ms := func(v any) time.Time {
+		s, _ := v.(string)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n == 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(n)
+	}
+	if out.State != StateClosed {
+		out.Until = ms(st[1])
+	}
+	out.Since = ms(st[2])
+	windowMS, _ := strconv.ParseInt(calls["window_ms"], 10, 64)
+	bucketMS, _ := strconv.ParseInt(calls["bucket_ms"], 10, 64)
+	out.Window = time.Duration(windowMS) * time.Millisecond
+	oldest := int64(0)
+	if bucketMS > 0 {
+		oldest = time.Now().UnixMilli()/bucketMS - (windowMS+bucketMS-1)/bucketMS + 1
+	}
+	for f, v := range calls {
+		kind, b, ok := strings.Cut(f, ":")
+		n, err := strconv.ParseInt(b, 10, 64)
+		if !ok || err != nil || n < oldest {
+			continue
+		}
+		c, _ := strconv.ParseInt(v, 10, 64)
+		switch kind {
+		case "t":
+			out.Calls += c
+		case "f":
+			out.Failures += c
+		}
+	}
+	return out, nil
+}
+
+// MarkRecovering records that a subscription's breaker closed at t: the
+// retrier releases its pending retries early.
+func (g *Guard) MarkRecovering(ctx context.Context, sub string, t time.Time) error {
+	return g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		return rdb.ZAdd(ctx, g.keys.Recovering(), redis.Z{Score: float64(t.UnixMilli()), Member: sub}).Err()
+	})
+}
+
+// ClearRecovering removes a subscription's recovery mark (its breaker
+// opened again).
+func (g *Guard) ClearRecovering(ctx context.Context, sub string) error {
+	return g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		return rdb.ZRem(ctx, g.keys.Recovering(), sub).Err()
+	})
+}
+
+// Recovering returns the recovery marks set after since, and drops the
+// older ones.
+func (g *Guard) Recovering(ctx context.Context, since time.Time) (map[string]time.Time, error) {
+	var zs []redis.Z
+	err := g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		min := strconv.FormatInt(since.UnixMilli(), 10)
+		p := rdb.Pipeline()
+		p.ZRemRangeByScore(ctx, g.keys.Recovering(), "-inf", "("+min)
+		r := p.ZRangeByScoreWithScores(ctx, g.keys.Recovering(), &redis.ZRangeBy{Min: min, Max: "+inf"})
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+		zs = r.Val()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]time.Time, len(zs))
+	for _, z := range zs {
+		if s, ok := z.Member.(string); ok {
+			out[s] = time.UnixMilli(int64(z.Score))
+		}
+	}
+	return out, nil
+}
