@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
+	"github.com/hookpipe/hookpipe/recorder/internal/decode"
 	"github.com/hookpipe/hookpipe/recorder/internal/store"
-	"github.com/hookpipe/hookpipe/topics"
 )
 
 // idleWait bounds a poll while nothing is due.
@@ -126,7 +126,7 @@ func (r *recorder) wake(now time.Time) time.Time {
 const undecodableLogEvery = 1000
 
 func (r *recorder) add(rec *kgo.Record, now time.Time) {
-	a, err := topics.DecodeAttempt(rec.Value)
+	a, err := decode.Attempt(rec.Value)
 	if err != nil {
 		n := r.undecodable.Add(1)
 		if n == 1 || n%undecodableLogEvery == 0 {

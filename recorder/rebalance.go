@@ -90,7 +90,7 @@ func (r *recorder) shutdown() {
 	if r.flight == nil && r.b.Empty() {
 		return
 	}
-	if r.down {
+	if r.down && r.running == nil {
 		r.log.Info("ClickHouse is down: the records in hand are left to the next owner", zap.Int("records", r.inHand()))
 		return
 	}

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -154,10 +155,8 @@ func TestServer(t *testing.T) {
 	cl := client(t, kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), KafkaMetrics(reg))
 	srv.Watch(cl, "g", topic)
-	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not a member") {
-		t.Errorf("/readyz before joining: %d %q, want 503 not a member", code, body)
-	}
-	// Polling joins the group.
+	// Polling joins the group (the client may join on its own already;
+	// TestGroupReadyNotMember covers the check before joining).
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	defer stopPoll()
 	go func() {
@@ -190,6 +189,24 @@ func TestServer(t *testing.T) {
 	srv.Close()
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("/healthz still answers after Close")
+	}
+}
+
+// TestGroupReadyNotMember: a group client that cannot reach a broker has
+// not joined its group, and the check says so.
+func TestGroupReadyNotMember(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	cl := client(t, kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = GroupReady(cl, "g")(ctx)
+	if err == nil || !strings.Contains(err.Error(), "not a member of consumer group g") {
+		t.Errorf("err %v, want not a member of consumer group g", err)
 	}
 }
 
