@@ -56,7 +56,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		cfg:       cfg,
 		names:     cfg.Kafka.Names,
 		log:       log,
-		lanes:     lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription),
+		lanes:     lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]),
 		sender:    newSender(cfg),
 		fatal:     make(chan error, 1),
 		committed: map[int32]int64{},

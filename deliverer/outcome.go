@@ -177,7 +177,8 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 
 // spill hands a delivery to the shortest retry tier without attempting it
 // and without using up its schedule: its subscription already has its queue
-// limit of records held here.
+// limit of records held here and is too slow to work them off before the
+// retry would bring this one back.
 func (d *deliverer) spill(key []byte, del *topics.Delivery) []*kgo.Record {
 	now := time.Now()
 	tier := d.names.Tiers[0]

@@ -48,6 +48,7 @@ func BenchmarkPipeline(b *testing.B) {
 
 		e.startDispatcher()
 		e.startDeliverer()
+		e.startRetrier()
 		event := func(i int) topics.Event {
 			return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: fmt.Sprintf("bench.t%d", i%subs),
 				CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(data)}

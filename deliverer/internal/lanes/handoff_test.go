@@ -12,7 +12,7 @@ import (
 // so the next owner redoes none. Drop would leave it at the first record
 // not started, and the next owner would repeat A/y@2.
 func TestHandOff(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	add(l, 0, 0, "A/x") // runs
 	add(l, 0, 1, "A/x") // waits behind it: below the highest started, kept
 	add(l, 0, 2, "A/y") // runs and finishes

@@ -11,6 +11,7 @@ package lanes
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -20,8 +21,9 @@ type Item struct {
 	Rec *kgo.Record
 	Sub string // subscription id: the key up to '/'
 	// Spill is set when the record arrived while its subscription already
-	// had its queue limit of records held: it is not attempted but handed
-	// to the retry path, in key order, ahead of ordinary work (it is cheap)
+	// had its queue limit of records held and could not work them off
+	// within the spill delay (see New): it is not attempted but handed to
+	// the retry path, in key order, ahead of ordinary work (it is cheap)
 	// and outside the subscription's in-flight cap.
 	Spill bool
 
@@ -87,12 +89,29 @@ type subscription struct {
 	inflight int
 	items    int // waiting + ready + running
 	queued   bool
+
+	// The pace: a moving average of how long its records ran, and the
+	// records running now, whose age bounds that from below (an endpoint
+	// that hangs finishes nothing to average).
+	took    time.Duration
+	running map[*Item]time.Time
 }
 
-// Lanes is the scheduler. All methods are safe for concurrent use.
+// workOff estimates how long the subscription needs to finish the records
+// it holds, running maxPerSub at a time.
+func (s *subscription) workOff(now time.Time, maxPerSub int) time.Duration {
+	per := s.took
+	for _, started := range s.running {
+		per = max(per, now.Sub(started))
+	}
+	return per * time.Duration(s.items) / time.Duration(maxPerSub)
+}
+
 type Lanes struct {
 	maxPerSub    int
 	maxQueuedSub int
+	hardCap      int
+	spillAfter   time.Duration
 
 	mu       sync.Mutex
 	work     *sync.Cond // a subscription became runnable, or closed
@@ -107,11 +126,20 @@ type Lanes struct {
 }
 
 // New returns lanes that run at most maxPerSub records of one subscription
-// at a time and spill a subscription's records beyond maxQueuedSub held.
-func New(maxPerSub, maxQueuedSub int) *Lanes {
+// at a time. Records of a subscription that holds maxQueuedSub or more
+// spill when, at the pace its records run, it would need longer than
+// spillAfter to finish what it holds (a slow or hanging endpoint; a busy
+// fast one keeps its records, as spilling would only make them later), and
+// whatever its pace once it holds half of maxBuffered, so no subscription
+// takes more than half of the memory all share. spillAfter is the shortest
+// retry delay, the soonest a spilled record comes back; zero spills on the
+// count alone.
+func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *Lanes {
 	l := &Lanes{
 		maxPerSub:    max(1, maxPerSub),
 		maxQueuedSub: max(1, maxQueuedSub),
+		hardCap:      max(1, maxQueuedSub, maxBuffered/2),
+		spillAfter:   spillAfter,
 		subs:         map[string]*subscription{},
 		keys:         map[string][]*Item{},
 		parts:        map[int32]*partition{},
@@ -135,12 +163,15 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
 	p.items++
 
+	now := time.Now()
 	s := l.subs[sub]
 	if s == nil {
-		s = &subscription{id: sub}
+		s = &subscription{id: sub, running: map[*Item]time.Time{}}
 		l.subs[sub] = s
 	}
-	it := &Item{Rec: r, Sub: sub, Spill: s.items >= l.maxQueuedSub, key: string(r.Key), entry: e, part: p}
+	spill := s.items >= l.hardCap ||
+		s.items >= l.maxQueuedSub && (l.spillAfter == 0 || s.workOff(now, l.maxPerSub) > l.spillAfter)
+	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), entry: e, part: p}
 	s.items++
 	l.buffered++
 	q := l.keys[it.key]
@@ -202,6 +233,7 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 	s.ready = s.ready[1:]
 	it.state = running
 	s.inflight++
+	s.running[it] = time.Now()
 	it.part.inflight++
 	it.part.started = max(it.part.started, it.Rec.Offset)
 	l.enqueue(s)
@@ -227,6 +259,13 @@ func (l *Lanes) Done(it *Item, committed bool) {
 	s := l.subs[it.Sub]
 	if !it.Spill {
 		s.inflight--
+		took := time.Since(s.running[it])
+		delete(s.running, it)
+		if s.took == 0 {
+			s.took = took
+		} else {
+			s.took = (4*s.took + took) / 5
+		}
 	}
 	l.release(s, it)
 	l.enqueue(s)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -150,7 +151,7 @@ func wm(tb testing.TB, l *Lanes, part int32) int64 {
 }
 
 func TestSameKeyRunsOneAtATimeInOffsetOrder(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	for off := range int64(5) {
 		add(l, 0, off, "A/k")
 	}
@@ -185,7 +186,7 @@ func TestSameKeyRunsOneAtATimeInOffsetOrder(t *testing.T) {
 }
 
 func TestDifferentKeysRunConcurrently(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	add(l, 0, 0, "A/k1")
 	add(l, 0, 1, "A/k2")
 	add(l, 1, 0, "B/k3")
@@ -199,7 +200,7 @@ func TestDifferentKeysRunConcurrently(t *testing.T) {
 }
 
 func TestPerSubscriptionCap(t *testing.T) {
-	l := New(2, 1<<20)
+	l := New(2, 1<<20, 0, 0)
 	for i := range 5 {
 		add(l, 0, int64(i), fmt.Sprintf("A/k%d", i))
 	}
@@ -242,7 +243,7 @@ func TestPerSubscriptionCap(t *testing.T) {
 }
 
 func TestRoundRobinAcrossSubscriptions(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	for i := range 100 {
 		add(l, 0, int64(i), fmt.Sprintf("A/k%d", i))
 	}
@@ -257,7 +258,7 @@ func TestRoundRobinAcrossSubscriptions(t *testing.T) {
 }
 
 func TestWatermark(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	if got := l.Watermarks(nil); len(got) != 0 {
 		t.Fatalf("Watermarks of empty lanes = %v", got)
 	}
@@ -293,7 +294,7 @@ func TestWatermark(t *testing.T) {
 }
 
 func TestDoneUncommittedHoldsWatermark(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	add(l, 0, 10, "A/k")
 	add(l, 0, 11, "A/k")
 	add(l, 0, 12, "A/other")
@@ -320,7 +321,7 @@ func TestDoneUncommittedHoldsWatermark(t *testing.T) {
 }
 
 func TestBufferedAndWaitBelow(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	add(l, 0, 0, "A/k")
 	add(l, 0, 1, "A/k") // waiting behind offset 0
 	add(l, 0, 2, "A/j")
@@ -374,7 +375,7 @@ func TestBufferedAndWaitBelow(t *testing.T) {
 }
 
 func TestDropForgetAndReassign(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	add(l, 0, 0, "A/x") // will be running
 	add(l, 0, 1, "A/x") // waiting behind it
 	add(l, 0, 2, "A/y") // ready
@@ -454,7 +455,7 @@ func TestDropForgetAndReassign(t *testing.T) {
 }
 
 func TestDoneAfterForgetLeavesNewLedgerAlone(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	add(l, 0, 0, "A/k")
 	old := next(t, l)
 	l.Drop([]int32{0})
@@ -502,7 +503,7 @@ func TestDoneAfterForgetLeavesNewLedgerAlone(t *testing.T) {
 }
 
 func TestCloseWakesNext(t *testing.T) {
-	l := New(64, 1<<20)
+	l := New(64, 1<<20, 0, 0)
 	var wg sync.WaitGroup
 	results := make(chan bool, 3)
 	for range 3 {
@@ -539,7 +540,7 @@ func TestConcurrentStress(t *testing.T) {
 		parts     = 3
 		maxPerSub = 3
 	)
-	l := New(maxPerSub, 1<<20)
+	l := New(maxPerSub, 1<<20, 0, 0)
 	var (
 		mu        sync.Mutex
 		started   = map[string][]int64{}
@@ -645,7 +646,7 @@ func TestConcurrentStress(t *testing.T) {
 func BenchmarkAddNextDone(b *testing.B) {
 	for _, nkeys := range []int{64, 1} {
 		b.Run(fmt.Sprintf("keys=%d", nkeys), func(b *testing.B) {
-			l := New(64, 1<<20)
+			l := New(64, 1<<20, 0, 0)
 			keys := make([]string, nkeys)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("s%d/k%d", i%8, i)
@@ -675,7 +676,7 @@ func BenchmarkAddNextDone(b *testing.B) {
 // limit are handed out as spill items, ahead of ordinary work, outside the
 // in-flight cap, and still one at a time per key in offset order.
 func TestSpillBeyondQueueLimit(t *testing.T) {
-	l := New(1, 2)
+	l := New(1, 2, 0, 0)
 	add := func(off int64, key string) { l.Add(&kgo.Record{Key: []byte(key), Partition: 0, Offset: off}, "a") }
 	add(0, "a/1")
 	add(1, "a/2")
@@ -703,5 +704,89 @@ func TestSpillBeyondQueueLimit(t *testing.T) {
 	l.Done(last, true)
 	if wm := l.Watermarks(nil)[0]; wm.Offset != 4 {
 		t.Fatalf("watermark %d, want 4", wm.Offset)
+	}
+}
+
+// TestSpillOnlyWhenSlow: beyond its queue limit a subscription spills only
+// when, at the pace its records run, it could not finish what it holds
+// within the spill delay, and whatever its pace at half the buffer.
+func TestSpillOnlyWhenSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const after = 5 * time.Second
+		l := New(2, 4, 40, after) // 2 at a time, queue limit 4, hard cap 20
+		off := int64(0)
+		add := func(sub string, n int) {
+			for range n {
+				l.Add(&kgo.Record{Key: []byte(fmt.Sprintf("%s/%d", sub, off)), Partition: 0, Offset: off}, sub)
+				off++
+			}
+		}
+		spills := func(sub string) (n int) {
+			for _, q := range l.keys {
+				for _, it := range q {
+					if it.Sub == sub && it.Spill {
+						n++
+					}
+				}
+			}
+			return n
+		}
+		// fast's records take 1 s each: 10 held are 5 s of work at 2 at a time.
+		add("fast", 3)
+		first := []*Item{}
+		for range 2 {
+			it, _ := l.Next()
+			first = append(first, it)
+		}
+		time.Sleep(time.Second)
+		for _, it := range first {
+			l.Done(it, true)
+		}
+		if it, _ := l.Next(); it.Sub != "fast" {
+			t.Fatalf("ran %s", it.Sub)
+		}
+		add("fast", 9)
+		if n := spills("fast"); n != 0 {
+			t.Fatalf("fast subscription spilled %d records, want 0", n)
+		}
+		add("fast", 2) // joining 10 held (5 s of work), the 11th is kept; the 12th spills
+		if n := spills("fast"); n != 1 {
+			t.Fatalf("fast subscription spilled %d records beyond 5 s of work, want 1", n)
+		}
+
+		// slow's first two records run and hang: no pace yet, so held.
+		add("slow", 2)
+		var hung []*Item
+		for len(hung) < 2 {
+			if it, _ := l.Next(); it.Sub == "slow" {
+				hung = append(hung, it)
+			} else {
+				l.Done(it, true)
+			}
+		}
+		add("slow", 8)
+		if n := spills("slow"); n != 0 {
+			t.Fatalf("slow subscription spilled %d records before it was seen to be slow, want 0", n)
+		}
+		time.Sleep(6 * time.Second) // hung for 6 s: 10 held are 30 s of work
+		add("slow", 2)
+		if n := spills("slow"); n != 2 {
+			t.Fatalf("slow subscription spilled %d records once seen hanging, want 2", n)
+		}
+		for _, it := range hung {
+			l.Done(it, true)
+		}
+	})
+}
+
+// TestSpillAtHalfTheBuffer: however fast, a subscription holding half the
+// buffer spills what comes beyond it.
+func TestSpillAtHalfTheBuffer(t *testing.T) {
+	l := New(64, 4, 40, time.Hour)
+	for i := range 25 {
+		l.Add(&kgo.Record{Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a")
+	}
+	if n := len(l.spillq); n != 5 {
+		t.Fatalf("%d spilled, want the 5 beyond 20", n)
 	}
 }
