@@ -10,7 +10,6 @@ import (
 
 	"github.com/hookpipe/hookpipe/topics"
 	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"go.uber.org/zap/zapcore"
 )
 
 // Environment variables read by the dispatcher only; the shared ones are in
@@ -65,9 +64,6 @@ type Config struct {
 	// DedupWindow is how long an idempotency key is remembered:
 	// WEBHOOKS_DEDUP_WINDOW, default 24h.
 	DedupWindow time.Duration
-	// LogLevel is the level of the process logger, used by main:
-	// WEBHOOKS_LOG_LEVEL, default info.
-	LogLevel zapcore.Level
 	// TransactionTimeout is how long the broker lets a transaction stay
 	// open before aborting it, which bounds how long a crashed dispatcher
 	// holds back read-committed consumers of its partitions. Not read from
@@ -161,13 +157,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("%s: %q is not a positive number of bytes", EnvMaxEventBytes, v)
 		}
 		c.MaxEventBytes = n
-	}
-	if v := getenv(topics.EnvLogLevel); v != "" {
-		lvl, err := zapcore.ParseLevel(v)
-		if err != nil {
-			return Config{}, fmt.Errorf("%s: %q is not one of debug, info, warn, error", topics.EnvLogLevel, v)
-		}
-		c.LogLevel = lvl
 	}
 	c.defaults()
 	if err := c.validate(); err != nil {

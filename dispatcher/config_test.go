@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
-	"go.uber.org/zap/zapcore"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -26,7 +25,7 @@ func TestLoadConfig(t *testing.T) {
 					t.Errorf("brokers %q", got)
 				}
 				if c.Kafka.Names.Events() != "webhooks.events" || c.Group != topics.GroupDispatcher ||
-					c.MaxEventBytes != topics.DefaultMaxEventBytes || c.LogLevel != zapcore.InfoLevel ||
+					c.MaxEventBytes != topics.DefaultMaxEventBytes ||
 					c.TransactionTimeout != 10*time.Second || c.StartupTimeout != 30*time.Second ||
 					c.ShutdownTimeout != 10*time.Second {
 					t.Errorf("defaults %+v", c)
@@ -44,11 +43,11 @@ func TestLoadConfig(t *testing.T) {
 			name: "set",
 			env: map[string]string{
 				topics.EnvBrokers: "k1:9092, k2:9092", topics.EnvPrefix: "t.", EnvTxnID: "dispatcher-0",
-				EnvMaxEventBytes: "1000", topics.EnvLogLevel: "debug",
+				EnvMaxEventBytes: "1000",
 			},
 			check: func(t *testing.T, c Config) {
 				if strings.Join(c.Kafka.Brokers, ",") != "k1:9092,k2:9092" || c.Kafka.Names.Events() != "t.events" ||
-					c.TransactionalID != "dispatcher-0" || c.MaxEventBytes != 1000 || c.LogLevel != zapcore.DebugLevel {
+					c.TransactionalID != "dispatcher-0" || c.MaxEventBytes != 1000 {
 					t.Errorf("config %+v", c)
 				}
 			},
@@ -57,7 +56,6 @@ func TestLoadConfig(t *testing.T) {
 		{name: "max bytes zero", env: map[string]string{EnvMaxEventBytes: "0"}, err: EnvMaxEventBytes},
 		{name: "max bytes negative", env: map[string]string{EnvMaxEventBytes: "-1"}, err: EnvMaxEventBytes},
 		{name: "max bytes too large", env: map[string]string{EnvMaxEventBytes: "524289"}, err: EnvMaxEventBytes},
-		{name: "log level", env: map[string]string{topics.EnvLogLevel: "loud"}, err: topics.EnvLogLevel},
 		{name: "no brokers", env: map[string]string{topics.EnvBrokers: " , "}, err: topics.EnvBrokers},
 		{name: "retry tiers", env: map[string]string{topics.EnvRetryTiers: "5ms"}, err: topics.EnvRetryTiers},
 		{
