@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
@@ -135,53 +134,25 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.Kafka = k
-	var errs []error
-	str := func(key string, dst *string) {
-		if v := getenv(key); v != "" {
-			*dst = v
-		}
-	}
-	num := func(key string, dst *int) {
-		if v := getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not an integer", key, v))
-			}
-			*dst = n
-		}
-	}
-	dur := func(key string, dst *time.Duration) {
-		if v := getenv(key); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a duration", key, v))
-			}
-			*dst = d
-		}
-	}
-	str("WEBHOOKS_DELIVERER_GROUP", &c.Group)
-	str(topics.EnvHTTPAddr, &c.HTTPAddr)
-	num("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", &c.MaxInFlight)
-	num("WEBHOOKS_DELIVERER_MAX_BUFFERED", &c.MaxBuffered)
-	num("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", &c.MaxPerSubscription)
-	num("WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION", &c.MaxQueuedPerSubscription)
-	dur("WEBHOOKS_RETRY_FLOOR", &c.RetryFloor)
-	dur("WEBHOOKS_DELIVERER_COMMIT_INTERVAL", &c.CommitInterval)
-	dur("WEBHOOKS_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
-	dur("WEBHOOKS_CONNECT_TIMEOUT", &c.ConnectTimeout)
+	r := topics.NewEnvReader(getenv)
+	r.String("WEBHOOKS_DELIVERER_GROUP", &c.Group)
+	r.String(topics.EnvHTTPAddr, &c.HTTPAddr)
+	r.Int("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", &c.MaxInFlight)
+	r.Int("WEBHOOKS_DELIVERER_MAX_BUFFERED", &c.MaxBuffered)
+	r.Int("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", &c.MaxPerSubscription)
+	r.Int("WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION", &c.MaxQueuedPerSubscription)
+	r.Duration("WEBHOOKS_RETRY_FLOOR", &c.RetryFloor)
+	r.Duration("WEBHOOKS_DELIVERER_COMMIT_INTERVAL", &c.CommitInterval)
+	r.Duration("WEBHOOKS_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	r.Duration("WEBHOOKS_CONNECT_TIMEOUT", &c.ConnectTimeout)
+	r.Bool("WEBHOOKS_REQUIRE_HTTPS", &c.RequireHTTPS)
+	errs := []error{r.Err()}
 	if v := getenv(topics.EnvAllowCIDRs); v != "" {
 		p, err := ssrf.ParseCIDRs(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", topics.EnvAllowCIDRs, err))
 		}
 		c.AllowCIDRs = p
-	}
-	if v := getenv("WEBHOOKS_REQUIRE_HTTPS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("WEBHOOKS_REQUIRE_HTTPS: %q is not a boolean", v))
-		}
-		c.RequireHTTPS = b
 	}
 	keys, err := topics.LoadKeyring(getenv)
 	if err != nil {

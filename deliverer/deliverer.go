@@ -65,6 +65,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer d.prot.close()
+	registerProtection(reg, d.prot)
 	base := baseOpts(cfg, log)
 	table, err := topics.NewTable(base, d.names.Subscriptions(), cfg.Secrets, log)
 	if err != nil {

@@ -3,12 +3,15 @@ package deliverer
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
 	"github.com/hookpipe/hookpipe/topics"
 	"github.com/hookpipe/hookpipe/topics/ops"
+	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // metrics are the deliverer's Prometheus metrics (charts/webhooks/README.md
@@ -112,4 +115,78 @@ func (d *deliverer) send(ctx context.Context, sub *topics.Subscription, del *top
 		m.duration.Observe(resp.duration.Seconds())
 	}
 	return resp, err
+}
+
+// registerProtection adds the endpoint protection's metrics when Redis is
+// configured: Redis itself (package redisstate), breaker transitions made
+// by this replica, the breakers not closed across all replicas, and the
+// rate limit's in-process waits. Deliveries delayed by a rate limit or an
+// open breaker are webhooks_deliveries_total{outcome="throttled"|"blocked"}.
+func registerProtection(reg prometheus.Registerer, p *protection) {
+	if p == nil {
+		return
+	}
+	redisstate.Register(reg, p.g)
+	reg.MustRegister(
+		&breakerCollector{b: p.breaker},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ops.Namespace, Name: "rate_limit_waits_total",
+			Help: "Deliveries let through after waiting in-process for their subscription's rate limit."},
+			func() float64 { return float64(p.limiter.WaitedTotal()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Name: "rate_limit_waiting",
+			Help: "Deliveries waiting in-process for their subscription's rate limit now."},
+			func() float64 { return float64(p.limiter.Waiting()) }),
+	)
+}
+
+// openEvery is how long the breakers-open figures read from Redis are
+// reused between scrapes.
+const openEvery = 10 * time.Second
+
+// breakerCollector serves webhooks_breaker_transitions_total{to} from the
+// counts of this replica, and webhooks_breakers_open and
+// webhooks_breaker_open_longest_seconds from Redis (the same on every
+// replica: aggregate with max), read at most every openEvery and left out
+// while Redis is unreachable.
+type breakerCollector struct {
+	b *breaker.Breaker
+
+	mu      sync.Mutex
+	read    time.Time
+	ok      bool
+	open    int64
+	longest time.Duration
+}
+
+var (
+	breakerTransitionsDesc = prometheus.NewDesc(ops.Namespace+"_breaker_transitions_total",
+		"Circuit breaker transitions made by this replica, by the state entered: open (opened or reopened), half_open, closed.",
+		[]string{"to"}, nil)
+	breakersOpenDesc = prometheus.NewDesc(ops.Namespace+"_breakers_open",
+		"Subscriptions whose circuit breaker is open or half-open, across all replicas (from Redis).", nil, nil)
+	breakerOpenLongestDesc = prometheus.NewDesc(ops.Namespace+"_breaker_open_longest_seconds",
+		"How long the breaker open longest has not been closed, across all replicas (from Redis); 0 when none is open.", nil, nil)
+)
+
+func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakerTransitionsDesc
+	ch <- breakersOpenDesc
+	ch <- breakerOpenLongestDesc
+}
+
+func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	for to, n := range map[string]uint64{"open": c.b.OpenedTotal(), "half_open": c.b.HalfOpenedTotal(), "closed": c.b.ClosedTotal()} {
+		ch <- prometheus.MustNewConstMetric(breakerTransitionsDesc, prometheus.CounterValue, float64(n), to)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := time.Now(); now.Sub(c.read) >= openEvery {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		n, longest, err := c.b.Open(ctx)
+		cancel()
+		c.read, c.ok, c.open, c.longest = now, err == nil, n, longest
+	}
+	if c.ok {
+		ch <- prometheus.MustNewConstMetric(breakersOpenDesc, prometheus.GaugeValue, float64(c.open))
+		ch <- prometheus.MustNewConstMetric(breakerOpenLongestDesc, prometheus.GaugeValue, c.longest.Seconds())
+	}
 }

@@ -64,15 +64,6 @@ func (p *protection) close() {
 	}
 }
 
-// Guard is the Redis access of the deliverer, for its metrics
-// (FailOpenTotal, OutagesTotal, Available); nil without Redis.
-func (p *protection) Guard() *redisstate.Guard {
-	if p == nil {
-		return nil
-	}
-	return p.g
-}
-
 // gate decides whether a delivery is attempted now. When it is not, it
 // returns the records that park it in a retry tier and the verdict
 // (delayed, or cut when ctx ended during a rate-limit wait).

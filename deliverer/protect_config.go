@@ -2,11 +2,10 @@ package deliverer
 
 import (
 	"errors"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
+	"github.com/hookpipe/hookpipe/topics"
 	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
@@ -55,36 +54,15 @@ func (p *Protection) validate() error {
 
 // load reads the protection settings through getenv over the defaults.
 func (p *Protection) load(getenv func(string) string) error {
-	var errs []error
-	r, err := redisstate.Load(getenv)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	p.Redis = r
-	num := func(key string, dst *int) {
-		if v := getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not an integer", key, v))
-			}
-			*dst = n
-		}
-	}
-	dur := func(key string, dst *time.Duration) {
-		if v := getenv(key); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a duration", key, v))
-			}
-			*dst = d
-		}
-	}
-	num("WEBHOOKS_BREAKER_THRESHOLD", &p.Breaker.ThresholdPercent)
-	num("WEBHOOKS_BREAKER_MIN_CALLS", &p.Breaker.MinCalls)
-	dur("WEBHOOKS_BREAKER_WINDOW", &p.Breaker.Window)
-	dur("WEBHOOKS_BREAKER_SLEEP", &p.Breaker.SleepWindow)
-	num("WEBHOOKS_BREAKER_PROBES", &p.Breaker.Probes)
-	dur("WEBHOOKS_RATE_LIMIT_MAX_WAIT", &p.RateLimitMaxWait)
-	dur("WEBHOOKS_AUTO_DISABLE_AFTER", &p.AutoDisableAfter)
-	return errors.Join(errs...)
+	rc, err := redisstate.Load(getenv)
+	p.Redis = rc
+	r := topics.NewEnvReader(getenv)
+	r.Int("WEBHOOKS_BREAKER_THRESHOLD", &p.Breaker.ThresholdPercent)
+	r.Int("WEBHOOKS_BREAKER_MIN_CALLS", &p.Breaker.MinCalls)
+	r.Duration("WEBHOOKS_BREAKER_WINDOW", &p.Breaker.Window)
+	r.Duration("WEBHOOKS_BREAKER_SLEEP", &p.Breaker.SleepWindow)
+	r.Int("WEBHOOKS_BREAKER_PROBES", &p.Breaker.Probes)
+	r.Duration("WEBHOOKS_RATE_LIMIT_MAX_WAIT", &p.RateLimitMaxWait)
+	r.Duration("WEBHOOKS_AUTO_DISABLE_AFTER", &p.AutoDisableAfter)
+	return errors.Join(err, r.Err())
 }

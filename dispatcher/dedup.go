@@ -7,11 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/ops"
 	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
@@ -80,13 +82,16 @@ func (d *dedup) DroppedTotal() uint64 {
 	return d.dropped.Load()
 }
 
-// Guard is the dispatcher's Redis access, for its metrics; nil without
-// Redis.
-func (d *dedup) Guard() *redisstate.Guard {
+// register adds the dedup metrics: Redis (package redisstate) and the
+// events dropped as duplicates. Without Redis there are none.
+func (d *dedup) register(reg prometheus.Registerer) {
 	if d == nil {
-		return nil
+		return
 	}
-	return d.g
+	redisstate.Register(reg, d.g)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
+		Name: "events_deduplicated_total", Help: "Events not fanned out because their idempotency key was seen within the dedup window."},
+		func() float64 { return float64(d.DroppedTotal()) }))
 }
 
 var idempotencyField = []byte(`"idempotency_key"`)

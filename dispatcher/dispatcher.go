@@ -83,6 +83,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer dd.close()
+	dd.register(reg)
 	d := &dispatcher{cfg: cfg, sess: sess, table: table, m: m, dedup: dd,
 		log: log.With(zap.String("transactional_id", cfg.TransactionalID))}
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -129,32 +128,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.Kafka = k
-	var errs []error
-	str := func(key string, dst *string) {
-		if v := getenv(key); v != "" {
-			*dst = v
-		}
-	}
-	num := func(key string, dst *int) {
-		if v := getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not an integer", key, v))
-			}
-			*dst = n
-		}
-	}
-	dur := func(key string, dst *time.Duration) {
-		if v := getenv(key); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a duration", key, v))
-			}
-			*dst = d
-		}
-	}
 	c.HTTPAddr = getenv(topics.EnvHTTPAddr)
-	str("WEBHOOKS_RECORDER_GROUP", &c.Group)
+	r := topics.NewEnvReader(getenv)
+	r.String("WEBHOOKS_RECORDER_GROUP", &c.Group)
 	if v := getenv(EnvClickHouseAddr); v != "" {
 		c.ClickHouse = nil
 		for _, a := range strings.Split(v, ",") {
@@ -163,16 +139,16 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	str(EnvClickHouseDatabase, &c.Database)
-	str(EnvClickHouseUser, &c.User)
-	str(EnvClickHousePassword, &c.Password)
-	num("WEBHOOKS_RECORDER_BATCH_ROWS", &c.BatchRows)
-	dur("WEBHOOKS_RECORDER_BATCH_WAIT", &c.BatchWait)
-	dur("WEBHOOKS_RECORDER_INSERT_TIMEOUT", &c.InsertTimeout)
-	dur("WEBHOOKS_RECORDER_RETRY_MAX", &c.RetryMax)
-	dur("WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
-	num("WEBHOOKS_CLICKHOUSE_RETENTION_DAYS", &c.RetentionDays)
-	if err := errors.Join(errs...); err != nil {
+	r.String(EnvClickHouseDatabase, &c.Database)
+	r.String(EnvClickHouseUser, &c.User)
+	r.String(EnvClickHousePassword, &c.Password)
+	r.Int("WEBHOOKS_RECORDER_BATCH_ROWS", &c.BatchRows)
+	r.Duration("WEBHOOKS_RECORDER_BATCH_WAIT", &c.BatchWait)
+	r.Duration("WEBHOOKS_RECORDER_INSERT_TIMEOUT", &c.InsertTimeout)
+	r.Duration("WEBHOOKS_RECORDER_RETRY_MAX", &c.RetryMax)
+	r.Duration("WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	r.Int("WEBHOOKS_CLICKHOUSE_RETENTION_DAYS", &c.RetentionDays)
+	if err := r.Err(); err != nil {
 		return c, err
 	}
 	return c, c.validate()

@@ -3,10 +3,8 @@ package retrier
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
@@ -80,36 +78,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.Kafka = k
-	var errs []error
 	c.HTTPAddr = getenv(topics.EnvHTTPAddr)
-	if v := getenv("WEBHOOKS_RETRIER_GROUP"); v != "" {
-		c.Group = v
-	}
-	if v := getenv("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION: %q is not an integer", v))
-		}
-		c.MaxHeldPerPartition = n
-	}
-	if v := getenv("WEBHOOKS_RETRIER_COMMIT_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("WEBHOOKS_RETRIER_COMMIT_INTERVAL: %q is not a duration", v))
-		}
-		c.CommitInterval = d
-	}
-	if v := getenv("WEBHOOKS_RECOVERY_RATE"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("WEBHOOKS_RECOVERY_RATE: %q is not a number", v))
-		}
-		c.RecoveryRate = f
-	}
-	if c.Redis, err = redisstate.Load(getenv); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	r := topics.NewEnvReader(getenv)
+	r.String("WEBHOOKS_RETRIER_GROUP", &c.Group)
+	r.Int("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION", &c.MaxHeldPerPartition)
+	r.Duration("WEBHOOKS_RETRIER_COMMIT_INTERVAL", &c.CommitInterval)
+	r.Float("WEBHOOKS_RECOVERY_RATE", &c.RecoveryRate)
+	c.Redis, err = redisstate.Load(getenv)
+	if err = errors.Join(r.Err(), err); err != nil {
 		return c, err
 	}
 	return c, c.validate()

@@ -6,11 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/ops"
 	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
@@ -155,6 +157,18 @@ func (rc *recovery) pending() bool {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return time.Since(rc.lastRefused) < time.Second
+}
+
+// register adds the recovery metrics: Redis (package redisstate) and the
+// records released early. Without Redis there are none.
+func (rc *recovery) register(reg prometheus.Registerer) {
+	if rc == nil {
+		return
+	}
+	redisstate.Register(reg, rc.g)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "retrier",
+		Name: "released_early_total", Help: "Retries released before they were due because their subscription's breaker closed (recovery acceleration)."},
+		func() float64 { return float64(rc.ReleasedEarlyTotal()) }))
 }
 
 // ReleasedEarlyTotal counts the records released before they were due (a

@@ -86,6 +86,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer r.recovery.close()
+	r.recovery.register(reg)
 	marksCtx, stopMarks := context.WithCancel(ctx)
 	var marks sync.WaitGroup
 	marks.Go(func() { r.recovery.run(marksCtx) })

@@ -19,7 +19,7 @@ import (
 )
 
 // freeAddr returns a 127.0.0.1 address with a port free right now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +52,7 @@ func httpGet(url string) (int, string) {
 }
 
 // scrape reads /metrics into series ("name{labels}" as exposed) -> value.
-func scrape(t *testing.T, addr string) (map[string]float64, string) {
+func scrape(t testing.TB, addr string) (map[string]float64, string) {
 	t.Helper()
 	code, body := httpGet("http://" + addr + "/metrics")
 	if code != http.StatusOK {
@@ -72,6 +72,61 @@ func scrape(t *testing.T, addr string) (map[string]float64, string) {
 		out[line[:i]] = v
 	}
 	return out, body
+}
+
+// startServing runs the dispatcher, deliverer and retrier of e, each with
+// its own WEBHOOKS_HTTP_ADDR, and waits until each is ready. It returns the
+// addresses by component and a stop for the deliverer.
+func (e *env) startServing() (addrs map[string]string, stopDeliverer func()) {
+	t := e.t
+	t.Helper()
+	addrs = map[string]string{"dispatcher": freeAddr(t), "deliverer": freeAddr(t), "retrier": freeAddr(t)}
+	dcfg, err := dispatcher.LoadConfig(e.getenvWith(addrs["dispatcher"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcfg, err := deliverer.LoadConfig(e.getenvWith(addrs["deliverer"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg, err := retrier.LoadConfig(e.getenvWith(addrs["retrier"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := e.logger()
+	e.run("dispatcher", func(ctx context.Context) error { return dispatcher.Run(ctx, dcfg, log.Named("d")) })
+	stopDeliverer = e.run("deliverer", func(ctx context.Context) error { return deliverer.Run(ctx, wcfg, log.Named("w")) })
+	e.run("retrier", func(ctx context.Context) error { return retrier.Run(ctx, rcfg, log.Named("r")) })
+	for name, addr := range addrs {
+		wait(t, 30*time.Second, name+" /healthz", func() bool { code, _ := httpGet("http://" + addr + "/healthz"); return code == 200 })
+		wait(t, 30*time.Second, name+" /readyz", func() bool { code, _ := httpGet("http://" + addr + "/readyz"); return code == 200 })
+	}
+	return addrs, stopDeliverer
+}
+
+// waitMetrics scrapes addr until every series of want is present with its
+// value (a negative value: present, any value), failing after a minute. It
+// returns the last scrape.
+func waitMetrics(t testing.TB, addr, name string, want map[string]float64) (map[string]float64, string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, body := scrape(t, addr)
+		missing := ""
+		for series, v := range want {
+			if g, ok := got[series]; !ok || (v >= 0 && g != v) {
+				missing = fmt.Sprintf("%s = %v (present %v), want %v", series, g, ok, v)
+				break
+			}
+		}
+		if missing == "" {
+			return got, body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s metrics: %s", name, missing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestOpsEndpoints: dispatcher, deliverer and retrier serve /healthz,
@@ -100,29 +155,7 @@ func TestOpsEndpoints(t *testing.T) {
 		r.trust(e.subscribe(topics.Subscription{ID: id, URL: r.url(id), EventTypes: []string{"*"}, Enabled: true,
 			RetrySchedule: []string{"1s"}}))
 	}
-	addrs := map[string]string{"dispatcher": freeAddr(t), "deliverer": freeAddr(t), "retrier": freeAddr(t)}
-	dcfg, err := dispatcher.LoadConfig(e.getenvWith(addrs["dispatcher"]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wcfg, err := deliverer.LoadConfig(e.getenvWith(addrs["deliverer"]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rcfg, err := retrier.LoadConfig(e.getenvWith(addrs["retrier"]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := e.logger()
-	e.run("dispatcher", func(ctx context.Context) error { return dispatcher.Run(ctx, dcfg, log.Named("d")) })
-	stopDeliverer := e.run("deliverer", func(ctx context.Context) error { return deliverer.Run(ctx, wcfg, log.Named("w")) })
-	e.run("retrier", func(ctx context.Context) error { return retrier.Run(ctx, rcfg, log.Named("r")) })
-
-	for name, addr := range addrs {
-		wait(t, 30*time.Second, name+" /healthz", func() bool { code, _ := httpGet("http://" + addr + "/healthz"); return code == 200 })
-		wait(t, 30*time.Second, name+" /readyz", func() bool { code, _ := httpGet("http://" + addr + "/readyz"); return code == 200 })
-	}
-
+	addrs, stopDeliverer := e.startServing()
 	const n = 5
 	for i := range n {
 		e.publish(topics.Event{ID: fmt.Sprintf("evt-%d", i), Type: "order.created", Data: []byte(`{}`)})
@@ -158,30 +191,10 @@ func TestOpsEndpoints(t *testing.T) {
 		},
 	}
 	for name, want := range expect {
-		addr := addrs[name]
-		var got map[string]float64
-		var body string
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			got, body = scrape(t, addr)
-			missing := ""
-			for series, v := range want {
-				if g, ok := got[series]; !ok || (v >= 0 && g != v) {
-					missing = fmt.Sprintf("%s = %v (present %v), want %v", series, g, ok, v)
-					break
-				}
-			}
-			if missing == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s metrics: %s", name, missing)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		got, body := waitMetrics(t, addrs[name], name, want)
 		for series := range got {
 			if !strings.HasPrefix(series, "webhooks_") && !strings.HasPrefix(series, "go_") &&
-				!strings.HasPrefix(series, "process_") && !strings.HasPrefix(series, "promhttp_") {
+				!strings.HasPrefix(series, "process_") {
 				t.Errorf("%s: metric %s does not start with webhooks_", name, series)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -117,4 +118,73 @@ func TestRedisKilledMidRun(t *testing.T) {
 		return got[first] == 1 && got[second] == 0 && got[marker] == 1
 	})
 	r.checkSignatures(t)
+}
+
+// TestProtectionMetrics: with Redis, the components export its state and
+// what the protections did: breaker transitions and the breakers open
+// across replicas, rate-limit waits, events dropped as duplicates, and the
+// fail-open state once Redis is gone.
+func TestProtectionMetrics(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnv(t)
+	e.withRedis(srv.URL(), "metrics:", map[string]string{"WEBHOOKS_BREAKER_MIN_CALLS": "3", "WEBHOOKS_BREAKER_SLEEP": "1h"})
+	r := newReceiver(t)
+	r.answer(func(q request, _ http.ResponseWriter) int {
+		if q.Sub == "sub_down" {
+			return http.StatusInternalServerError
+		}
+		return http.StatusNoContent
+	})
+	r.trust(e.subscribe(topics.Subscription{ID: "sub_down", URL: r.url("sub_down"), EventTypes: []string{"down.*"}, Enabled: true}))
+	r.trust(e.subscribe(topics.Subscription{ID: "sub_slow", URL: r.url("sub_slow"), EventTypes: []string{"slow.*"}, Enabled: true,
+		RateLimitPerS: 5}))
+	addrs, _ := e.startServing()
+
+	var evs []topics.Event
+	for i := range 3 {
+		evs = append(evs, topics.Event{ID: fmt.Sprintf("down_%d", i), Type: "down.x", Key: fmt.Sprintf("k%d", i), Data: json.RawMessage(`{}`)})
+	}
+	for i := range 10 {
+		evs = append(evs, topics.Event{ID: fmt.Sprintf("slow_%d", i), Type: "slow.x", Key: fmt.Sprintf("k%d", i), Data: json.RawMessage(`{}`)})
+	}
+	evs = append(evs,
+		topics.Event{ID: "dup_1", Type: "none.x", IdempotencyKey: "once", Data: json.RawMessage(`{}`)},
+		topics.Event{ID: "dup_2", Type: "none.x", IdempotencyKey: "once", Data: json.RawMessage(`{}`)})
+	e.publish(evs...)
+
+	atLeast := func(addr string, want map[string]float64) func() bool {
+		return func() bool {
+			got, _ := scrape(t, addr)
+			for series, v := range want {
+				if g, ok := got[series]; !ok || g < v {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	wait(t, 60*time.Second, "the deliverer's protection metrics", atLeast(addrs["deliverer"], map[string]float64{
+		`webhooks_redis_up`:                             1,
+		`webhooks_breaker_transitions_total{to="open"}`: 1,
+		`webhooks_breakers_open`:                        1,
+		`webhooks_breaker_open_longest_seconds`:         0,
+		`webhooks_rate_limit_waits_total`:               1,
+		`webhooks_rate_limit_waiting`:                   0,
+		`webhooks_redis_fail_open_total`:                0,
+	}))
+	wait(t, 60*time.Second, "the dispatcher's dedup metrics", atLeast(addrs["dispatcher"], map[string]float64{
+		`webhooks_redis_up`:                             1,
+		`webhooks_dispatcher_events_deduplicated_total`: 1,
+	}))
+	wait(t, 60*time.Second, "the retrier's recovery metrics", atLeast(addrs["retrier"], map[string]float64{
+		`webhooks_redis_up`:                     1,
+		`webhooks_retrier_released_early_total`: 0,
+	}))
+
+	srv.Kill()
+	e.publish(topics.Event{ID: "down_after", Type: "down.x", Data: json.RawMessage(`{}`)})
+	wait(t, 60*time.Second, "the deliverer to report Redis down and failing open", func() bool {
+		got, _ := scrape(t, addrs["deliverer"])
+		return got[`webhooks_redis_up`] == 0 && got[`webhooks_redis_outages_total`] >= 1 && got[`webhooks_redis_fail_open_total`] >= 1
+	})
 }

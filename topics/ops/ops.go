@@ -132,7 +132,7 @@ func Start(ctx context.Context, addr string, reg *prometheus.Registry, log *zap.
 	s.ln = ln
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: zap.NewStdLog(s.log), Registry: reg, Timeout: 10 * time.Second,
+		ErrorLog: zap.NewStdLog(s.log), Timeout: 10 * time.Second,
 	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -19,6 +19,8 @@ import (
 //	<p>failing:<sub>          unix ms of the first dead letter by exhausted retries
 //	                          since the last success (auto-disable)
 //	<p>recovering             sorted set: subscription -> unix ms its breaker closed
+//	<p>breakers:open          sorted set: subscription -> unix ms its breaker opened
+//	                          (kept across reopenings; removed when it closes)
 //	<p>dedup:<tenant>:<key>   the event record (partition/offset/id) that first
 //	                          used an idempotency key, expiring after the window
 type Keys struct{ Prefix string }
@@ -40,6 +42,10 @@ func (k Keys) FailingSince(sub string) string { return k.Prefix + "failing:" + s
 // Recovering is the sorted set of recovery marks: subscriptions whose
 // breaker closed, scored by when (unix ms).
 func (k Keys) Recovering() string { return k.Prefix + "recovering" }
+
+// OpenBreakers is the sorted set of the breakers not closed, scored by
+// when they opened (unix ms): for the metrics.
+func (k Keys) OpenBreakers() string { return k.Prefix + "breakers:open" }
 
 // maxDedupKey bounds the idempotency key kept verbatim in a key name;
 // longer ones are hashed.

@@ -167,7 +167,7 @@ type Breaker struct {
 	mu    sync.Mutex
 	cache map[string]cached
 
-	opened, closed atomic.Uint64
+	opened, halfOpened, closed atomic.Uint64
 }
 
 // cached is the last state Redis reported for a subscription, in local
@@ -197,12 +197,69 @@ func (b *Breaker) OpenedTotal() uint64 {
 	return b.opened.Load()
 }
 
+// HalfOpenedTotal counts the transitions to half-open made by this replica.
+func (b *Breaker) HalfOpenedTotal() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.halfOpened.Load()
+}
+
 // ClosedTotal counts the transitions to closed made by this replica.
 func (b *Breaker) ClosedTotal() uint64 {
 	if b == nil {
 		return 0
 	}
 	return b.closed.Load()
+}
+
+// openPrune bounds the expired entries Open removes in one call.
+const openPrune = 16
+
+// Open reports how many breakers are not closed (open or half-open) across
+// all replicas, and how long the one open longest has been, from the set
+// the transitions maintain. An entry whose breaker state expired (its
+// subscription went quiet for a week, or was deleted) is removed on the
+// way.
+func (b *Breaker) Open(ctx context.Context) (n int64, longest time.Duration, err error) {
+	if b == nil {
+		return 0, 0, redisstate.ErrDisabled
+	}
+	key := b.keys.OpenBreakers()
+	err = b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		for range openPrune {
+			oldest, err := rdb.ZRangeWithScores(ctx, key, 0, 0).Result()
+			if err != nil || len(oldest) == 0 {
+				return err
+			}
+			sub, _ := oldest[0].Member.(string)
+			live, err := rdb.Exists(ctx, b.keys.Breaker(sub)).Result()
+			if err != nil {
+				return err
+			}
+			if live == 1 {
+				longest = max(0, b.now().Sub(time.UnixMilli(int64(oldest[0].Score))))
+				break
+			}
+			if err := rdb.ZRem(ctx, key, sub).Err(); err != nil {
+				return err
+			}
+		}
+		n, err = rdb.ZCard(ctx, key).Result()
+		return err
+	})
+	return n, longest, err
+}
+
+// track keeps the set of breakers not closed up to date after a
+// transition this replica made; an error only makes the metrics stale.
+func (b *Breaker) track(ctx context.Context, sub, transition string, since time.Time) {
+	_ = b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		if transition == Closed {
+			return rdb.ZRem(ctx, b.keys.OpenBreakers(), sub).Err()
+		}
+		return rdb.ZAddNX(ctx, b.keys.OpenBreakers(), redis.Z{Score: float64(since.UnixMilli()), Member: sub}).Err()
+	})
 }
 
 // Allow says whether a delivery of sub may be attempted now. It never
@@ -239,6 +296,9 @@ func (b *Breaker) Allow(ctx context.Context, sub string) Decision {
 	outage := time.Duration(asInt(v[5])) * time.Millisecond
 	b.remember(sub, state, now, time.Duration(ms)*time.Millisecond, outage)
 	d := Decision{Transition: transition}
+	if transition == HalfOpen {
+		b.halfOpened.Add(1)
+	}
 	switch decision {
 	case 1:
 		d.Allowed = true
@@ -290,8 +350,10 @@ func (b *Breaker) Record(ctx context.Context, sub string, t Ticket, r Result) (O
 	switch o.Transition {
 	case Opened, Reopened:
 		b.opened.Add(1)
+		b.track(ctx, sub, o.Transition, now.Add(-time.Duration(asInt(v[5]))*time.Millisecond))
 	case Closed:
 		b.closed.Add(1)
+		b.track(ctx, sub, o.Transition, now)
 	}
 	return o, nil
 }

@@ -139,8 +139,8 @@ func TestHalfOpenProbesThenCloses(t *testing.T) {
 	if d := b.Allow(ctx, "s"); !d.Allowed || d.Ticket.Probe != 0 {
 		t.Fatalf("Allow after closing = %+v, want allowed, no probe", d)
 	}
-	if b.OpenedTotal() != 1 || b.ClosedTotal() != 1 {
-		t.Fatalf("transitions: opened %d closed %d, want 1 and 1", b.OpenedTotal(), b.ClosedTotal())
+	if b.OpenedTotal() != 1 || b.HalfOpenedTotal() != 1 || b.ClosedTotal() != 1 {
+		t.Fatalf("transitions: opened %d half-opened %d closed %d, want 1, 1 and 1", b.OpenedTotal(), b.HalfOpenedTotal(), b.ClosedTotal())
 	}
 
 	// Opened again; a failing probe reopens it, and a result of that old
@@ -302,5 +302,48 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestOpenSet: the breakers not closed are counted across replicas with
+// the time since the oldest opened; closing removes one, and an entry
+// whose breaker state expired is dropped.
+func TestOpenSet(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 2, Window: time.Minute, SleepWindow: time.Millisecond, Probes: 1}
+	a, b := New(guard(t, url, prefix), cfg), New(guard(t, url, prefix), cfg)
+	clock := time.Now()
+	a.now = func() time.Time { return clock }
+	b.now = a.now
+	if n, longest, err := a.Open(ctx); err != nil || n != 0 || longest != 0 {
+		t.Fatalf("Open before any = %d, %v, %v; want none", n, longest, err)
+	}
+	for _, sub := range []string{"x", "y"} {
+		record(t, a, sub, Ticket{}, Failure)
+		if o := record(t, a, sub, Ticket{}, Failure); o.Transition != Opened {
+			t.Fatalf("%s: %+v, want opened", sub, o)
+		}
+		clock = clock.Add(time.Minute)
+	}
+	// x opened two minutes ago (on a's clock); b sees the same set.
+	if n, longest, err := b.Open(ctx); err != nil || n != 2 || longest < 2*time.Minute-time.Second || longest > 2*time.Minute+time.Second {
+		t.Fatalf("Open = %d, %v, %v; want 2, about 2m", n, longest, err)
+	}
+	// x half-opens and its probe succeeds: closed, out of the set.
+	clock = clock.Add(time.Second)
+	var probe Decision
+	waitFor(t, 5*time.Second, "x to half-open", func() bool { probe = b.Allow(ctx, "x"); return probe.Allowed })
+	if o := record(t, b, "x", probe.Ticket, Success); o.Transition != Closed {
+		t.Fatalf("probe success: %+v, want closed", o)
+	}
+	if n, longest, err := a.Open(ctx); err != nil || n != 1 || longest < time.Minute || longest > time.Minute+2*time.Second {
+		t.Fatalf("Open after x closed = %d, %v, %v; want 1, about 1m", n, longest, err)
+	}
+	// y's state expires: it is dropped.
+	if err := a.g.Client().Del(ctx, a.keys.Breaker("y")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, longest, err := a.Open(ctx); err != nil || n != 0 || longest != 0 {
+		t.Fatalf("Open after y expired = %d, %v, %v; want none", n, longest, err)
 	}
 }

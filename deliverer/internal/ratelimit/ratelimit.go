@@ -20,6 +20,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -43,6 +44,8 @@ type Limiter struct {
 
 	mu   sync.Mutex
 	subs map[string]*subState
+
+	waited atomic.Uint64
 }
 
 type subState struct {
@@ -92,6 +95,9 @@ func (l *Limiter) Take(ctx context.Context, sub string, perSecond float64) time.
 			return err
 		})
 		if err != nil || res.Allowed > 0 {
+			if waiting {
+				l.waited.Add(1)
+			}
 			return 0 // allowed, or Redis failed: fail open
 		}
 		retry := max(res.RetryAfter, time.Millisecond)
@@ -166,6 +172,15 @@ func (l *Limiter) state(sub string) *subState {
 		l.subs[sub] = s
 	}
 	return s
+}
+
+// WaitedTotal counts the deliveries let through after an in-process wait
+// (a counter).
+func (l *Limiter) WaitedTotal() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.waited.Load()
 }
 
 // Waiting is how many deliveries wait in-process now (a gauge).

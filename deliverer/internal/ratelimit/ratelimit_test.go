@@ -107,6 +107,9 @@ func TestRateHoldsOverAWindow(t *testing.T) {
 	if delayed.Load() == 0 {
 		t.Fatalf("8 workers waited in-process only: the per-subscription bound of %d waiters did not apply", waitersPerSubscription)
 	}
+	if w := l.WaitedTotal(); w == 0 || w > uint64(allowed.Load()) {
+		t.Fatalf("%d let through after waiting in-process, want some of the %d allowed", w, allowed.Load())
+	}
 	if l.Waiting() != 0 {
 		t.Fatalf("%d waiters left", l.Waiting())
 	}
