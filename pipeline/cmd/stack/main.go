@@ -1,6 +1,6 @@
 // Command stack runs the whole pipeline on one machine for `make run`: the
 // embedded Kafka-protocol broker on 127.0.0.1:9092 (state kept under the
-// data dir), Redis, every component built into the bin dir as its own
+// data dir), Redis, ClickHouse, every component built into the bin dir as its own
 // process, and unless -demo=false a demo receiver and producer with a live
 // progress line. Ctrl-C stops everything in order.
 package main
