@@ -44,14 +44,14 @@ type consumerGroup struct {
 }
 
 // groupTopics lists the pipeline's consumer groups in pipeline order. The
-// deliverer's and retrier's group names follow the same environment
+// deliverer's, retrier's and recorder's group names follow the same environment
 // variables as the components.
 func groupTopics(n topics.Names, getenv func(string) string) []consumerGroup {
 	return []consumerGroup{
 		{group: topics.GroupDispatcher, topics: []string{n.Events()}},
 		{group: or(getenv("WEBHOOKS_DELIVERER_GROUP"), topics.GroupDeliverer), topics: []string{n.Deliveries()}},
 		{group: or(getenv("WEBHOOKS_RETRIER_GROUP"), topics.GroupRetrier), topics: n.RetryTopics(), tiers: true},
-		{group: topics.GroupRecorder, topics: []string{n.Attempts()}},
+		{group: or(getenv("WEBHOOKS_RECORDER_GROUP"), topics.GroupRecorder), topics: []string{n.Attempts()}},
 	}
 }
 

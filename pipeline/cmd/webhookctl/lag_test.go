@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,22 @@ func TestLagMissingTopics(t *testing.T) {
 	h := newHarness(t, false)
 	if msg := h.fails(1, "lag"); !strings.Contains(msg, "topics ensure") {
 		t.Errorf("lag without topics: %q, want a hint to run topics ensure", msg)
+	}
+}
+
+// TestLagGroupsFollowTheEnvironment: the groups lag reports are the ones
+// the components use, renamed by the same variables.
+func TestLagGroupsFollowTheEnvironment(t *testing.T) {
+	n, err := topics.NewNames(topics.DefaultPrefix, topics.DefaultRetryTiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"WEBHOOKS_DELIVERER_GROUP": "d2", "WEBHOOKS_RETRIER_GROUP": "r2", "WEBHOOKS_RECORDER_GROUP": "c2"}
+	var got []string
+	for _, g := range groupTopics(n, func(k string) string { return env[k] }) {
+		got = append(got, g.group)
+	}
+	if want := []string{topics.GroupDispatcher, "d2", "r2", "c2"}; !slices.Equal(got, want) {
+		t.Errorf("groups %v, want %v", got, want)
 	}
 }
