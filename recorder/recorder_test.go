@@ -2,8 +2,12 @@ package recorder
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"net"
+	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,16 +245,19 @@ func (o *observed) hook(records int, down bool) {
 
 // TestClickHouseOutage: with ClickHouse cut off mid-run, the recorder keeps
 // running, holds at most two batches (fetching paused), commits nothing, logs
-// the outage once, and once ClickHouse is back inserts everything, once.
+// the outage once, reports not ready meanwhile, and once ClickHouse is back
+// inserts everything, once.
 func TestClickHouseOutage(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	p := newProxy(t, h.env[EnvClickHouseAddr])
 	h.env[EnvClickHouseAddr] = p.addr()
 	h.env["WEBHOOKS_RECORDER_BATCH_ROWS"] = "20"
+	h.env[topics.EnvHTTPAddr] = freeAddr(t)
 	cfg := h.config()
 	var o observed
 	cfg.observe = o.hook
+	readyz := func() (int, string) { return httpGet(t, "http://"+cfg.HTTPAddr+"/readyz") }
 	core, logs := observer.New(zapcore.InfoLevel)
 	run := &run{done: make(chan struct{})}
 	{
@@ -269,6 +276,7 @@ func TestClickHouseOutage(t *testing.T) {
 	h.waitRows(60*time.Second, len(first))
 	waitFor(t, 30*time.Second, "the first commits", func() bool { return h.committedAll(topics.GroupRecorder) })
 	before := h.committed(topics.GroupRecorder)
+	waitFor(t, 30*time.Second, "/readyz 200", func() bool { code, _ := readyz(); return code == http.StatusOK })
 
 	p.setCut(true)
 	during := attempts(150, "during") // several batches' worth
@@ -285,6 +293,9 @@ func TestClickHouseOutage(t *testing.T) {
 	if m := o.maxRecords.Load(); m > 40 {
 		t.Errorf("held %d records at once, want at most two batches of 20", m)
 	}
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "ClickHouse") {
+		t.Errorf("/readyz during the outage: %d %q, want 503 naming ClickHouse", code, body)
+	}
 
 	p.setCut(false)
 	all := len(first) + len(during)
@@ -294,6 +305,7 @@ func TestClickHouseOutage(t *testing.T) {
 		t.Errorf("count() without FINAL = %d, want %d", got, all)
 	}
 	checkRows(t, h, append(first, during...))
+	waitFor(t, 30*time.Second, "/readyz 200 again", func() bool { code, _ := readyz(); return code == http.StatusOK })
 	if m := o.maxRecords.Load(); m > 40 {
 		t.Errorf("held %d records at once, want at most two batches of 20", m)
 	}
@@ -569,4 +581,28 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%s=%q accepted", kv[0], kv[1])
 		}
 	}
+}
+
+// freeAddr returns a 127.0.0.1 address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// httpGet returns the status and body, or status 0 when nothing answers.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
