@@ -237,7 +237,10 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand) 
 		return d.produce(ctx, []*kgo.Record{dead})
 	}
 	if del.Key != "" {
-		if sub, ok := d.subscription(ctx, del.SubscriptionID); ok && sub.Ordering == topics.OrderingKey {
+		// A key held while its subscription was ordered stays on the
+		// ordered path until released, whatever the ordering is now, so
+		// that its parked deliveries are drained, in order.
+		if sub, ok := d.subscription(ctx, del.SubscriptionID); ok && sub.Ordering == topics.OrderingKey || d.held(ctx, it.Rec) {
 			return d.ordered(ctx, it.Rec, it.Spill, del, rng)
 		}
 	}

@@ -2,6 +2,7 @@ package deliverer
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -109,13 +110,22 @@ func (d *deliverer) writeHold(ctx context.Context, key []byte, h *topics.Hold) b
 	return true
 }
 
+// held tells whether rec's key is held (or its hold cannot be read now,
+// which ordered then waits out).
+func (d *deliverer) held(ctx context.Context, rec *kgo.Record) bool {
+	h, err := d.holds.get(ctx, rec.Partition, string(rec.Key))
+	return err != nil || h != nil
+}
+
 // ordered handles a delivery of an ordered subscription that has an
 // ordering key. It reports whether everything it caused was acknowledged.
 func (d *deliverer) ordered(ctx context.Context, rec *kgo.Record, spill bool, del *topics.Delivery, rng *rand.Rand) bool {
 	key := rec.Key
-	held, err := d.holds.get(ctx, rec.Partition, string(key))
-	if err != nil {
-		d.log.Warn("cannot read the key's hold; leaving the delivery for later", zap.Error(err))
+	var held *topics.Hold
+	if !d.persist(ctx, "reading the hold of an ordering key", func() (err error) {
+		held, err = d.holds.get(ctx, rec.Partition, string(key))
+		return err
+	}) {
 		return false
 	}
 	isHead := held != nil && del.EventID == held.Head && del.Attempt == held.HeadAttempt
@@ -185,6 +195,42 @@ func (d *deliverer) park(ctx context.Context, rec *kgo.Record, del *topics.Deliv
 	return d.writeHold(ctx, rec.Key, &h)
 }
 
+// persist runs f until it succeeds, backing off from persistFirst to
+// persistMax, and reports false only when ctx ended first. The ordered path
+// uses it for reads that may fail for a moment (a broker moving): giving up
+// would let the key's next delivery run ahead of this one.
+func (d *deliverer) persist(ctx context.Context, what string, f func() error) bool {
+	wait := persistFirst
+	for failures := 0; ; failures++ {
+		err := f()
+		if err == nil {
+			if failures > 0 {
+				d.log.Info(what+": succeeded after failing", zap.Int("failures", failures))
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if failures == 0 {
+			d.log.Warn(what+" failed; retrying", zap.Error(err))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, persistMax)
+	}
+}
+
+const (
+	persistFirst = 100 * time.Millisecond
+	persistMax   = 5 * time.Second
+)
+
 // drainUpdateEvery is how many parked deliveries are attempted between
 // progress writes of the hold, bounding what a crash mid-drain repeats.
 const drainUpdateEvery = 100
@@ -198,14 +244,18 @@ func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *
 		return nil, true
 	}
 	topic := d.names.Parked()
-	ends, err := kadm.NewClient(d.cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		d.log.Warn("draining parked deliveries: end offsets", zap.Error(err))
-		return nil, false
-	}
-	end, ok := ends.Lookup(topic, h.ParkedPartition)
-	if !ok || end.Err != nil {
-		d.log.Warn("draining parked deliveries: no end offset", zap.Int32("partition", h.ParkedPartition))
+	var end kadm.ListedOffset
+	if !d.persist(ctx, "listing the end of the parked topic", func() error {
+		ends, err := kadm.NewClient(d.cl).ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if end, ok = ends.Lookup(topic, h.ParkedPartition); !ok {
+			return fmt.Errorf("no end offset for partition %d", h.ParkedPartition)
+		}
+		return end.Err
+	}) {
 		return nil, false
 	}
 	cl, err := kgo.NewClient(append(baseOpts(d.cfg, d.log),
