@@ -3,7 +3,7 @@ package deliverer
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,13 +11,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
 	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
 	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// errHTTPSRequired refuses plain-http endpoints when HTTPS is required.
-var errHTTPSRequired = errors.New("endpoint is not https and https is required")
+// errHTTPSRequired refuses plain-http endpoints when HTTPS is required: a
+// destination the configuration does not allow, dead-lettered at once like
+// a blocked address (retrying cannot change it).
+var errHTTPSRequired = fmt.Errorf("%w: endpoint is not https and WEBHOOKS_REQUIRE_HTTPS is set", classify.ErrBlockedAddress)
 
 // sender makes one HTTP attempt. One per process: its transport pools
 // connections for every endpoint.
