@@ -213,6 +213,9 @@ func ValidateURL(raw string) error {
 	if u.Hostname() == "" {
 		return invalid("subscription", "url", "has no host")
 	}
+	if strings.Contains(u.Hostname(), "%") {
+		return invalid("subscription", "url", "an IPv6 zone (%%) is not allowed in the host")
+	}
 	if u.User != nil {
 		return invalid("subscription", "url", "must not carry credentials (userinfo)")
 	}

@@ -163,6 +163,8 @@ func TestSubscriptionValidate(t *testing.T) {
 		{"userinfo", func(s *Subscription) { s.URL = "https://user:pw@example.com/" }, "url"},
 		{"user only", func(s *Subscription) { s.URL = "https://user@example.com/" }, "url"},
 		{"fragment", func(s *Subscription) { s.URL = "https://example.com/hooks#frag" }, "url"},
+		{"ipv6 zone", func(s *Subscription) { s.URL = "http://[::1%25lo]:8080/x" }, "url"},
+		{"ipv6 ok", func(s *Subscription) { s.URL = "https://[2606:4700::1111]/x" }, ""},
 		{"unparseable", func(s *Subscription) { s.URL = "https://exa mple.com/%zz" }, "url"},
 		{"too long", func(s *Subscription) { s.URL = long + "a" }, "url"},
 		{"max length ok", func(s *Subscription) { s.URL = long }, ""},

@@ -52,7 +52,9 @@ func New(allow []netip.Prefix) *Guard { return &Guard{allow: allow} }
 
 // Allowed reports whether ip may be dialled.
 func (g *Guard) Allowed(ip netip.Addr) bool {
-	ip = ip.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
+	// ::ffff:127.0.0.1 is 127.0.0.1, and ::1%lo is ::1: a prefix never
+	// contains an address with a zone.
+	ip = ip.WithZone("").Unmap()
 	for _, p := range g.allow {
 		if p.Contains(ip) {
 			return true

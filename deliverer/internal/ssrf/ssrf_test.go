@@ -42,6 +42,10 @@ func TestAllowed(t *testing.T) {
 		{"fd00:ec2::254", false},
 		{"fc00::1", false},
 		{"fe80::1", false},
+		{"::1%lo", false},
+		{"fe80::1%eth0", false},
+		{"fd00:ec2::254%eth0", false},
+		{"2606:4700::1111%eth0", true},
 		{"ff02::1", false},
 		{"64:ff9b::a00:1", false},
 	}
