@@ -77,7 +77,7 @@ test: deps lint fuzz helm
 	  HELM=$(HELM) \
 	  $(GO) test -race -count=1 -timeout 20m work
 
-bench: build
+bench: build deps
 	@set -euo pipefail; \
 	  trap '$(STOP_TEST_CLICKHOUSE)' EXIT; \
 	  $(TEST_CLICKHOUSE); \

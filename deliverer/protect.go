@@ -90,6 +90,12 @@ func (d *deliverer) gate(ctx context.Context, key []byte, sub *topics.Subscripti
 		return dec.Ticket, d.delay(key, del, wait, topics.OutcomeBlocked, topics.FailureBreakerOpen,
 			"circuit breaker open: endpoint failing"), delayed, false
 	}
+	if dec.Ticket.Probe != 0 {
+		// A half-open probe goes now: delayed by the rate limit it would
+		// never report, and the breaker would stay half-open for a whole
+		// sleep window.
+		return dec.Ticket, nil, finished, true
+	}
 	if wait := p.limiter.Take(ctx, sub.ID, sub.RateLimitPerS); wait > 0 {
 		if ctx.Err() != nil {
 			return dec.Ticket, nil, cut, false

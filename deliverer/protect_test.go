@@ -170,6 +170,39 @@ func TestBreakerHalfOpensClosesAndMarksRecovery(t *testing.T) {
 	}
 }
 
+// TestProbeIgnoresTheRateLimit: a half-open probe is sent even when its
+// subscription's rate limit is used up; delayed, it would never report and
+// the breaker would stay half-open.
+func TestProbeIgnoresTheRateLimit(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	h := newHarness(t, protectEnv(url, prefix, map[string]string{"WEBHOOKS_BREAKER_SLEEP": "300ms", "WEBHOOKS_BREAKER_MIN_CALLS": "1"}))
+	var healthy atomic.Bool
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	sub := newSub(t, "sub_probe", rc.url())
+	sub.RateLimitPerS = 0.01 // one now, the next in 100 s
+	h.putSub(sub)
+	h.start(nil)
+	h.deliver(newDelivery(sub.ID, "down"))
+	if a := h.waitAttempt("down"); a.Outcome != topics.OutcomeRetry {
+		t.Fatalf("first attempt %+v, want a failed one", a)
+	}
+	healthy.Store(true)
+	n := 0
+	waitFor(t, 20*time.Second, "a delivered probe", func() bool {
+		n++
+		id := fmt.Sprintf("up_%03d", n)
+		h.deliver(newDelivery(sub.ID, id))
+		return h.waitAttempt(id).Outcome == topics.OutcomeSuccess
+	})
+	if st, _ := guardFor(t, url, prefix).ReadBreaker(context.Background(), sub.ID); st.State != redisstate.StateClosed {
+		t.Fatalf("breaker after the probe: %+v, want closed", st)
+	}
+}
+
 // TestDeliverersShareTheBreaker: a breaker opened by one deliverer blocks
 // the deliveries of another process that never saw a failure.
 func TestDeliverersShareTheBreaker(t *testing.T) {

@@ -9,6 +9,7 @@ package redisstate
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -80,7 +81,12 @@ func (c Config) Validate() error {
 	}
 	var errs []error
 	if _, err := redis.ParseURL(c.URL); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", topics.EnvRedisURL, err))
+		// The reason without the URL, which may hold a password.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		errs = append(errs, fmt.Errorf("%s: not a valid Redis URL: %w", topics.EnvRedisURL, err))
 	}
 	if c.Timeout < time.Millisecond {
 		errs = append(errs, fmt.Errorf("%s must be at least 1ms", EnvTimeout))

@@ -193,6 +193,7 @@ func TestLoad(t *testing.T) {
 		{"set", map[string]string{topics.EnvRedisURL: "redis://h:1/3", redisstate.EnvKeyPrefix: "x:", redisstate.EnvTimeout: "20ms", redisstate.EnvRetryInterval: "5s"},
 			redisstate.Config{URL: "redis://h:1/3", KeyPrefix: "x:", Timeout: 20 * time.Millisecond, RetryInterval: 5 * time.Second}, ""},
 		{"bad url", map[string]string{topics.EnvRedisURL: "h:1"}, redisstate.Config{}, topics.EnvRedisURL},
+		{"bad url with a password", map[string]string{topics.EnvRedisURL: "redis://:s3cretpw@host:po rt/0"}, redisstate.Config{}, topics.EnvRedisURL},
 		{"bad timeout", map[string]string{redisstate.EnvTimeout: "soon"}, redisstate.Config{}, redisstate.EnvTimeout},
 		{"zero timeout", map[string]string{redisstate.EnvTimeout: "0s"}, redisstate.Config{}, redisstate.EnvTimeout},
 		{"retry below timeout", map[string]string{redisstate.EnvTimeout: "1s", redisstate.EnvRetryInterval: "10ms"}, redisstate.Config{}, redisstate.EnvRetryInterval},
@@ -202,6 +203,9 @@ func TestLoad(t *testing.T) {
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("Load error %v, want one naming %s", err, tc.err)
+				}
+				if strings.Contains(err.Error(), "s3cretpw") {
+					t.Fatalf("Load error %q shows the password", err)
 				}
 				return
 			}
