@@ -411,6 +411,13 @@ func (r *receiver) got() []request {
 	return append([]request(nil), r.reqs...)
 }
 
+// requests returns every verified request, whatever was answered.
+func (r *receiver) requests() []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]request(nil), r.all...)
+}
+
 // answer sets how the receiver answers from now on.
 func (r *receiver) answer(f func(q request, w http.ResponseWriter) int) {
 	r.mu.Lock()
