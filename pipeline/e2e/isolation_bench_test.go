@@ -98,8 +98,10 @@ func BenchmarkIsolation(b *testing.B) {
 		fmt.Fprintf(os.Stdout, "%-58s %12.0f %12.0f\n", "healthy deliveries/s (burst)", alone.throughput, next.throughput)
 		fmt.Fprintf(os.Stdout, "%-58s %12s %12s\n", fmt.Sprintf("healthy p50 at %d events/s", rate), alone.p50.Round(100*time.Microsecond), next.p50.Round(100*time.Microsecond))
 		fmt.Fprintf(os.Stdout, "%-58s %12s %12s\n", fmt.Sprintf("healthy p99 at %d events/s", rate), alone.p99.Round(100*time.Microsecond), next.p99.Round(100*time.Microsecond))
-		fmt.Fprintf(os.Stdout, "%-58s %12.2f\n", "throughput ratio (+1 failing / alone)", next.throughput/alone.throughput)
+		fmt.Fprintf(os.Stdout, "%-58s %12.2f\n", "throughput ratio (+1 failing / alone; target >= 0.90)", next.throughput/alone.throughput)
+		fmt.Fprintf(os.Stdout, "%-58s %12.2f\n", "p99 ratio (+1 failing / alone; target <= 1.10)", float64(next.p99)/float64(alone.p99))
 		b.ReportMetric(next.throughput/alone.throughput, "throughput-ratio")
+		b.ReportMetric(float64(next.p99)/float64(alone.p99), "p99-ratio")
 		b.ReportMetric(float64(next.p99.Microseconds())/1000, "p99-ms-with-failing")
 	}
 }
