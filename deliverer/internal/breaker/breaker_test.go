@@ -98,7 +98,7 @@ func TestOpensOnErrorRateOnlyWithMinimumCalls(t *testing.T) {
 
 func TestHalfOpenProbesThenCloses(t *testing.T) {
 	url, prefix := redistest.Shared(t)
-	cfg := Config{ThresholdPercent: 50, MinCalls: 2, Window: time.Minute, SleepWindow: 200 * time.Millisecond, Probes: 2}
+	cfg := Config{ThresholdPercent: 50, MinCalls: 2, Window: time.Minute, SleepWindow: time.Second, Probes: 2}
 	b := New(guard(t, url, prefix), cfg)
 	open := func() {
 		t.Helper()
@@ -179,7 +179,7 @@ func TestHalfOpenProbesThenCloses(t *testing.T) {
 
 func TestLostProbesAreReplaced(t *testing.T) {
 	url, prefix := redistest.Shared(t)
-	cfg := Config{ThresholdPercent: 50, MinCalls: 1, Window: time.Minute, SleepWindow: 150 * time.Millisecond, Probes: 1}
+	cfg := Config{ThresholdPercent: 50, MinCalls: 1, Window: time.Minute, SleepWindow: time.Second, Probes: 1}
 	b := New(guard(t, url, prefix), cfg)
 	record(t, b, "s", Ticket{}, Failure)
 	var lost Decision
