@@ -138,12 +138,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 func baseOpts(cfg Config, log *zap.Logger) []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Kafka.Brokers...),
+	opts := append(cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
 		kgo.ClientID("webhooks-deliverer"),
 		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
-	}
-	if cfg.dial != nil {
+	)
+	if cfg.dial != nil { // tests only, never with TLS (kgo refuses Dialer with DialTLSConfig)
 		opts = append(opts, kgo.Dialer(cfg.dial))
 	}
 	return opts

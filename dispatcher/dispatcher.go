@@ -97,10 +97,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 // (and is what the subscription table gets), session is the transactional
 // group consumer.
 func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
-	base = []kgo.Opt{
-		kgo.SeedBrokers(cfg.Kafka.Brokers...),
+	base = append(cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
 		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
-	}
+	)
 	// Stable offset fetches (KIP-447) need no option: franz-go always
 	// requires them, so a new owner of a partition waits for a crashed
 	// owner's open transaction to end before reading its offsets.

@@ -170,8 +170,7 @@ func openClickHouse(cfg Config) (driver.Conn, error) {
 }
 
 func (r *recorder) opts() []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(r.cfg.Kafka.Brokers...),
+	return append(r.cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
 		kgo.ClientID("webhooks-recorder"),
 		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
 		kgo.ConsumerGroup(r.cfg.Group),
@@ -188,7 +187,7 @@ func (r *recorder) opts() []kgo.Opt {
 		kgo.OnPartitionsAssigned(r.assigned),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
-	}
+	)
 }
 
 // migrate applies the schema, retrying with backoff until it succeeds or

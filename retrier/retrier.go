@@ -102,8 +102,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 func (r *retrier) opts() []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(r.cfg.Kafka.Brokers...),
+	opts := append(r.cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
 		kgo.ClientID("webhooks-retrier"),
 		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
 		kgo.ConsumerGroup(r.cfg.Group),
@@ -114,15 +113,15 @@ func (r *retrier) opts() []kgo.Opt {
 		kgo.HeartbeatInterval(max(r.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
 		// A partition resumed after a pause joins the next fetch: a short
 		// long-poll keeps releases within a second of their due time.
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
 		kgo.RecordPartitioner(topics.Partitioner()),
 		kgo.ProducerLinger(time.Millisecond),
-	}
-	if r.cfg.dial != nil {
+	)
+	if r.cfg.dial != nil { // tests only, never with TLS (kgo refuses Dialer with DialTLSConfig)
 		opts = append(opts, kgo.Dialer(r.cfg.dial))
 	}
 	return opts

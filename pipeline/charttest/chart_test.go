@@ -453,7 +453,7 @@ func TestNoSecretInConfigMap(t *testing.T) {
 		}
 	}
 	if cm.Data["WEBHOOKS_KAFKA_SASL_USERNAME"] != "hooks" || cm.Data["WEBHOOKS_KAFKA_TLS"] != "true" {
-		t.Errorf("SASL username and TLS placeholders missing from the ConfigMap: %v", cm.Data)
+		t.Errorf("SASL username and TLS settings missing from the ConfigMap: %v", cm.Data)
 	}
 
 	if _, err := template(t, "config.extra.WEBHOOKS_SOMETHING_PASSWORD=x"); err == nil || !strings.Contains(err.Error(), "looks like a secret") {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,7 +79,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer broker.Close()
 	brokers := []string{broker.Addr()}
-	k, err := topics.LoadKafka(os.Getenv)
+	k, err := topics.LoadKafka(withoutKafkaAuth(os.Getenv))
 	if err != nil {
 		return err
 	}
@@ -158,12 +159,32 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 }
 
+// kafkaAuthEnv are the TLS and SASL settings, which the embedded broker
+// (plaintext, no SASL) must not get from the runner's environment.
+var kafkaAuthEnv = []string{topics.EnvKafkaTLS, topics.EnvKafkaTLSDir,
+	topics.EnvKafkaSASLMechanism, topics.EnvKafkaSASLUsername, topics.EnvKafkaSASLPassword}
+
+// withoutKafkaAuth is getenv without the TLS and SASL settings.
+func withoutKafkaAuth(getenv func(string) string) func(string) string {
+	return func(k string) string {
+		if slices.Contains(kafkaAuthEnv, k) {
+			return ""
+		}
+		return getenv(k)
+	}
+}
+
 // childEnv passes the runner's WEBHOOKS_* settings on, pointing every
-// component at the embedded broker and local Redis, allowing loopback
-// endpoints (development only), giving each its metrics port, and the one
-// secrets key they all seal and open subscription secrets with.
+// component at the embedded broker (in plaintext, without SASL) and local
+// Redis, allowing loopback endpoints (development only), giving each its
+// metrics port, and the one secrets key they all seal and open
+// subscription secrets with.
 func childEnv(brokers []string, redisPort, httpPort int, secretsKey string) []string {
-	env := append(os.Environ(),
+	env := os.Environ()
+	for _, k := range kafkaAuthEnv {
+		env = append(env, k+"=") // empty is unset; the last value of a key wins
+	}
+	env = append(env,
 		topics.EnvBrokers+"="+strings.Join(brokers, ","),
 		topics.EnvHTTPAddr+"=127.0.0.1:"+strconv.Itoa(httpPort),
 		topics.EnvSecretsKey+"="+secretsKey,

@@ -63,3 +63,24 @@ func TestChildEnvPassesTheSecretsKey(t *testing.T) {
 		t.Fatalf("child environment lacks %s", topics.EnvSecretsKey)
 	}
 }
+
+// TestChildEnvDropsKafkaAuth: the embedded broker speaks plaintext without
+// SASL, whatever TLS or SASL settings the runner's environment has.
+func TestChildEnvDropsKafkaAuth(t *testing.T) {
+	t.Setenv(topics.EnvKafkaTLS, "true")
+	t.Setenv(topics.EnvKafkaSASLMechanism, "PLAIN")
+	env := childEnv([]string{"127.0.0.1:9092"}, 6379, 9101, "the-key")
+	last := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		last[k] = v // as os/exec does: the last value of a key wins
+	}
+	for _, k := range kafkaAuthEnv {
+		if v := last[k]; v != "" {
+			t.Errorf("child environment has %s=%q, want it empty", k, v)
+		}
+	}
+	if _, err := topics.LoadKafka(withoutKafkaAuth(os.Getenv)); err != nil {
+		t.Errorf("LoadKafka without the TLS and SASL settings: %v", err)
+	}
+}

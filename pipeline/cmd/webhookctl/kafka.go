@@ -15,11 +15,13 @@ import (
 
 // kafka is a connected client with the pipeline's topic names.
 type kafka struct {
-	cl      *kgo.Client
-	adm     *kadm.Client
-	opts    []kgo.Opt
-	brokers []string
-	names   topics.Names
+	cl   *kgo.Client
+	adm  *kadm.Client
+	opts []kgo.Opt
+	// conn are the options that reach the brokers (seed brokers, TLS,
+	// SASL: topics.Kafka.ClientOpts), for clients not bound to ctx.
+	conn  []kgo.Opt
+	names topics.Names
 	// keys seal and open subscription secrets (WEBHOOKS_SECRETS_KEY);
 	// keysErr, when the environment has no usable key, fails the commands
 	// that read or write subscriptions, and only those.
@@ -27,16 +29,16 @@ type kafka struct {
 	keysErr error
 }
 
-// clientOpts are the options of every client webhookctl makes: franz-go
-// logs nothing (its default), a produced record is sent at once, and when
-// ctx is done every request in flight fails, even one still connecting,
-// which bounds the command by ctx's deadline.
-func clientOpts(ctx context.Context, brokers []string) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
+// clientOpts are the options of every client webhookctl makes: the
+// brokers, TLS and SASL of the environment, franz-go logs nothing (its
+// default), a produced record is sent at once, and when ctx is done every
+// request in flight fails, even one still connecting, which bounds the
+// command by ctx's deadline.
+func clientOpts(ctx context.Context, cfg topics.Kafka) []kgo.Opt {
+	return append(cfg.ClientOpts(),
 		kgo.ProducerLinger(0),
 		kgo.WithContext(ctx),
-	}
+	)
 }
 
 // connect loads the Kafka settings (--brokers overriding the environment)
@@ -58,7 +60,7 @@ func (c *cli) connect(ctx context.Context) (*kafka, error) {
 		return nil, err
 	}
 	keys, keysErr := topics.LoadKeyring(getenv)
-	opts := clientOpts(ctx, cfg.Brokers)
+	opts := clientOpts(ctx, cfg)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
@@ -73,7 +75,7 @@ func (c *cli) connect(ctx context.Context) (*kafka, error) {
 		}
 		return nil, fmt.Errorf("cannot reach Kafka at %s: %w", strings.Join(cfg.Brokers, ","), err)
 	}
-	return &kafka{cl: cl, adm: kadm.NewClient(cl), opts: opts, brokers: cfg.Brokers, names: cfg.Names,
+	return &kafka{cl: cl, adm: kadm.NewClient(cl), opts: opts, conn: cfg.ClientOpts(), names: cfg.Names,
 		keys: keys, keysErr: keysErr}, nil
 }
 

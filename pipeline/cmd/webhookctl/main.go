@@ -297,11 +297,14 @@ TIME (--since, --until) is an RFC 3339 time (2026-11-22T10:00:00Z) or a
 duration ago (90m, 2h, 3d).
 
 environment: %s, %s, %s
+Kafka TLS and SASL: %s, %s,
+%s, %s, %s
 ClickHouse (stats, clickhouse): %s (default %s),
 %s (default %s), %s, %s
 
 "webhookctl <command> -h" lists a command's flags.
 `, topics.EnvBrokers, topics.DefaultBrokers, topics.EnvBrokers, topics.EnvPrefix, topics.EnvRetryTiers,
+		topics.EnvKafkaTLS, topics.EnvKafkaTLSDir, topics.EnvKafkaSASLMechanism, topics.EnvKafkaSASLUsername, topics.EnvKafkaSASLPassword,
 		envClickHouseAddr, defaultClickHouseAddr, envClickHouseDatabase, defaultDatabase, envClickHouseUser, envClickHousePassword)
 }
 

@@ -101,12 +101,11 @@ func redriveCmd(fs *flag.FlagSet) runFunc {
 func (k *kafka) redriver(ctx context.Context) (*kgo.Client, error) {
 	// Not bound to ctx (no kgo.WithContext): an interrupted redrive must
 	// still be able to abort its transaction.
-	tx, err := kgo.NewClient(
-		kgo.SeedBrokers(k.brokers...),
+	tx, err := kgo.NewClient(append(k.conn[:len(k.conn):len(k.conn)],
 		kgo.ProducerLinger(0),
 		kgo.TransactionalID("webhookctl-redrive-"+k.names.DLQ()),
 		kgo.RecordPartitioner(topics.Partitioner()),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
