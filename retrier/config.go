@@ -24,6 +24,10 @@ type Config struct {
 	// fetching pauses at the bound: WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION,
 	// default 2000.
 	MaxHeldPerPartition int
+	// MaxHeld bounds the records held by the process across all its tier
+	// partitions; fetching pauses on every tier at the bound and resumes
+	// below it: WEBHOOKS_RETRIER_MAX_HELD, default 100000.
+	MaxHeld int
 	// CommitInterval is how often released offsets are committed:
 	// WEBHOOKS_RETRIER_COMMIT_INTERVAL, default 1s.
 	CommitInterval time.Duration
@@ -47,6 +51,7 @@ type Config struct {
 func (c *Config) defaults() {
 	c.Group = topics.GroupRetrier
 	c.MaxHeldPerPartition = 2000
+	c.MaxHeld = 100_000
 	c.CommitInterval = time.Second
 	c.RecoveryRate = 10
 }
@@ -58,6 +63,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxHeldPerPartition < 1 {
 		errs = append(errs, errors.New("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION must be at least 1"))
+	}
+	if c.MaxHeld < c.MaxHeldPerPartition {
+		errs = append(errs, errors.New("WEBHOOKS_RETRIER_MAX_HELD must be at least WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION"))
 	}
 	if c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("WEBHOOKS_RETRIER_COMMIT_INTERVAL must be positive"))
@@ -82,6 +90,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	r := topics.NewEnvReader(getenv)
 	r.String("WEBHOOKS_RETRIER_GROUP", &c.Group)
 	r.Int("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION", &c.MaxHeldPerPartition)
+	r.Int("WEBHOOKS_RETRIER_MAX_HELD", &c.MaxHeld)
 	r.Duration("WEBHOOKS_RETRIER_COMMIT_INTERVAL", &c.CommitInterval)
 	r.Float("WEBHOOKS_RECOVERY_RATE", &c.RecoveryRate)
 	c.Redis, err = redisstate.Load(getenv)

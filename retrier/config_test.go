@@ -77,6 +77,7 @@ func TestLoadConfig(t *testing.T) {
 		},
 		{name: "max held not an integer", env: map[string]string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION": "many"}, wantErr: []string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION", `"many"`}},
 		{name: "max held zero", env: map[string]string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION": "0"}, wantErr: []string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION", "at least 1"}},
+		{name: "process bound below the partition one", env: map[string]string{"WEBHOOKS_RETRIER_MAX_HELD": "100"}, wantErr: []string{"WEBHOOKS_RETRIER_MAX_HELD must be at least WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION"}},
 		{name: "max held negative", env: map[string]string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION": "-3"}, wantErr: []string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION"}},
 		{name: "commit interval not a duration", env: map[string]string{"WEBHOOKS_RETRIER_COMMIT_INTERVAL": "5"}, wantErr: []string{"WEBHOOKS_RETRIER_COMMIT_INTERVAL", `"5"`}},
 		{name: "commit interval zero", env: map[string]string{"WEBHOOKS_RETRIER_COMMIT_INTERVAL": "0s"}, wantErr: []string{"WEBHOOKS_RETRIER_COMMIT_INTERVAL", "positive"}},

@@ -43,6 +43,7 @@ type retrier struct {
 	mu        sync.Mutex
 	held      map[tp]*hold.Partition
 	paused    map[tp]bool
+	allPaused bool // every tier, at the process bound
 	committed map[tp]int64
 }
 
@@ -231,10 +232,12 @@ func (r *retrier) release(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var pause, resume map[string][]int32
+	total := 0
 	for k, h := range r.held {
 		if d, ok := due[k]; ok {
 			h.Released(d)
 		}
+		total += h.Len()
 		full := h.Len() >= r.cfg.MaxHeldPerPartition
 		switch {
 		case full && !r.paused[k]:
@@ -250,6 +253,19 @@ func (r *retrier) release(ctx context.Context) error {
 	}
 	if resume != nil {
 		r.cl.ResumeFetchPartitions(resume)
+	}
+	// The process bound, over the partition ones (kgo keeps topic and
+	// partition pauses apart).
+	switch full := total >= r.cfg.MaxHeld; {
+	case full && !r.allPaused:
+		r.cl.PauseFetchTopics(r.names.RetryTopics()...)
+		r.allPaused = true
+		r.log.Warn("holding the most records allowed; fetching paused until some are released",
+			zap.Int("held", total), zap.Int("max_held", r.cfg.MaxHeld))
+	case !full && r.allPaused:
+		r.cl.ResumeFetchTopics(r.names.RetryTopics()...)
+		r.allPaused = false
+		r.log.Info("fetching resumed", zap.Int("held", total))
 	}
 	return nil
 }

@@ -203,6 +203,37 @@ func TestPartitionIsolationWithPausing(t *testing.T) {
 	}
 }
 
+// TestProcessBoundPausesEveryTier: at WEBHOOKS_RETRIER_MAX_HELD records
+// held in all, fetching pauses on every tier partition, not only the full
+// one, and resumes once releases bring the count below the bound.
+func TestProcessBoundPausesEveryTier(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION": "2", "WEBHOOKS_RETRIER_MAX_HELD": "2"}, nil)
+	h.tail()
+	subA, subB := subOn(t, 0), subOn(t, 1)
+	now := time.Now().Truncate(time.Millisecond)
+	soon := now.Add(3 * time.Second)
+	as := h.produce(
+		h.retryRecord(time.Second, subA, "evt_a1", soon, true),
+		h.retryRecord(time.Second, subA, "evt_a2", soon, true),
+	)
+	markA := h.produce(h.retryRecord(time.Second, subA, "evt_a_mark", now, true))[0]
+	h.start(h.config())
+	checkReleased(t, h.waitReceived(15*time.Second, markA), markA, now)
+
+	// Two held: every tier is paused, so B's record due now waits.
+	late := time.Now().Truncate(time.Millisecond)
+	yB := h.produce(h.retryRecord(time.Second, subB, "evt_b_late", late, true))[0]
+	gotB := h.waitReceived(15*time.Second, yB)
+	checkReleased(t, gotB, yB, late)
+	for _, a := range as {
+		checkReleased(t, h.waitReceived(15*time.Second, a), a, soon)
+	}
+	if gotB.rec.Timestamp.Before(soon) {
+		t.Errorf("%s released at %v, before the records held at the bound were released at %v", yB.Value, gotB.rec.Timestamp, soon)
+	}
+}
+
 // TestKilledWhileHolding: a retrier stopped while holding records releases
 // none of them and commits nothing past them; the next retrier of the group
 // releases each exactly once, when due.
