@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -224,46 +225,83 @@ func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 		if !ok {
 			return
 		}
-		d.lanes.Done(it, d.handle(ctx, it, rng))
+		d.handle(ctx, it, rng, func(acked bool) { d.lanes.Done(it, acked) })
 	}
 }
 
-// handle does what a delivery record asks and reports whether everything
-// it caused was acknowledged, so that its offset may be committed.
-func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand) bool {
+// handle does what a delivery record asks and calls done once, with whether
+// everything it caused was acknowledged, so that its offset may be
+// committed. A plain attempt's records are acknowledged while the worker
+// goes on to its next record; the other paths wait.
+func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, done func(bool)) {
 	del, dead := d.decode(it.Rec)
 	if dead != nil {
-		return d.produce(ctx, []*kgo.Record{dead})
+		done(d.produce(ctx, []*kgo.Record{dead}))
+		return
 	}
 	if del.Key != "" {
 		// A key held while its subscription was ordered stays on the
 		// ordered path until released, whatever the ordering is now, so
 		// that its parked deliveries are drained, in order.
 		if sub, ok := d.subscription(ctx, del.SubscriptionID); ok && sub.Ordering == topics.OrderingKey || d.held(ctx, it.Rec) {
-			return d.ordered(ctx, it.Rec, it.Spill, del, rng)
+			done(d.ordered(ctx, it.Rec, it.Spill, del, rng))
+			return
 		}
 	}
 	if it.Spill {
-		return d.produce(ctx, d.spill(it.Rec.Key, del))
+		done(d.produce(ctx, d.spill(it.Rec.Key, del)))
+		return
 	}
 	recs, v := d.attempt(ctx, it.Rec, del, rng)
-	return v != cut && d.produce(ctx, recs)
+	if v == cut {
+		done(false)
+		return
+	}
+	d.produceThen(ctx, recs, done)
 }
 
 // produce waits until the broker acknowledged every record. kgo retries
 // retriable errors itself, so an error here is fatal (or shutdown).
 func (d *deliverer) produce(ctx context.Context, recs []*kgo.Record) bool {
 	err := d.cl.ProduceSync(ctx, recs...).FirstErr()
-	if err == nil {
-		return true
+	if err != nil {
+		d.produceFailed(ctx, err)
 	}
+	return err == nil
+}
+
+// produceThen produces recs without waiting and calls done once every one
+// was acknowledged (true) or one failed (false; fatal unless shutting down,
+// as for produce).
+func (d *deliverer) produceThen(ctx context.Context, recs []*kgo.Record, done func(bool)) {
+	if len(recs) == 0 {
+		done(true)
+		return
+	}
+	var left atomic.Int32
+	var failed atomic.Bool
+	left.Store(int32(len(recs)))
+	for _, r := range recs {
+		d.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Store(true)
+				d.produceFailed(ctx, err)
+			}
+			if left.Add(-1) == 0 {
+				done(!failed.Load())
+			}
+		})
+	}
+}
+
+// produceFailed makes a produce error fatal, unless shutdown caused it.
+func (d *deliverer) produceFailed(ctx context.Context, err error) {
 	if ctx.Err() == nil && !errors.Is(err, kgo.ErrClientClosed) {
 		select {
 		case d.fatal <- fmt.Errorf("producing delivery outcome: %w", err):
 		default:
 		}
 	}
-	return false
 }
 
 func (d *deliverer) commitLoop(ctx context.Context) {

@@ -97,6 +97,14 @@ type subscription struct {
 	running map[*Item]time.Time
 }
 
+// slowFactor: a subscription is slow when it needs this many times the
+// spill delay to finish what it holds. A pace measured while the whole
+// process is busy (a burst to healthy endpoints) includes the time its
+// records waited for the broker and the machine, not only the endpoint; the
+// margin keeps such a subscription from spilling, while one that hangs
+// passes it within a few spill delays.
+const slowFactor = 4
+
 // workOff estimates how long the subscription needs to finish the records
 // it holds, running maxPerSub at a time.
 func (s *subscription) workOff(now time.Time, maxPerSub int) time.Duration {
@@ -127,13 +135,13 @@ type Lanes struct {
 
 // New returns lanes that run at most maxPerSub records of one subscription
 // at a time. Records of a subscription that holds maxQueuedSub or more
-// spill when, at the pace its records run, it would need longer than
-// spillAfter to finish what it holds (a slow or hanging endpoint; a busy
-// fast one keeps its records, as spilling would only make them later), and
-// whatever its pace once it holds half of maxBuffered, so no subscription
-// takes more than half of the memory all share. spillAfter is the shortest
-// retry delay, the soonest a spilled record comes back; zero spills on the
-// count alone.
+// spill when, at the pace its records run, it would need more than
+// slowFactor times spillAfter to finish what it holds (a slow or hanging
+// endpoint; a busy fast one keeps its records, as spilling would only make
+// them later), and whatever its pace once it holds half of maxBuffered, so
+// no subscription takes more than half of the memory all share. spillAfter
+// is the shortest retry delay, the soonest a spilled record comes back;
+// zero spills on the count alone.
 func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *Lanes {
 	l := &Lanes{
 		maxPerSub:    max(1, maxPerSub),
@@ -170,7 +178,7 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 		l.subs[sub] = s
 	}
 	spill := s.items >= l.hardCap ||
-		s.items >= l.maxQueuedSub && (l.spillAfter == 0 || s.workOff(now, l.maxPerSub) > l.spillAfter)
+		s.items >= l.maxQueuedSub && (l.spillAfter == 0 || s.workOff(now, l.maxPerSub) > slowFactor*l.spillAfter)
 	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), entry: e, part: p}
 	s.items++
 	l.buffered++

@@ -709,11 +709,11 @@ func TestSpillBeyondQueueLimit(t *testing.T) {
 
 // TestSpillOnlyWhenSlow: beyond its queue limit a subscription spills only
 // when, at the pace its records run, it could not finish what it holds
-// within the spill delay, and whatever its pace at half the buffer.
+// within slowFactor spill delays, and whatever its pace at half the buffer.
 func TestSpillOnlyWhenSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const after = 5 * time.Second
-		l := New(2, 4, 40, after) // 2 at a time, queue limit 4, hard cap 20
+		const after = 5 * time.Second // slow beyond 20 s of work
+		l := New(2, 4, 400, after)    // 2 at a time, queue limit 4, hard cap 200
 		off := int64(0)
 		add := func(sub string, n int) {
 			for range n {
@@ -731,7 +731,7 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 			}
 			return n
 		}
-		// fast's records take 1 s each: 10 held are 5 s of work at 2 at a time.
+		// fast's records take 1 s each: 40 held are 20 s of work at 2 at a time.
 		add("fast", 3)
 		first := []*Item{}
 		for range 2 {
@@ -745,13 +745,13 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 		if it, _ := l.Next(); it.Sub != "fast" {
 			t.Fatalf("ran %s", it.Sub)
 		}
-		add("fast", 9)
+		add("fast", 39)
 		if n := spills("fast"); n != 0 {
 			t.Fatalf("fast subscription spilled %d records, want 0", n)
 		}
-		add("fast", 2) // joining 10 held (5 s of work), the 11th is kept; the 12th spills
+		add("fast", 2) // joining 40 held (20 s of work), the 41st is kept; the 42nd spills
 		if n := spills("fast"); n != 1 {
-			t.Fatalf("fast subscription spilled %d records beyond 5 s of work, want 1", n)
+			t.Fatalf("fast subscription spilled %d records beyond 20 s of work, want 1", n)
 		}
 
 		// slow's first two records run and hang: no pace yet, so held.
