@@ -81,7 +81,8 @@ type manifests struct {
 	hpas        map[string]*autoscalingv2.HorizontalPodAutoscaler
 	scaled      map[string]*scaledObject
 	configMaps  []*corev1.ConfigMap
-	secrets     []*corev1.Secret
+	secrets     []*corev1.Secret // the release's, not hooks
+	hookSecrets []*corev1.Secret // helm.sh/hook Secrets
 	jobs        []*batchv1.Job
 	accounts    []*corev1.ServiceAccount
 	monitors    []*serviceMonitor
@@ -217,7 +218,11 @@ func render(t *testing.T, sets ...string) *manifests {
 		case "v1 Secret":
 			var s corev1.Secret
 			strict(&s)
-			m.secrets = append(m.secrets, &s)
+			if s.Annotations["helm.sh/hook"] != "" {
+				m.hookSecrets = append(m.hookSecrets, &s)
+			} else {
+				m.secrets = append(m.secrets, &s)
+			}
 		case "batch/v1 Job":
 			var j batchv1.Job
 			strict(&j)
@@ -272,6 +277,8 @@ func TestLint(t *testing.T) {
 		nil,
 		{"keda.enabled=true", "serviceMonitor.enabled=true", "prometheusRule.enabled=true"},
 		{"deliverer.autoscaling.cpu.enabled=true", "secrets.existingSecret=mine", "recorder.enabled=false"},
+		slices.Concat(kafkaSecurity, []string{"kafka.sasl.password=sasl-pa55"}),
+		slices.Concat(kafkaSecurity, []string{"secrets.existingSecret=mine"}),
 	} {
 		args := []string{"lint", "--strict", chart, "--namespace", "hooks"}
 		for _, s := range sets {
@@ -346,6 +353,15 @@ func TestDefaults(t *testing.T) {
 	}
 	if len(j.Spec.Template.Spec.Containers[0].EnvFrom) != 0 {
 		t.Error("the topics job reads the ConfigMap or Secret, which a pre-install hook runs before")
+	}
+	for k := range env {
+		if strings.HasPrefix(k, "WEBHOOKS_KAFKA_TLS") || strings.HasPrefix(k, "WEBHOOKS_KAFKA_SASL") {
+			t.Errorf("topics job sets %s with TLS and SASL off", k)
+		}
+	}
+	if len(j.Spec.Template.Spec.Volumes) != 0 || len(m.hookSecrets) != 0 {
+		t.Errorf("with TLS and SASL off the topics job has volumes %v and there are %d hook Secrets",
+			j.Spec.Template.Spec.Volumes, len(m.hookSecrets))
 	}
 
 	if len(m.secrets) != 1 {
@@ -473,6 +489,196 @@ func TestNoSecretInConfigMap(t *testing.T) {
 			t.Errorf("%s does not read the existing Secret", c)
 		}
 	}
+}
+
+// kafkaSecurity turns on Kafka TLS and SASL, without the password.
+var kafkaSecurity = []string{"kafka.tls.enabled=true", "kafka.tls.secretName=kafka-tls-certs",
+	"kafka.sasl.enabled=true", "kafka.sasl.mechanism=SCRAM-SHA-256", "kafka.sasl.username=hooks"}
+
+// TestTopicsJobKafkaSecurity: the topics hook job, which runs before the
+// release's ConfigMap and Secret exist, gets the TLS and SASL settings
+// itself: the ConfigMap's values as env entries, the TLS Secret mounted
+// where the Deployments mount it, and the SASL password from a
+// secretKeyRef (never a literal): secrets.existingSecret, or else a hook
+// Secret created before the job and only rendered when needed.
+func TestTopicsJobKafkaSecurity(t *testing.T) {
+	const password = "sasl-pa55"
+	for _, tc := range []struct {
+		name     string
+		sets     []string
+		existing string // secrets.existingSecret
+	}{
+		{"chart Secret", []string{"kafka.sasl.password=" + password}, ""},
+		{"existing Secret", []string{"secrets.existingSecret=mine"}, "mine"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := render(t, slices.Concat(kafkaSecurity, tc.sets)...)
+			cm := m.configMap(t)
+			if len(m.jobs) != 1 {
+				t.Fatalf("%d Jobs, want the topics hook job", len(m.jobs))
+			}
+			j := m.jobs[0]
+			pod := j.Spec.Template.Spec
+			ct := pod.Containers[0]
+			if len(ct.EnvFrom) != 0 {
+				t.Error("the topics job reads the ConfigMap or Secret, which a pre-install hook runs before")
+			}
+			env := map[string]corev1.EnvVar{}
+			for _, e := range ct.Env {
+				if _, dup := env[e.Name]; dup {
+					t.Errorf("topics job sets %s twice", e.Name)
+				}
+				env[e.Name] = e
+			}
+			for _, k := range []string{"WEBHOOKS_KAFKA_BROKERS", "WEBHOOKS_TOPIC_PREFIX", "WEBHOOKS_RETRY_TIERS",
+				"WEBHOOKS_KAFKA_TLS", "WEBHOOKS_KAFKA_TLS_DIR", "WEBHOOKS_KAFKA_SASL_MECHANISM", "WEBHOOKS_KAFKA_SASL_USERNAME"} {
+				want, ok := cm.Data[k]
+				if !ok {
+					t.Errorf("ConfigMap lacks %s", k)
+				}
+				if e, ok := env[k]; !ok || e.Value != want || e.ValueFrom != nil {
+					t.Errorf("topics job %s = %+v, ConfigMap says %q", k, e, want)
+				}
+			}
+			if cm.Data["WEBHOOKS_KAFKA_TLS"] != "true" || cm.Data["WEBHOOKS_KAFKA_SASL_MECHANISM"] != "SCRAM-SHA-256" ||
+				cm.Data["WEBHOOKS_KAFKA_SASL_USERNAME"] != "hooks" {
+				t.Errorf("ConfigMap TLS and SASL settings: %v", cm.Data)
+			}
+
+			// The password: a secretKeyRef, never a literal.
+			pw, ok := env["WEBHOOKS_KAFKA_SASL_PASSWORD"]
+			if !ok || pw.Value != "" || pw.ValueFrom == nil || pw.ValueFrom.SecretKeyRef == nil {
+				t.Fatalf("topics job WEBHOOKS_KAFKA_SASL_PASSWORD = %+v, want a secretKeyRef", pw)
+			}
+			ref := pw.ValueFrom.SecretKeyRef
+			if ref.Key != "WEBHOOKS_KAFKA_SASL_PASSWORD" || (ref.Optional != nil && *ref.Optional) {
+				t.Errorf("password secretKeyRef %+v, want the required key WEBHOOKS_KAFKA_SASL_PASSWORD", ref)
+			}
+			spec, err := yaml.Marshal(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(spec), password) || strings.Contains(string(spec), base64.StdEncoding.EncodeToString([]byte(password))) {
+				t.Error("the topics Job carries the SASL password")
+			}
+			if tc.existing != "" {
+				if ref.Name != tc.existing {
+					t.Errorf("password from Secret %q, want secrets.existingSecret %q", ref.Name, tc.existing)
+				}
+				if len(m.hookSecrets) != 0 || len(m.secrets) != 0 {
+					t.Errorf("with existingSecret: %d hook Secrets and %d Secrets, want none", len(m.hookSecrets), len(m.secrets))
+				}
+			} else {
+				if len(m.hookSecrets) != 1 {
+					t.Fatalf("%d hook Secrets, want 1 holding the password for the topics job", len(m.hookSecrets))
+				}
+				hs := m.hookSecrets[0]
+				if ref.Name != hs.Name {
+					t.Errorf("password from Secret %q, want the hook Secret %q", ref.Name, hs.Name)
+				}
+				if got := string(hs.Data["WEBHOOKS_KAFKA_SASL_PASSWORD"]); got != password || len(hs.Data) != 1 {
+					t.Errorf("hook Secret data %v, want only WEBHOOKS_KAFKA_SASL_PASSWORD=%q", keys(hs.Data), password)
+				}
+				if hs.Annotations["helm.sh/hook"] != j.Annotations["helm.sh/hook"] {
+					t.Errorf("hook Secret runs on %q, the job on %q", hs.Annotations["helm.sh/hook"], j.Annotations["helm.sh/hook"])
+				}
+				sw, err1 := strconv.Atoi(hs.Annotations["helm.sh/hook-weight"])
+				jw, err2 := strconv.Atoi(j.Annotations["helm.sh/hook-weight"])
+				if err1 != nil || err2 != nil || sw >= jw {
+					t.Errorf("hook weights: Secret %q, job %q; want the Secret created first",
+						hs.Annotations["helm.sh/hook-weight"], j.Annotations["helm.sh/hook-weight"])
+				}
+				policy := strings.Split(hs.Annotations["helm.sh/hook-delete-policy"], ",")
+				if !slices.Contains(policy, "before-hook-creation") || !slices.Contains(policy, "hook-succeeded") {
+					t.Errorf("hook Secret delete policy %v, want before-hook-creation and hook-succeeded", policy)
+				}
+				if _, keep := hs.Annotations["helm.sh/resource-policy"]; keep {
+					t.Error("the hook Secret is kept")
+				}
+				if len(m.secrets) != 1 || string(m.secrets[0].Data["WEBHOOKS_KAFKA_SASL_PASSWORD"]) != password {
+					t.Errorf("the release Secret lost the password (%d Secrets)", len(m.secrets))
+				}
+			}
+
+			// TLS: the job mounts the Secret where the Deployments do.
+			dir := cm.Data["WEBHOOKS_KAFKA_TLS_DIR"]
+			jobMounts, jobVolumes := tlsMount(t, "topics job", pod, dir)
+			if len(jobVolumes) != 1 || jobVolumes[0].Secret == nil || jobVolumes[0].Secret.SecretName != "kafka-tls-certs" {
+				t.Errorf("topics job volumes %+v, want the Secret kafka-tls-certs", jobVolumes)
+			}
+			for c, d := range m.deployments {
+				mounts, volumes := tlsMount(t, c, d.Spec.Template.Spec, dir)
+				if !equalYAML(t, mounts, jobMounts) || !equalYAML(t, volumes, jobVolumes) {
+					t.Errorf("%s mounts %+v %+v, the topics job %+v %+v", c, mounts, volumes, jobMounts, jobVolumes)
+				}
+			}
+		})
+	}
+
+	// TLS alone: no password, no hook Secret.
+	m := render(t, "kafka.tls.enabled=true", "kafka.tls.secretName=kafka-tls-certs")
+	if len(m.hookSecrets) != 0 {
+		t.Errorf("TLS without SASL renders %d hook Secrets", len(m.hookSecrets))
+	}
+	if len(m.jobs) != 1 {
+		t.Fatalf("%d Jobs, want the topics hook job", len(m.jobs))
+	}
+	for _, e := range m.jobs[0].Spec.Template.Spec.Containers[0].Env {
+		if strings.HasPrefix(e.Name, "WEBHOOKS_KAFKA_SASL") {
+			t.Errorf("TLS without SASL: the topics job sets %s", e.Name)
+		}
+	}
+	tlsMount(t, "topics job", m.jobs[0].Spec.Template.Spec, m.configMap(t).Data["WEBHOOKS_KAFKA_TLS_DIR"])
+
+	// No job, no hook Secret.
+	m = render(t, slices.Concat(kafkaSecurity, []string{"kafka.sasl.password=" + password, "topicsJob.enabled=false"})...)
+	if len(m.jobs) != 0 || len(m.hookSecrets) != 0 {
+		t.Errorf("topicsJob.enabled=false: %d Jobs and %d hook Secrets", len(m.jobs), len(m.hookSecrets))
+	}
+
+	// The job would wait for a password that no Secret holds.
+	if _, err := template(t, kafkaSecurity...); err == nil || !strings.Contains(err.Error(), "kafka.sasl.password") {
+		t.Errorf("SASL without a password or existingSecret rendered (err %v)", err)
+	}
+	if _, err := template(t, "kafka.tls.enabled=true"); err == nil || !strings.Contains(err.Error(), "kafka.tls.secretName") {
+		t.Errorf("TLS without a Secret rendered (err %v)", err)
+	}
+}
+
+// tlsMount returns the pod's one container's volume mounts and the pod's
+// volumes, after checking that the container mounts exactly one volume,
+// read-only at dir.
+func tlsMount(t *testing.T, who string, pod corev1.PodSpec, dir string) ([]corev1.VolumeMount, []corev1.Volume) {
+	t.Helper()
+	if dir == "" {
+		t.Fatalf("%s: no WEBHOOKS_KAFKA_TLS_DIR", who)
+	}
+	mounts := pod.Containers[0].VolumeMounts
+	if len(mounts) != 1 || mounts[0].MountPath != dir || !mounts[0].ReadOnly {
+		t.Errorf("%s: volume mounts %+v, want one read-only at %s", who, mounts, dir)
+		return mounts, pod.Volumes
+	}
+	var found bool
+	for _, v := range pod.Volumes {
+		found = found || v.Name == mounts[0].Name
+	}
+	if !found {
+		t.Errorf("%s: mounts volume %q, which the pod does not have (%+v)", who, mounts[0].Name, pod.Volumes)
+	}
+	return mounts, pod.Volumes
+}
+
+func equalYAML(t *testing.T, a, b any) bool {
+	t.Helper()
+	ya, err := yaml.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yb, err := yaml.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(ya, yb)
 }
 
 // TestKEDA: one ScaledObject per component on its own group and topics,

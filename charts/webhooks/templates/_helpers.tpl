@@ -94,12 +94,70 @@ webhooks-{{ .c }}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end }}
 
-{{/* The Kafka settings as env entries, for pods that do not read the ConfigMap (the hook job runs before it exists). */}}
+{{/* Where the Secret kafka.tls.secretName is mounted (WEBHOOKS_KAFKA_TLS_DIR). */}}
+{{- define "webhooks.kafkaTLSDir" -}}
+/etc/webhooks/kafka-tls
+{{- end }}
+
+{{/* Where the topics live, as ConfigMap data entries (name: "value"). */}}
+{{- define "webhooks.kafkaTopicsConfig" -}}
+WEBHOOKS_KAFKA_BROKERS: {{ .Values.kafka.brokers | quote }}
+WEBHOOKS_TOPIC_PREFIX: {{ .Values.kafka.topicPrefix | quote }}
+WEBHOOKS_RETRY_TIERS: {{ .Values.kafka.retryTiers | quote }}
+{{- end }}
+
+{{/* The non-secret TLS and SASL settings, as ConfigMap data entries (leading newline; trim it); empty when both are off. The password is never here: see webhooks.kafkaEnv. */}}
+{{- define "webhooks.kafkaSecurityConfig" -}}
+{{- if .Values.kafka.tls.enabled }}
+WEBHOOKS_KAFKA_TLS: "true"
+WEBHOOKS_KAFKA_TLS_DIR: {{ include "webhooks.kafkaTLSDir" . }}
+{{- end }}
+{{- if .Values.kafka.sasl.enabled }}
+WEBHOOKS_KAFKA_SASL_MECHANISM: {{ .Values.kafka.sasl.mechanism | quote }}
+WEBHOOKS_KAFKA_SASL_USERNAME: {{ .Values.kafka.sasl.username | quote }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the hook Secret holding the SASL password for the topics job (topics-secret.yaml). */}}
+{{- define "webhooks.topicsSecretName" -}}
+{{ include "webhooks.fullname" . }}-topics-kafka
+{{- end }}
+
+{{/*
+The Kafka settings as env entries, for the topics hook job: a pre-install
+hook runs before the release's ConfigMap and Secret exist, so it cannot
+read them (envFrom). The ConfigMap's entries of kafkaTopicsConfig and
+kafkaSecurityConfig, plus the SASL password from a secretKeyRef:
+secrets.existingSecret, or else the hook Secret of topics-secret.yaml.
+Never a literal password.
+*/}}
 {{- define "webhooks.kafkaEnv" -}}
-- name: WEBHOOKS_KAFKA_BROKERS
-  value: {{ .Values.kafka.brokers | quote }}
-- name: WEBHOOKS_TOPIC_PREFIX
-  value: {{ .Values.kafka.topicPrefix | quote }}
-- name: WEBHOOKS_RETRY_TIERS
-  value: {{ .Values.kafka.retryTiers | quote }}
+{{- $env := list }}
+{{- $cfg := merge (include "webhooks.kafkaTopicsConfig" . | fromYaml) (include "webhooks.kafkaSecurityConfig" . | fromYaml) }}
+{{- range $k, $v := $cfg }}
+{{- $env = append $env (dict "name" $k "value" (toString $v)) }}
+{{- end }}
+{{- if .Values.kafka.sasl.enabled }}
+{{- $ref := dict "name" (default (include "webhooks.topicsSecretName" .) .Values.secrets.existingSecret) "key" "WEBHOOKS_KAFKA_SASL_PASSWORD" }}
+{{- $env = append $env (dict "name" "WEBHOOKS_KAFKA_SASL_PASSWORD" "valueFrom" (dict "secretKeyRef" $ref)) }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/* The container's volumeMounts for Kafka TLS; empty when TLS is off. */}}
+{{- define "webhooks.kafkaTLSVolumeMounts" -}}
+{{- if .Values.kafka.tls.enabled -}}
+- name: kafka-tls
+  mountPath: {{ include "webhooks.kafkaTLSDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* The pod's volumes for Kafka TLS: the Secret kafka.tls.secretName, which must exist before install (the topics hook job mounts it too); empty when TLS is off. */}}
+{{- define "webhooks.kafkaTLSVolumes" -}}
+{{- if .Values.kafka.tls.enabled -}}
+- name: kafka-tls
+  secret:
+    secretName: {{ required "kafka.tls.secretName is required with kafka.tls.enabled" .Values.kafka.tls.secretName }}
+{{- end }}
 {{- end }}
