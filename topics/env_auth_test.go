@@ -2,16 +2,11 @@ package topics
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,61 +17,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/hookpipe/hookpipe/topics/testcert"
 )
 
 // testPassword is the SASL password of these tests: no error may hold it.
 const testPassword = "s3cret-Pa55word"
-
-// testCert is a self-signed certificate for 127.0.0.1, in PEM and parsed.
-type testCert struct {
-	certPEM, keyPEM []byte
-	x509            *x509.Certificate
-	tls             tls.Certificate
-}
-
-// newTestCert makes a self-signed certificate valid for 127.0.0.1 as a
-// server and a client; being its own CA, it also verifies itself.
-func newTestCert(tb testing.TB, cn string) testCert {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := testCert{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}
-	if c.x509, err = x509.ParseCertificate(der); err != nil {
-		tb.Fatal(err)
-	}
-	if c.tls, err = tls.X509KeyPair(c.certPEM, c.keyPEM); err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
 
 // tlsDir writes files (name to content) into a new temporary directory.
 func tlsDir(tb testing.TB, files map[string][]byte) string {
@@ -103,12 +49,12 @@ func clientOf(t *testing.T, k Kafka) *kgo.Client {
 }
 
 func TestLoadKafkaTLSAndSASL(t *testing.T) {
-	ca := newTestCert(t, "test-ca")
-	client := newTestCert(t, "test-client")
-	caOnly := tlsDir(t, map[string][]byte{TLSCAFile: ca.certPEM})
-	mutual := tlsDir(t, map[string][]byte{TLSCAFile: ca.certPEM, TLSCertFile: client.certPEM, TLSKeyFile: client.keyPEM})
+	ca := testcert.New(t, "test-ca")
+	client := testcert.New(t, "test-client")
+	caOnly := tlsDir(t, map[string][]byte{TLSCAFile: ca.CertPEM})
+	mutual := tlsDir(t, map[string][]byte{TLSCAFile: ca.CertPEM, TLSCertFile: client.CertPEM, TLSKeyFile: client.KeyPEM})
 	caPool := x509.NewCertPool()
-	caPool.AddCert(ca.x509)
+	caPool.AddCert(ca.X509)
 
 	for _, tc := range []struct {
 		name       string
@@ -185,7 +131,7 @@ func TestLoadKafkaTLSAndSASL(t *testing.T) {
 				if n := len(got.Certificates); n != map[bool]int{false: 0, true: 1}[tc.wantCert] {
 					t.Errorf("%d client certificates, want client certificate %v", n, tc.wantCert)
 				}
-				if tc.wantCert && !got.Certificates[0].Leaf.Equal(client.x509) {
+				if tc.wantCert && !got.Certificates[0].Leaf.Equal(client.X509) {
 					t.Errorf("client certificate is not tls.crt")
 				}
 			}
@@ -205,14 +151,14 @@ func TestLoadKafkaTLSAndSASL(t *testing.T) {
 }
 
 func TestLoadKafkaTLSAndSASLErrors(t *testing.T) {
-	ca := newTestCert(t, "test-ca")
-	client := newTestCert(t, "test-client")
-	other := newTestCert(t, "other")
-	noCA := tlsDir(t, map[string][]byte{TLSCertFile: client.certPEM, TLSKeyFile: client.keyPEM})
+	ca := testcert.New(t, "test-ca")
+	client := testcert.New(t, "test-client")
+	other := testcert.New(t, "other")
+	noCA := tlsDir(t, map[string][]byte{TLSCertFile: client.CertPEM, TLSKeyFile: client.KeyPEM})
 	notPEM := tlsDir(t, map[string][]byte{TLSCAFile: []byte("not a certificate\n")})
-	certOnly := tlsDir(t, map[string][]byte{TLSCAFile: ca.certPEM, TLSCertFile: client.certPEM})
-	keyOnly := tlsDir(t, map[string][]byte{TLSCAFile: ca.certPEM, TLSKeyFile: client.keyPEM})
-	mismatched := tlsDir(t, map[string][]byte{TLSCAFile: ca.certPEM, TLSCertFile: client.certPEM, TLSKeyFile: other.keyPEM})
+	certOnly := tlsDir(t, map[string][]byte{TLSCAFile: ca.CertPEM, TLSCertFile: client.CertPEM})
+	keyOnly := tlsDir(t, map[string][]byte{TLSCAFile: ca.CertPEM, TLSKeyFile: client.KeyPEM})
+	mismatched := tlsDir(t, map[string][]byte{TLSCAFile: ca.CertPEM, TLSCertFile: client.CertPEM, TLSKeyFile: other.KeyPEM})
 	missing := filepath.Join(t.TempDir(), "absent")
 
 	tlsOn := func(dir string) map[string]string {
@@ -282,15 +228,15 @@ func TestLoadKafkaTLSAndSASLErrors(t *testing.T) {
 // TestKafkaPrintsNoSecret: a Kafka printed by mistake shows neither the
 // SASL password nor the client key.
 func TestKafkaPrintsNoSecret(t *testing.T) {
-	ca := newTestCert(t, "test-ca")
-	dir := tlsDir(t, map[string][]byte{TLSCAFile: ca.certPEM, TLSCertFile: ca.certPEM, TLSKeyFile: ca.keyPEM})
+	ca := testcert.New(t, "test-ca")
+	dir := tlsDir(t, map[string][]byte{TLSCAFile: ca.CertPEM, TLSCertFile: ca.CertPEM, TLSKeyFile: ca.KeyPEM})
 	for _, mech := range []string{SASLPlain, SASLScramSHA256, SASLScramSHA512} {
 		k, err := LoadKafka(env(map[string]string{EnvKafkaTLS: "true", EnvKafkaTLSDir: dir,
 			EnvKafkaSASLMechanism: mech, EnvKafkaSASLUsername: "u", EnvKafkaSASLPassword: testPassword}))
 		if err != nil {
 			t.Fatalf("LoadKafka: %v", err)
 		}
-		key := ca.tls.PrivateKey.(*ecdsa.PrivateKey)
+		key := ca.TLS.PrivateKey.(*ecdsa.PrivateKey)
 		d, err := key.Bytes()
 		if err != nil {
 			t.Fatal(err)
@@ -311,19 +257,19 @@ func TestKafkaPrintsNoSecret(t *testing.T) {
 // SCRAM-SHA-256 with only the settings LoadKafka reads, and checks that a
 // wrong password is refused.
 func TestKafkaOverTLSAndSCRAM(t *testing.T) {
-	server := newTestCert(t, "kfake")
+	server := testcert.New(t, "kfake")
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.EnableSASL(),
 		kfake.Superuser(SASLScramSHA256, "u", testPassword),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{server.tls}, MinVersion: tls.VersionTLS12}),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{server.TLS}, MinVersion: tls.VersionTLS12}),
 		kfake.SeedTopics(1, "t"),
 	)
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	dir := tlsDir(t, map[string][]byte{TLSCAFile: server.certPEM})
+	dir := tlsDir(t, map[string][]byte{TLSCAFile: server.CertPEM})
 	settings := map[string]string{
 		EnvBrokers:            strings.Join(c.ListenAddrs(), ","),
 		EnvKafkaTLS:           "true",
@@ -373,8 +319,8 @@ func TestKafkaOverTLSAndSCRAM(t *testing.T) {
 		}
 	})
 	t.Run("CA that did not sign the broker", func(t *testing.T) {
-		wrongCA := newTestCert(t, "other-ca")
-		_, err := connect(t, map[string]string{EnvKafkaTLSDir: tlsDir(t, map[string][]byte{TLSCAFile: wrongCA.certPEM})})
+		wrongCA := testcert.New(t, "other-ca")
+		_, err := connect(t, map[string]string{EnvKafkaTLSDir: tlsDir(t, map[string][]byte{TLSCAFile: wrongCA.CertPEM})})
 		var unknown x509.UnknownAuthorityError
 		if !errors.As(err, &unknown) {
 			t.Fatalf("Ping trusting another CA: %v, want an unknown authority error", err)

@@ -1,59 +1,18 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/hookpipe/hookpipe/topics/testcert"
 )
-
-// selfSigned makes a certificate for 127.0.0.1 that is its own CA, and
-// returns it as PEM (certificate, key) and as a tls.Certificate.
-func selfSigned(t *testing.T, cn string) (certPEM, keyPEM []byte, cert tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	if cert, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		t.Fatal(err)
-	}
-	return certPEM, keyPEM, cert
-}
 
 // TestKafkaMutualTLSAndSCRAM runs webhookctl, including the subscription
 // table's client and dlq redrive's transactional producer, against a
@@ -61,16 +20,15 @@ func selfSigned(t *testing.T, cn string) (certPEM, keyPEM []byte, cert tls.Certi
 // only through the environment the chart renders.
 func TestKafkaMutualTLSAndSCRAM(t *testing.T) {
 	const password = "scram-Pa55"
-	serverPEM, _, serverCert := selfSigned(t, "broker")
-	clientPEM, clientKey, clientCert := selfSigned(t, "webhookctl")
+	server, client := testcert.New(t, "broker"), testcert.New(t, "webhookctl")
 	clientCAs := x509.NewCertPool()
-	clientCAs.AddCert(clientCert.Leaf)
+	clientCAs.AddCert(client.X509)
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.EnableSASL(),
 		kfake.Superuser(topics.SASLScramSHA512, "hooks", password),
 		kfake.TLS(&tls.Config{
-			Certificates: []tls.Certificate{serverCert},
+			Certificates: []tls.Certificate{server.TLS},
 			ClientAuth:   tls.RequireAndVerifyClientCert,
 			ClientCAs:    clientCAs,
 			MinVersion:   tls.VersionTLS12,
@@ -81,7 +39,7 @@ func TestKafkaMutualTLSAndSCRAM(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	dir := t.TempDir()
-	for name, data := range map[string][]byte{topics.TLSCAFile: serverPEM, topics.TLSCertFile: clientPEM, topics.TLSKeyFile: clientKey} {
+	for name, data := range map[string][]byte{topics.TLSCAFile: server.CertPEM, topics.TLSCertFile: client.CertPEM, topics.TLSKeyFile: client.KeyPEM} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
