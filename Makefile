@@ -68,7 +68,8 @@ $(HELM):
 	GOBIN=$(dir $(HELM)) GOWORK=off CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # Starts a throwaway redis-server and clickhouse-server for the tests and
-# stops them whatever the outcome.
+# stops them whatever the outcome. WEBHOOKS_TEST_REQUIRE_SERVICES makes a
+# test that would skip for want of a service fail instead.
 test: deps lint fuzz helm
 	@set -euo pipefail; \
 	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_CLICKHOUSE)' EXIT; \
@@ -76,6 +77,7 @@ test: deps lint fuzz helm
 	  $(TEST_CLICKHOUSE); \
 	  WEBHOOKS_TEST_REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
 	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
+	  WEBHOOKS_TEST_REQUIRE_SERVICES=1 \
 	  HELM=$(HELM) \
 	  $(GO) test -race -count=1 -timeout 20m work
 

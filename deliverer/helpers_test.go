@@ -23,85 +23,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
-// waitFor polls cond until it holds, failing the test after timeout. It
-// waits on a ticker and a deadline, never a bare sleep.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
-// keepsHolding checks that cond stays true for the whole of d: for asserting that
-// something does not happen (a commit that must not move, a request that
-// must not start). It polls, as waitFor does.
-func keepsHolding(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if !cond() {
-			tb.Fatalf("%s stopped holding", what)
-		}
-		select {
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func testCtx(tb testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
-// quietAfterEnd is a zaptest.TestingT that drops lines written after the
-// test ended: client goroutines may log a last line while closing, and
-// testing panics on a Log after the test completed.
-type quietAfterEnd struct {
-	testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (q *quietAfterEnd) Logf(format string, args ...any) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.done {
-		q.TB.Logf(format, args...)
-	}
-}
-
-func (q *quietAfterEnd) Errorf(format string, args ...any) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.done {
-		q.TB.Errorf(format, args...)
-	}
-}
-
-func testLogger(tb testing.TB) *zap.Logger {
-	q := &quietAfterEnd{TB: tb}
-	tb.Cleanup(func() { q.mu.Lock(); q.done = true; q.mu.Unlock() })
-	return zaptest.NewLogger(q, zaptest.Level(zap.DebugLevel))
-}
+// The shared test helpers (package testkit), by their names here.
+var (
+	waitFor      = testkit.WaitFor
+	keepsHolding = testkit.KeepsHolding
+	testCtx      = testkit.Ctx
+	testLogger   = testkit.Logger
+	waitVirtual  = testkit.WaitEvery
+)
 
 // harness is one in-process Kafka with the pipeline topics, a client to
 // produce and inspect, and a tail of everything the deliverer writes.

@@ -43,25 +43,6 @@ func watchdog(t *testing.T, d time.Duration) (stop func()) {
 	return func() { timer.Stop() }
 }
 
-// waitVirtual polls cond every period until it holds, failing the test
-// after timeout. In a bubble each poll is real work for a moment of virtual
-// time: poll sparingly over long waits. The times the tests check are taken
-// where things happen (the endpoint, the records), never by the poll.
-func waitVirtual(tb testing.TB, period, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			tb.Fatalf("timed out after %v (virtual) waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
 // memEndpoint is an http.RoundTripper standing in for a subscriber's
 // endpoint: no sockets in the bubble. It records every request and answers
 // the nth (1-based) with status(n).

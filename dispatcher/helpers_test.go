@@ -8,26 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/testkit"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
-// wait polls cond until it holds, failing the test after timeout.
+// wait is testkit.WaitFor for a condition the caller does not name.
 func wait(tb testing.TB, timeout time.Duration, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met within %v", timeout)
-		}
-		<-tick.C
-	}
+	testkit.WaitFor(tb, timeout, "the condition", cond)
 }
 
 // harness is one kfake cluster with the pipeline's topics, a plain producer

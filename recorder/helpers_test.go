@@ -16,59 +16,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
-// waitFor polls cond every 10ms until it holds, failing the test after
-// timeout.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
-// quietAfterEnd drops log lines written after the test ended (client
-// goroutines may log while closing; testing panics on a late Log).
-type quietAfterEnd struct {
-	testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (q *quietAfterEnd) Logf(format string, args ...any) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.done {
-		q.TB.Logf(format, args...)
-	}
-}
-
-func (q *quietAfterEnd) Errorf(format string, args ...any) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.done {
-		q.TB.Errorf(format, args...)
-	}
-}
-
-func testLogger(tb testing.TB) *zap.Logger {
-	q := &quietAfterEnd{TB: tb}
-	tb.Cleanup(func() { q.mu.Lock(); q.done = true; q.mu.Unlock() })
-	return zaptest.NewLogger(q, zaptest.Level(zap.InfoLevel))
-}
+// The shared test helpers (package testkit), by their names here.
+var (
+	waitFor    = testkit.WaitFor
+	testLogger = testkit.Logger
+)
 
 const partitions = 3
 

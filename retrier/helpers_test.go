@@ -14,72 +14,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
-// waitFor polls cond until it holds, failing the test after timeout. It
-// waits on a ticker and a deadline, never a bare sleep.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	waitEvery(tb, 5*time.Millisecond, timeout, what, cond)
-}
-
-// waitEvery is waitFor polling every period: in a synctest bubble each
-// poll is real work for a moment of virtual time, so poll sparingly there.
-func waitEvery(tb testing.TB, period, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
-
-func testCtx(tb testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
-// quietAfterEnd is a zaptest.TestingT that drops lines written after the
-// test ended: client goroutines may log a last line while closing, and
-// testing panics on a Log after the test completed.
-type quietAfterEnd struct {
-	testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (q *quietAfterEnd) Logf(format string, args ...any) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.done {
-		q.TB.Logf(format, args...)
-	}
-}
-
-func (q *quietAfterEnd) Errorf(format string, args ...any) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.done {
-		q.TB.Errorf(format, args...)
-	}
-}
-
-func testLogger(tb testing.TB) *zap.Logger {
-	q := &quietAfterEnd{TB: tb}
-	tb.Cleanup(func() { q.mu.Lock(); q.done = true; q.mu.Unlock() })
-	return zaptest.NewLogger(q, zaptest.Level(zap.InfoLevel))
-}
+// The shared test helpers (package testkit), by their names here.
+var (
+	waitFor    = testkit.WaitFor
+	waitEvery  = testkit.WaitEvery
+	testCtx    = testkit.Ctx
+	testLogger = testkit.Logger
+)
 
 type dialFunc = func(ctx context.Context, network, host string) (net.Conn, error)
 

@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -11,24 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
-// waitFor polls cond until it holds or timeout passes, failing the test in
-// the latter case. It never sleeps: it waits on a ticker and a deadline.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
+// The shared test helpers (package testkit), by their names here.
+var (
+	waitFor = testkit.WaitFor
+	testCtx = testkit.Ctx
+)
 
 // waitDone waits for ch to be closed within timeout and reports whether it was.
 func waitDone(ch <-chan struct{}, timeout time.Duration) bool {
@@ -40,14 +30,6 @@ func waitDone(ch <-chan struct{}, timeout time.Duration) bool {
 	case <-timer.C:
 		return false
 	}
-}
-
-// testCtx is a context bounded well below the package's time budget.
-func testCtx(tb testing.TB, d time.Duration) context.Context {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
 }
 
 // newCluster starts an in-process one-broker Kafka and returns it with a

@@ -33,7 +33,11 @@ import (
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/retrier"
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
+
+// wait is the shared waitFor (package testkit).
+var wait = testkit.WaitFor
 
 // binDir holds the component binaries built once for the subprocess tests.
 var binDir string
@@ -76,18 +80,6 @@ func binaries(t testing.TB) string {
 		}
 	}
 	return binDir
-}
-
-// wait polls cond until it holds or the timeout passes.
-func wait(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // env is one pipeline: a kfake broker on a 127.0.0.1 port with the topics

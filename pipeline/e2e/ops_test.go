@@ -109,7 +109,10 @@ func (e *env) startServing() (addrs map[string]string, stopDeliverer func()) {
 // returns the last scrape.
 func waitMetrics(t testing.TB, addr, name string, want map[string]float64) (map[string]float64, string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		got, body := scrape(t, addr)
 		missing := ""
@@ -122,10 +125,11 @@ func waitMetrics(t testing.TB, addr, name string, want map[string]float64) (map[
 		if missing == "" {
 			return got, body
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("%s metrics: %s", name, missing)
+		case <-tick.C:
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

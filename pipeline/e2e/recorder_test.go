@@ -9,11 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookpipe/hookpipe/topics/testkit"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -29,10 +30,7 @@ import (
 // dropped at the end, and returns a connection to the server.
 func (e *env) clickhouseDB() (driver.Conn, string) {
 	e.t.Helper()
-	addr := os.Getenv("WEBHOOKS_TEST_CLICKHOUSE_ADDR")
-	if addr == "" {
-		e.t.Skip("WEBHOOKS_TEST_CLICKHOUSE_ADDR is not set: run `make test`, which starts a clickhouse-server for the tests")
-	}
+	addr := testkit.ClickHouseAddr(e.t)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	db := "webhooks_e2e_" + hex.EncodeToString(b)

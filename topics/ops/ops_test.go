@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/topics/testkit"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -59,15 +61,10 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// waitFor is testkit.WaitFor with this file's deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, what, cond)
 }
 
 func TestGroupLag(t *testing.T) {

@@ -15,22 +15,11 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 	"github.com/hookpipe/hookpipe/topics/redisstate"
 	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
-}
+// waitFor is the shared one (package testkit).
+var waitFor = testkit.WaitFor
 
 func ping(ctx context.Context, rdb *redis.Client) error { return rdb.Ping(ctx).Err() }
 

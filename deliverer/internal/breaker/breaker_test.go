@@ -9,7 +9,11 @@ import (
 
 	"github.com/hookpipe/hookpipe/topics/redisstate"
 	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
+
+// waitFor is the shared one (package testkit).
+var waitFor = testkit.WaitFor
 
 func guard(t *testing.T, url, prefix string) *redisstate.Guard {
 	t.Helper()
@@ -20,22 +24,6 @@ func guard(t *testing.T, url, prefix string) *redisstate.Guard {
 	}
 	t.Cleanup(func() { g.Close() })
 	return g
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
 }
 
 var ctx = context.Background()

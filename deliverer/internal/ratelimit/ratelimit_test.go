@@ -12,7 +12,11 @@ import (
 
 	"github.com/hookpipe/hookpipe/topics/redisstate"
 	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
+
+// waitFor is the shared one (package testkit).
+var waitFor = testkit.WaitFor
 
 func guard(t *testing.T, url, prefix string) *redisstate.Guard {
 	t.Helper()
@@ -171,20 +175,5 @@ func TestFailsOpenWithoutRedis(t *testing.T) {
 	}
 	if l := New(nil, 0, 1); l.Take(ctx, "s", 1) != 0 || l.Take(ctx, "s", 1) != 0 {
 		t.Fatal("nil limiter limits")
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
 	}
 }

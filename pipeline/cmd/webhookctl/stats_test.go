@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/topics/testkit"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,10 +34,7 @@ type recorded struct {
 func record(h *harness, as []topics.Attempt) *recorded {
 	t := h.t
 	t.Helper()
-	addr := os.Getenv("WEBHOOKS_TEST_CLICKHOUSE_ADDR")
-	if addr == "" {
-		t.Skip("WEBHOOKS_TEST_CLICKHOUSE_ADDR is not set: run `make test`, which starts a clickhouse-server for the tests")
-	}
+	addr := testkit.ClickHouseAddr(t)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	r := &recorded{db: "webhooks_test_" + hex.EncodeToString(b)}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/topics/testkit"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
@@ -28,7 +30,7 @@ func freePort(t *testing.T) int {
 func TestStartClickHouse(t *testing.T) {
 	if _, err := exec.LookPath("clickhouse-server"); err != nil {
 		if _, err := exec.LookPath("/usr/sbin/clickhouse-server"); err != nil {
-			t.Skip("clickhouse-server is not installed (make deps installs it)")
+			testkit.NeedService(t, "clickhouse-server is not installed (make deps installs it)")
 		}
 	}
 	dir := t.TempDir()

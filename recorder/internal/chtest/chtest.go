@@ -7,26 +7,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/hookpipe/hookpipe/topics/testkit"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// EnvAddr names the test server's native-protocol address.
-const EnvAddr = "WEBHOOKS_TEST_CLICKHOUSE_ADDR"
-
-// Addr returns the test server's address, skipping the test when none is
-// configured.
+// Addr returns the test server's address (testkit.ClickHouseAddr).
 func Addr(tb testing.TB) string {
 	tb.Helper()
-	addr := os.Getenv(EnvAddr)
-	if addr == "" {
-		tb.Skip(EnvAddr + " is not set: run `make test`, which starts a clickhouse-server for the tests")
-	}
-	return addr
+	return testkit.ClickHouseAddr(tb)
 }
 
 // Conn opens a connection to addr (native protocol), closed at the end of

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/topics/testkit"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,14 +25,14 @@ const EnvURL = "WEBHOOKS_TEST_REDIS_URL"
 
 // Shared returns the shared test server's URL and a fresh key prefix
 // whose keys are deleted when the test ends. It skips the test when
-// WEBHOOKS_TEST_REDIS_URL is unset.
+// WEBHOOKS_TEST_REDIS_URL is unset (fails it when services are required,
+// see testkit.NeedService).
 func Shared(tb testing.TB) (url, prefix string) {
 	tb.Helper()
 	url = os.Getenv(EnvURL)
 	if url == "" {
-		tb.Skipf("%s is not set: this test needs a real redis-server (`make test` starts one; or run "+
-			"`bash pipeline/scripts/services.sh start redis 16379 .build/test-services/redis` and export %s=redis://127.0.0.1:16379/0)",
-			EnvURL, EnvURL)
+		testkit.NeedService(tb, EnvURL+" is not set: this test needs a real redis-server (`make test` starts one; or run "+
+			"`bash pipeline/scripts/services.sh start redis 16379 .build/test-services/redis` and export "+EnvURL+"=redis://127.0.0.1:16379/0)")
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -72,7 +74,7 @@ type Server struct {
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		tb.Skip("redis-server is not installed (apt-get install redis-server)")
+		testkit.NeedService(tb, "redis-server is not installed (apt-get install redis-server)")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,132 @@
+// Package testkit is what the tests of every module share: waiting on a
+// condition with a deadline (never a bare sleep), a context bounded by the
+// test, a logger that outlives the test quietly, and the rule for tests
+// that need a real service.
+package testkit
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// EnvRequireServices, when set (`make test` sets it), turns the skip of a
+// test whose service (redis-server, clickhouse-server) is missing into a
+// failure: under `make test` and in CI the real thing always runs.
+const EnvRequireServices = "WEBHOOKS_TEST_REQUIRE_SERVICES"
+
+// NeedService skips tb for the reason why, or fails it when services are
+// required.
+func NeedService(tb testing.TB, why string) {
+	tb.Helper()
+	if os.Getenv(EnvRequireServices) != "" {
+		tb.Fatalf("%s (%s is set: the services must be there)", why, EnvRequireServices)
+	}
+	tb.Skip(why)
+}
+
+// poll is how often WaitFor and KeepsHolding check their condition.
+const poll = 10 * time.Millisecond
+
+// WaitFor polls cond until it holds, failing tb after timeout.
+func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	WaitEvery(tb, poll, timeout, what, cond)
+}
+
+// WaitEvery is WaitFor polling every period: in a testing/synctest bubble
+// each poll is real work for a moment of virtual time, so long virtual
+// waits poll sparingly.
+func WaitEvery(tb testing.TB, period, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// KeepsHolding checks that cond stays true for the whole of d: for
+// asserting that something does not happen (a commit that must not move, a
+// request that must not start).
+func KeepsHolding(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		if !cond() {
+			tb.Fatalf("%s stopped holding", what)
+		}
+		select {
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Ctx is a context that ends after d or with the test.
+func Ctx(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// Logger logs at info level to the test, and drops what is written after
+// the test ended: client goroutines may log a last line while closing, and
+// testing panics on a Log after the test completed.
+func Logger(tb testing.TB) *zap.Logger {
+	q := &quietAfterEnd{TB: tb}
+	tb.Cleanup(func() { q.mu.Lock(); q.done = true; q.mu.Unlock() })
+	return zaptest.NewLogger(q, zaptest.Level(zap.InfoLevel))
+}
+
+type quietAfterEnd struct {
+	testing.TB
+	mu   sync.Mutex
+	done bool
+}
+
+func (q *quietAfterEnd) Logf(format string, args ...any) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.done {
+		q.TB.Logf(format, args...)
+	}
+}
+
+func (q *quietAfterEnd) Errorf(format string, args ...any) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.done {
+		q.TB.Errorf(format, args...)
+	}
+}
+
+// EnvClickHouseAddr names the test ClickHouse server (native protocol);
+// `make test` starts one and sets it.
+const EnvClickHouseAddr = "WEBHOOKS_TEST_CLICKHOUSE_ADDR"
+
+// ClickHouseAddr returns the test ClickHouse server's address; without one
+// the test is skipped (failed when services are required).
+func ClickHouseAddr(tb testing.TB) string {
+	tb.Helper()
+	addr := os.Getenv(EnvClickHouseAddr)
+	if addr == "" {
+		NeedService(tb, EnvClickHouseAddr+" is not set: run `make test`, which starts a clickhouse-server for the tests")
+	}
+	return addr
+}
