@@ -77,6 +77,14 @@ func decodeSubscription(b []byte, k *Keyring) (s Subscription, plaintext bool, e
 	if err := decodeStrict("subscription", b, &s); err != nil {
 		return Subscription{}, false, err
 	}
+	// Empty is absent, as Encode writes it (omitempty): one value, however
+	// it was spelled.
+	if len(s.Headers) == 0 {
+		s.Headers = nil
+	}
+	if len(s.RetrySchedule) == 0 {
+		s.RetrySchedule = nil
+	}
 	for _, f := range []struct {
 		name string
 		v    *string
