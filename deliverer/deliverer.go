@@ -100,6 +100,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
 	}
+	// Deliveries are attempted with the subscriptions as they are now: an
+	// older version of one (its URL, secret, enabled flag) may stand in the
+	// topic before its latest.
+	if !d.persist(ctx, "loading the subscriptions", func() error { return table.WaitCaughtUp(ctx) }) {
+		cl.Close()
+		return nil
+	}
 	srv.Watch(cl, cfg.Group, d.names.Deliveries())
 	log.Info("started", zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("group", cfg.Group),
 		zap.Int("max_in_flight", cfg.MaxInFlight), zap.Int("max_per_subscription", cfg.MaxPerSubscription))
@@ -243,7 +250,12 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 		// A key held while its subscription was ordered stays on the
 		// ordered path until released, whatever the ordering is now, so
 		// that its parked deliveries are drained, in order.
-		if sub, ok := d.subscription(ctx, del.SubscriptionID); ok && sub.Ordering == topics.OrderingKey || d.held(ctx, it.Rec) {
+		sub, found, ok := d.subscription(ctx, del.SubscriptionID)
+		if !ok {
+			done(false) // shutting down: left for the next owner
+			return
+		}
+		if found && sub.Ordering == topics.OrderingKey || d.held(ctx, it.Rec) {
 			done(d.ordered(ctx, it.Rec, it.Spill, del, rng))
 			return
 		}

@@ -378,6 +378,36 @@ func TestSubscriptionCreatedJustBefore(t *testing.T) {
 	}
 }
 
+// TestCatchUpFailureIsNotADeletion: when the deliverer cannot learn where
+// the subscriptions topic ends, a delivery whose subscription it does not
+// know yet waits; it is not skipped as deleted (and so lost).
+func TestCatchUpFailureIsNotADeletion(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	rc := newReceiver(t, nil)
+	h.putSub(newSub(t, "sub_warm", rc.url()))
+	h.start(nil)
+	h.deliver(newDelivery("sub_warm", "evt_warm"))
+	if a := h.waitAttempt("evt_warm"); a.Outcome != topics.OutcomeSuccess {
+		t.Fatalf("warm-up attempt: %+v", a)
+	}
+
+	failing := h.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: h.names.Subscriptions(), Count: -1})
+	h.deliver(newDelivery("sub_late", "evt_late"))
+	if err := failing.Wait(testCtx(t, 20*time.Second), 2); err != nil {
+		t.Fatalf("the deliverer never asked twice where the subscriptions topic ends: %v", err)
+	}
+	if as := h.attemptsOf("evt_late"); len(as) != 0 {
+		t.Fatalf("evt_late settled while the subscriptions could not be read: %+v", as)
+	}
+	h.putSub(newSub(t, "sub_late", rc.url()))
+	failing.Remove()
+	rc.waitRequest(t, "evt_late")
+	if a := h.waitAttempt("evt_late"); a.Outcome != topics.OutcomeSuccess {
+		t.Fatalf("attempt of evt_late = %+v, want success", a)
+	}
+}
+
 // TestPerKeyOrder: with ordering "key", each key's deliveries reach the
 // endpoint in publish order while different keys run concurrently.
 func TestPerKeyOrder(t *testing.T) {

@@ -46,16 +46,20 @@ func (d *deliverer) decode(rec *kgo.Record) (*topics.Delivery, *kgo.Record) {
 	return &del, nil
 }
 
-// subscription returns the current subscription of a delivery, catching
-// the table up once on a miss (the dispatcher saw it; our view may lag).
-func (d *deliverer) subscription(ctx context.Context, id string) (*topics.Subscription, bool) {
-	sub, ok := d.table.Get(id)
-	if !ok {
-		if err := d.table.WaitCaughtUp(ctx); err == nil {
-			sub, ok = d.table.Get(id)
-		}
+// subscription returns the current subscription of a delivery (found
+// false: deleted). On a miss it catches the table up first (the dispatcher
+// saw the subscription; our view may lag), retrying until the broker
+// answers, so that a miss is taken for a deletion only once the table is
+// known to be current. ok is false only when ctx ended first.
+func (d *deliverer) subscription(ctx context.Context, id string) (sub *topics.Subscription, found, ok bool) {
+	if sub, found = d.table.Get(id); found {
+		return sub, true, true
 	}
-	return sub, ok
+	if !d.persist(ctx, "catching up on the subscriptions", func() error { return d.table.WaitCaughtUp(ctx) }) {
+		return nil, false, false
+	}
+	sub, found = d.table.Get(id)
+	return sub, found, true
 }
 
 func newAttempt(del *topics.Delivery, now time.Time) topics.Attempt {
@@ -72,12 +76,15 @@ func newAttempt(del *topics.Delivery, now time.Time) topics.Attempt {
 // of them are acknowledged.
 func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.Delivery, rng *rand.Rand) ([]*kgo.Record, verdict) {
 	now := time.Now()
-	sub, ok := d.subscription(ctx, del.SubscriptionID)
+	sub, found, ok := d.subscription(ctx, del.SubscriptionID)
+	if !ok {
+		return nil, cut
+	}
 	att := newAttempt(del, now)
 	log := d.log.With(zap.String("subscription", del.SubscriptionID), zap.String("event", del.EventID),
 		zap.Int("attempt", del.Attempt))
 	switch {
-	case !ok:
+	case !found:
 		att.Outcome, att.FailureCategory, att.Error = topics.OutcomeSkipped, topics.FailureDeleted, "subscription does not exist"
 		log.Debug("skipped: subscription deleted")
 		return []*kgo.Record{d.attemptRecord(&att)}, finished
