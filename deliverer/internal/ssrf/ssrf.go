@@ -30,11 +30,12 @@ var blocked = mustPrefixes(
 	"203.0.113.0/24",  // documentation
 	"224.0.0.0/4",     // multicast
 	"240.0.0.0/4",     // reserved, broadcast
-	"::/128",          // unspecified
-	"::1/128",         // loopback
+	"::/96",           // unspecified, loopback (::1), IPv4-compatible (::127.0.0.1)
+	"::ffff:0:0:0/96", // IPv4-translated (RFC 2765)
 	"64:ff9b::/96",    // NAT64: embeds IPv4, may point inside
 	"64:ff9b:1::/48",  // local-use NAT64
 	"100::/64",        // discard
+	"2001::/32",       // Teredo: embeds an IPv4 address
 	"2001:db8::/32",   // documentation
 	"2002::/16",       // 6to4: embeds IPv4
 	"fc00::/7",        // unique local (AWS IPv6 metadata fd00:ec2::254)

@@ -48,6 +48,11 @@ func TestAllowed(t *testing.T) {
 		{"2606:4700::1111%eth0", true},
 		{"ff02::1", false},
 		{"64:ff9b::a00:1", false},
+		{"::127.0.0.1", false},         // IPv4-compatible
+		{"::a00:1", false},             // IPv4-compatible 10.0.0.1
+		{"::ffff:0:7f00:1", false},     // IPv4-translated 127.0.0.1
+		{"2001:0:4136:e378::1", false}, // Teredo
+		{"2001:4860:4860::8888", true}, // public, just past Teredo's /32
 	}
 	g := New(nil)
 	for _, tt := range tests {
