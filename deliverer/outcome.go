@@ -114,7 +114,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		// record is redone by the next owner.
 		return nil, cut
 	}
-	res := classify.Classify(resp.status, err)
+	res := classify.For(sub, resp.status, err)
 	d.settle(ctx, sub, ticket, res)
 	att.HTTPStatus = resp.status
 	att.DurationMS = float64(resp.duration.Microseconds()) / 1000

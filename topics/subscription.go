@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -43,6 +45,10 @@ type Subscription struct {
 	TimeoutMS     int               `json:"timeout_ms,omitempty"`
 	RateLimitPerS float64           `json:"rate_limit_per_s,omitempty"`
 	RetrySchedule []string          `json:"retry_schedule,omitempty"`
+	// RetryStatuses are permanent statuses (see PermanentStatus) this
+	// subscription retries on its schedule instead of dead-lettering at
+	// once: an endpoint that answers 404 while it is being deployed.
+	RetryStatuses []int `json:"retry_statuses,omitempty"`
 	// Secret signs every request. PreviousSecret also signs until
 	// PreviousSecretUntil, so receivers can roll over without dropping.
 	Secret              string    `json:"secret"`
@@ -185,6 +191,14 @@ func (s Subscription) Validate() error {
 	if _, err := ParseSchedule(s.RetrySchedule); err != nil {
 		return err
 	}
+	for i, code := range s.RetryStatuses {
+		if !PermanentStatus(code) {
+			return invalid("subscription", "retry_statuses", "%d is not a permanent status (%s); others are retried anyway", code, permanentList())
+		}
+		if slices.Contains(s.RetryStatuses[:i], code) {
+			return invalid("subscription", "retry_statuses", "%d is given twice", code)
+		}
+	}
 	if err := ValidateSecret(s.Secret); err != nil {
 		return err
 	}
@@ -283,6 +297,25 @@ func (s *Subscription) Matches(e *Event) bool {
 	}
 	return false
 }
+
+// permanentStatuses are the HTTP statuses that dead-letter a delivery at
+// once: retrying a request the endpoint refuses for what it is does not
+// change the answer.
+var permanentStatuses = []int{400, 401, 403, 404, 405, 413, 414, 415, 422}
+
+// PermanentStatus reports whether an HTTP status is a permanent failure.
+func PermanentStatus(code int) bool { return slices.Contains(permanentStatuses, code) }
+
+func permanentList() string {
+	out := make([]string, len(permanentStatuses))
+	for i, c := range permanentStatuses {
+		out[i] = strconv.Itoa(c)
+	}
+	return strings.Join(out, ", ")
+}
+
+// Retries reports whether the subscription retries a permanent status.
+func (s *Subscription) Retries(status int) bool { return slices.Contains(s.RetryStatuses, status) }
 
 // Timeout is the HTTP timeout for one attempt.
 func (s *Subscription) Timeout() time.Duration {

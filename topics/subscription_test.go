@@ -222,6 +222,11 @@ func TestSubscriptionValidate(t *testing.T) {
 		{"schedule 21 steps", func(s *Subscription) { s.RetrySchedule = schedule21 }, "retry_schedule"},
 		{"schedule 20 steps ok", func(s *Subscription) { s.RetrySchedule = schedule20 }, ""},
 		{"schedule bounds ok", func(s *Subscription) { s.RetrySchedule = []string{"1s", "48h"} }, ""},
+		// retry statuses
+		{"retry statuses ok", func(s *Subscription) { s.RetryStatuses = []int{404, 422} }, ""},
+		{"retry status not permanent", func(s *Subscription) { s.RetryStatuses = []int{500} }, "retry_statuses"},
+		{"retry status 410", func(s *Subscription) { s.RetryStatuses = []int{410} }, "retry_statuses"},
+		{"retry status twice", func(s *Subscription) { s.RetryStatuses = []int{404, 404} }, "retry_statuses"},
 		// secret
 		{"no secret", func(s *Subscription) { s.Secret = "" }, "secret"},
 		{"secret without prefix", func(s *Subscription) { s.Secret = strings.TrimPrefix(secretOf(32), SecretPrefix) }, "secret"},

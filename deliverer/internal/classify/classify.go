@@ -42,12 +42,9 @@ type Result struct {
 // is not allowed (SSRF guard); such attempts are permanent failures.
 var ErrBlockedAddress = errors.New("destination address is not allowed")
 
-// permanent lists the statuses that go straight to the dlq (unless the
-// subscription asks to retry them).
-var permanent = map[int]bool{400: true, 401: true, 403: true, 404: true, 405: true, 413: true, 414: true, 415: true, 422: true}
-
 // Classify maps an HTTP status (0 when there was no response) and the
-// transport error to a Result.
+// transport error to a Result. A permanent status goes straight to the dlq
+// unless the subscription retries it (see For).
 func Classify(status int, err error) Result {
 	if errors.Is(err, ErrBlockedAddress) {
 		// The guard will refuse it again: retrying only delays the dlq.
@@ -61,7 +58,7 @@ func Classify(status int, err error) Result {
 		return Result{Success, topics.FailureNone}
 	case status == 410:
 		return Result{Disable, topics.FailureGone}
-	case permanent[status]:
+	case topics.PermanentStatus(status):
 		return Result{Dead, topics.FailurePermanent4xx}
 	case status == 429:
 		return Result{Retry, topics.FailureRateLimited}
@@ -97,4 +94,14 @@ func errorCategory(err error) string {
 	default:
 		return topics.FailureConnection
 	}
+}
+
+// For classifies an attempt for a subscription: as Classify, except that a
+// permanent status the subscription lists in retry_statuses is retried.
+func For(sub *topics.Subscription, status int, err error) Result {
+	res := Classify(status, err)
+	if res.Action == Dead && res.Category == topics.FailurePermanent4xx && sub.Retries(status) {
+		res.Action = Retry
+	}
+	return res
 }

@@ -58,3 +58,29 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+func TestForSubscription(t *testing.T) {
+	sub := &topics.Subscription{RetryStatuses: []int{404, 422}}
+	tests := []struct {
+		name   string
+		sub    *topics.Subscription
+		status int
+		err    error
+		want   Result
+	}{
+		{"listed permanent status retried", sub, 404, nil, Result{Retry, topics.FailurePermanent4xx}},
+		{"other listed one", sub, 422, nil, Result{Retry, topics.FailurePermanent4xx}},
+		{"unlisted permanent status dead", sub, 400, nil, Result{Dead, topics.FailurePermanent4xx}},
+		{"no list: dead", &topics.Subscription{}, 404, nil, Result{Dead, topics.FailurePermanent4xx}},
+		{"410 still disables", &topics.Subscription{RetryStatuses: []int{404}}, 410, nil, Result{Disable, topics.FailureGone}},
+		{"blocked address still dead", sub, 0, fmt.Errorf("dial: %w", ErrBlockedAddress), Result{Dead, topics.FailureBlockedAddr}},
+		{"success", sub, 200, nil, Result{Success, topics.FailureNone}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := For(tt.sub, tt.status, tt.err); got != tt.want {
+				t.Errorf("For(%v, %d, %v) = %+v, want %+v", tt.sub.RetryStatuses, tt.status, tt.err, got, tt.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,11 +26,12 @@ type subFlags struct {
 	rate     float64
 	timeout  time.Duration
 	schedule string
+	statuses string
 	disabled bool
 }
 
 // subFlagNames are the flags define registers, for telling which were given.
-var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate", "timeout", "retry-schedule", "disabled"}
+var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate", "timeout", "retry-schedule", "retry-statuses", "disabled"}
 
 func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	secretHelp := "signing secret, whsec_ + base64 of 24-64 bytes (default: generated)"
@@ -47,6 +49,7 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.Float64Var(&f.rate, "rate", 0, "max requests per second; 0 is unlimited")
 	fs.DurationVar(&f.timeout, "timeout", topics.DefaultTimeout, "HTTP timeout of one attempt")
 	fs.StringVar(&f.schedule, "retry-schedule", "", "comma-separated delays of the retries after the first attempt (empty: 5s,5m,30m,2h,5h,10h,10h)")
+	fs.StringVar(&f.statuses, "retry-statuses", "", "comma-separated permanent statuses to retry instead of dead-lettering at once, e.g. 404 (empty: none)")
 	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
 }
 
@@ -86,6 +89,16 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 	}
 	if given("retry-schedule") {
 		s.RetrySchedule = splitList(f.schedule)
+	}
+	if given("retry-statuses") {
+		s.RetryStatuses = nil
+		for _, f := range splitList(f.statuses) {
+			code, err := strconv.Atoi(f)
+			if err != nil {
+				return usagef("--retry-statuses: %q is not an HTTP status", f)
+			}
+			s.RetryStatuses = append(s.RetryStatuses, code)
+		}
 	}
 	if given("disabled") {
 		s.Enabled = !f.disabled

@@ -129,6 +129,8 @@ func TestCreateRejects(t *testing.T) {
 		{"bad secret", base("--secret", "whsec_c2hvcnQ="), 2},
 		{"secret without prefix", base("--secret", "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"), 2},
 		{"bad retry schedule", base("--retry-schedule", "5s,forever"), 2},
+		{"retry status not a number", base("--retry-statuses", "404,gone"), 2},
+		{"retry status not permanent", base("--retry-statuses", "503"), 2},
 		{"timeout too long", base("--timeout", "10m"), 2},
 		{"negative rate", base("--rate", "-1"), 2},
 		{"bad id", base("--id", "sub 1"), 2},
@@ -164,6 +166,8 @@ func TestUpdate(t *testing.T) {
 		}},
 		{"tenant cleared", []string{"--tenant", ""}, func(s *topics.Subscription) { s.Tenant = "" }},
 		{"default schedule", []string{"--retry-schedule", ""}, func(s *topics.Subscription) { s.RetrySchedule = nil }},
+		{"retry statuses", []string{"--retry-statuses", "404, 422"}, func(s *topics.Subscription) { s.RetryStatuses = []int{404, 422} }},
+		{"retry statuses cleared", []string{"--retry-statuses", ""}, func(s *topics.Subscription) { s.RetryStatuses = nil }},
 		{"disabled", []string{"--disabled"}, func(s *topics.Subscription) { s.Enabled = false }},
 		{"secret replaced", []string{"--secret", "whsec_" + strings.Repeat("A", 40)}, func(s *topics.Subscription) {
 			s.Secret = "whsec_" + strings.Repeat("A", 40)

@@ -77,6 +77,11 @@ func (c *cli) printSubscription(s *topics.Subscription, reveal bool) error {
 	}
 	row("rate limit", rate)
 	row("retry schedule", or(strings.Join(s.RetrySchedule, ", "), "default"))
+	retried := make([]string, len(s.RetryStatuses))
+	for i, code := range s.RetryStatuses {
+		retried[i] = strconv.Itoa(code)
+	}
+	row("permanent statuses retried", orDash(strings.Join(retried, ", ")))
 	row("secret", secret)
 	if s.PreviousSecret != "" {
 		row("previous secret", maskSecret(s.PreviousSecret)+", signs until "+formatTime(s.PreviousSecretUntil))
