@@ -25,12 +25,24 @@ type Config struct {
 	// default 2000.
 	MaxHeldPerPartition int
 	// MaxHeld bounds the records held by the process across all its tier
-	// partitions; fetching pauses on every tier at the bound and resumes
-	// below it: WEBHOOKS_RETRIER_MAX_HELD, default 100000.
+	// partitions: WEBHOOKS_RETRIER_MAX_HELD, default 100000. At the bound
+	// (or MaxHeldMB) a partition holding its share of the bound or more
+	// pauses; the others go on fetching, so a partition full of records
+	// not yet due does not hold back the due records of the others.
 	MaxHeld int
+	// MaxHeldMB bounds the bytes (keys and values) of the records held by
+	// the process, in MiB, as MaxHeld bounds their number (a delivery
+	// carries its event, up to 256 KiB): WEBHOOKS_RETRIER_MAX_HELD_MB,
+	// default 256.
+	MaxHeldMB int
 	// CommitInterval is how often released offsets are committed:
 	// WEBHOOKS_RETRIER_COMMIT_INTERVAL, default 1s.
 	CommitInterval time.Duration
+	// ShutdownTimeout is how long a release in progress when SIGTERM comes
+	// may still finish, so that what reached the broker is committed
+	// rather than released again by the partition's next owner:
+	// WEBHOOKS_SHUTDOWN_TIMEOUT, default 10s.
+	ShutdownTimeout time.Duration
 	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
 	// WEBHOOKS_HTTP_ADDR, default empty (not served).
 	HTTPAddr string
@@ -52,7 +64,9 @@ func (c *Config) defaults() {
 	c.Group = topics.GroupRetrier
 	c.MaxHeldPerPartition = 2000
 	c.MaxHeld = 100_000
+	c.MaxHeldMB = 256
 	c.CommitInterval = time.Second
+	c.ShutdownTimeout = 10 * time.Second
 	c.RecoveryRate = 10
 }
 
@@ -67,8 +81,14 @@ func (c *Config) validate() error {
 	if c.MaxHeld < c.MaxHeldPerPartition {
 		errs = append(errs, errors.New("WEBHOOKS_RETRIER_MAX_HELD must be at least WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION"))
 	}
+	if c.MaxHeldMB < 1 {
+		errs = append(errs, errors.New("WEBHOOKS_RETRIER_MAX_HELD_MB must be at least 1"))
+	}
 	if c.CommitInterval <= 0 {
 		errs = append(errs, errors.New("WEBHOOKS_RETRIER_COMMIT_INTERVAL must be positive"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("WEBHOOKS_SHUTDOWN_TIMEOUT must be positive"))
 	}
 	if c.RecoveryRate < 0 || math.IsNaN(c.RecoveryRate) || math.IsInf(c.RecoveryRate, 0) {
 		errs = append(errs, errors.New("WEBHOOKS_RECOVERY_RATE must be a finite number, not negative"))
@@ -91,7 +111,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	r.String("WEBHOOKS_RETRIER_GROUP", &c.Group)
 	r.Int("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION", &c.MaxHeldPerPartition)
 	r.Int("WEBHOOKS_RETRIER_MAX_HELD", &c.MaxHeld)
+	r.Int("WEBHOOKS_RETRIER_MAX_HELD_MB", &c.MaxHeldMB)
 	r.Duration("WEBHOOKS_RETRIER_COMMIT_INTERVAL", &c.CommitInterval)
+	r.Duration("WEBHOOKS_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	r.Float("WEBHOOKS_RECOVERY_RATE", &c.RecoveryRate)
 	c.Redis, err = redisstate.Load(getenv)
 	if err = errors.Join(r.Err(), err); err != nil {

@@ -80,7 +80,9 @@ func newHarness(t testing.TB, env map[string]string, vn *kfake.VirtualNetwork) *
 		topics.EnvRetryTiers:               "1s,1m",
 		topics.EnvSessionTimeout:           "2s",
 		"WEBHOOKS_RETRIER_COMMIT_INTERVAL": "100ms",
-		topics.EnvRedisURL:                 "-", // no recovery marks unless a test asks for them
+		// A release the broker refuses is abandoned this long after stop.
+		"WEBHOOKS_SHUTDOWN_TIMEOUT": "3s",
+		topics.EnvRedisURL:          "-", // no recovery marks unless a test asks for them
 	}}
 	if vn != nil {
 		h.tick = time.Second

@@ -43,7 +43,7 @@ type retrier struct {
 	mu        sync.Mutex
 	held      map[tp]*hold.Partition
 	paused    map[tp]bool
-	allPaused bool // every tier, at the process bound
+	atBound   bool // holding MaxHeld records or MaxHeldMB
 	committed map[tp]int64
 }
 
@@ -131,16 +131,14 @@ func (r *retrier) opts() []kgo.Opt {
 // idleWait bounds a poll when nothing is held, so commits still happen.
 const idleWait = time.Second
 
-// releaseGrace is how long a release in progress when shutdown begins may
-// still finish: what reached the broker is then committed too, instead of
-// being released a second time by the partition's next owner.
-const releaseGrace = 3 * time.Second
-
 func (r *retrier) loop(ctx context.Context) error {
 	lastCommit := time.Now()
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	defer context.AfterFunc(ctx, func() { time.AfterFunc(releaseGrace, cancelWork) })()
+	// A release in progress when shutdown begins may finish within the
+	// budget: what reached the broker is then committed too, instead of
+	// being released a second time by the partition's next owner.
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.ShutdownTimeout, cancelWork) })()
 	for {
 		// Wake at least every commit interval: a release that comes just
 		// after a commit is committed at the next wake.
@@ -202,7 +200,9 @@ func (r *retrier) earliest() (time.Time, bool) {
 
 // release produces every due record to the deliveries topic, waits for the
 // acknowledgement, then forgets them; it pauses partitions whose window is
-// full of records not yet due and resumes the others.
+// full of records not yet due and resumes the others. At the process bound
+// a partition's window is its share of the bound: the partitions holding
+// the most pause, and the others go on fetching.
 func (r *retrier) release(ctx context.Context) error {
 	now := time.Now()
 	r.mu.Lock()
@@ -231,15 +231,17 @@ func (r *retrier) release(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var pause, resume map[string][]int32
-	total := 0
+	records, bytes := 0, 0
 	for k, h := range r.held {
 		if d, ok := due[k]; ok {
 			h.Released(d)
 		}
-		total += h.Len()
-		full := h.Len() >= r.cfg.MaxHeldPerPartition
-		switch {
+		records, bytes = records+h.Len(), bytes+h.Bytes()
+	}
+	atBound := r.cfg.atBound(records, bytes)
+	var pause, resume map[string][]int32
+	for k, h := range r.held {
+		switch full := r.cfg.full(h, atBound, len(r.held)); {
 		case full && !r.paused[k]:
 			pause = add(pause, k)
 			r.paused[k] = true
@@ -254,20 +256,30 @@ func (r *retrier) release(ctx context.Context) error {
 	if resume != nil {
 		r.cl.ResumeFetchPartitions(resume)
 	}
-	// The process bound, over the partition ones (kgo keeps topic and
-	// partition pauses apart).
-	switch full := total >= r.cfg.MaxHeld; {
-	case full && !r.allPaused:
-		r.cl.PauseFetchTopics(r.names.RetryTopics()...)
-		r.allPaused = true
-		r.log.Warn("holding the most records allowed; fetching paused until some are released",
-			zap.Int("held", total), zap.Int("max_held", r.cfg.MaxHeld))
-	case !full && r.allPaused:
-		r.cl.ResumeFetchTopics(r.names.RetryTopics()...)
-		r.allPaused = false
-		r.log.Info("fetching resumed", zap.Int("held", total))
+	if atBound != r.atBound {
+		r.atBound = atBound
+		if atBound {
+			r.log.Warn("holding the most records allowed; the partitions holding the most are paused until some are released",
+				zap.Int("held", records), zap.Int("held_bytes", bytes), zap.Int("max_held", r.cfg.MaxHeld), zap.Int("max_held_mb", r.cfg.MaxHeldMB))
+		} else {
+			r.log.Info("below the bound on held records again", zap.Int("held", records), zap.Int("held_bytes", bytes))
+		}
 	}
 	return nil
+}
+
+// atBound reports whether the process holds as many records, or bytes, as
+// it may.
+func (c *Config) atBound(records, bytes int) bool {
+	return records >= c.MaxHeld || bytes >= c.MaxHeldMB<<20
+}
+
+// full reports whether the partition holding h must pause: its window is
+// full, or the process is at its bound and h holds its share of it, one of
+// the n partitions held.
+func (c *Config) full(h *hold.Partition, atBound bool, n int) bool {
+	return h.Len() >= c.MaxHeldPerPartition ||
+		atBound && (h.Len() >= c.MaxHeld/n || h.Bytes() >= c.MaxHeldMB<<20/n)
 }
 
 func add(m map[string][]int32, k tp) map[string][]int32 {

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookpipe/hookpipe/retrier/internal/hold"
 )
 
 // checkReleased checks what a released record must be: the produced key and
@@ -203,34 +205,77 @@ func TestPartitionIsolationWithPausing(t *testing.T) {
 	}
 }
 
-// TestProcessBoundPausesEveryTier: at WEBHOOKS_RETRIER_MAX_HELD records
-// held in all, fetching pauses on every tier partition, not only the full
-// one, and resumes once releases bring the count below the bound.
-func TestProcessBoundPausesEveryTier(t *testing.T) {
+// TestProcessBoundPausesTheLargest: at the process bound the partition
+// holding the most pauses and the others go on fetching, so a record due
+// now on another partition is released while the held ones wait an hour.
+func TestProcessBoundPausesTheLargest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, map[string]string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION": "2", "WEBHOOKS_RETRIER_MAX_HELD": "2"}, nil)
 	h.tail()
 	subA, subB := subOn(t, 0), subOn(t, 1)
 	now := time.Now().Truncate(time.Millisecond)
-	soon := now.Add(3 * time.Second)
+	later := now.Add(time.Hour)
 	as := h.produce(
-		h.retryRecord(time.Second, subA, "evt_a1", soon, true),
-		h.retryRecord(time.Second, subA, "evt_a2", soon, true),
+		h.retryRecord(time.Second, subA, "evt_a1", later, true),
+		h.retryRecord(time.Second, subA, "evt_a2", later, true),
 	)
 	markA := h.produce(h.retryRecord(time.Second, subA, "evt_a_mark", now, true))[0]
 	h.start(h.config())
 	checkReleased(t, h.waitReceived(15*time.Second, markA), markA, now)
 
-	// Two held: every tier is paused, so B's record due now waits.
-	late := time.Now().Truncate(time.Millisecond)
-	yB := h.produce(h.retryRecord(time.Second, subB, "evt_b_late", late, true))[0]
-	gotB := h.waitReceived(15*time.Second, yB)
-	checkReleased(t, gotB, yB, late)
+	// Two held: the process bound. B's partition holds nothing, so it is
+	// not paused, and its record due now goes out.
+	due := time.Now().Truncate(time.Millisecond)
+	yB := h.produce(h.retryRecord(time.Second, subB, "evt_b_due", due, true))[0]
+	checkReleased(t, h.waitReceived(15*time.Second, yB), yB, due)
 	for _, a := range as {
-		checkReleased(t, h.waitReceived(15*time.Second, a), a, soon)
+		if got := h.receivedOf(a.Value); len(got) != 0 {
+			t.Errorf("%s released at %v, due %v", a.Value, got[0].at, later)
+		}
 	}
-	if gotB.rec.Timestamp.Before(soon) {
-		t.Errorf("%s released at %v, before the records held at the bound were released at %v", yB.Value, gotB.rec.Timestamp, soon)
+}
+
+// TestPauseDecision: a partition pauses when its window is full, or when
+// the process is at its bound (records or bytes) and the partition holds
+// its share of that bound.
+func TestPauseDecision(t *testing.T) {
+	cfg := Config{MaxHeldPerPartition: 10, MaxHeld: 12, MaxHeldMB: 1}
+	holding := func(n, size int) *hold.Partition {
+		var p hold.Partition
+		for i := range n {
+			p.Add(&kgo.Record{Offset: int64(i), Value: make([]byte, size)})
+		}
+		return &p
+	}
+	for _, tc := range []struct {
+		name    string
+		p       *hold.Partition
+		atBound bool
+		n       int
+		want    bool
+	}{
+		{"window full", holding(10, 1), false, 1, true},
+		{"window not full, below the bound", holding(9, 1), false, 1, false},
+		{"at the bound, its share of records", holding(6, 1), true, 2, true},
+		{"at the bound, below its share", holding(5, 1), true, 2, false},
+		{"at the bound, its share of bytes", holding(1, 512<<10), true, 2, true},
+		{"at the bound, below its share of bytes", holding(1, 512<<10-1), true, 2, false},
+		{"empty, at the bound", holding(0, 0), true, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cfg.full(tc.p, tc.atBound, tc.n); got != tc.want {
+				t.Errorf("full(%d records, %d bytes, at bound %v, of %d) = %v, want %v",
+					tc.p.Len(), tc.p.Bytes(), tc.atBound, tc.n, got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		records, bytes int
+		want           bool
+	}{{11, 1<<20 - 1, false}, {12, 0, true}, {0, 1 << 20, true}} {
+		if got := cfg.atBound(tc.records, tc.bytes); got != tc.want {
+			t.Errorf("atBound(%d records, %d bytes) = %v, want %v", tc.records, tc.bytes, got, tc.want)
+		}
 	}
 }
 

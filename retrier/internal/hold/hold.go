@@ -21,8 +21,9 @@ type Record struct {
 
 // Partition holds one partition's fetched, unreleased records.
 type Partition struct {
-	held []Record
-	next int64 // offset after the last added record
+	held  []Record
+	bytes int   // of the held records' keys and values
+	next  int64 // offset after the last added record
 	// epoch of the last added record
 	epoch int32
 }
@@ -42,11 +43,17 @@ func DueOf(r *kgo.Record) time.Time {
 // Add appends a fetched record.
 func (p *Partition) Add(r *kgo.Record) {
 	p.held = append(p.held, Record{Rec: r, Due: DueOf(r)})
+	p.bytes += size(r)
 	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
 }
 
 // Len is the number of held records.
 func (p *Partition) Len() int { return len(p.held) }
+
+// Bytes is the size of the held records' keys and values.
+func (p *Partition) Bytes() int { return p.bytes }
+
+func size(r *kgo.Record) int { return len(r.Key) + len(r.Value) }
 
 // Due returns, in offset order, the held records due at now. They stay held
 // until Released.
@@ -68,7 +75,9 @@ func (p *Partition) Released(rs []Record) {
 	}
 	kept := p.held[:0]
 	for _, h := range p.held {
-		if !gone[h.Rec.Offset] {
+		if gone[h.Rec.Offset] {
+			p.bytes -= size(h.Rec)
+		} else {
 			kept = append(kept, h)
 		}
 	}

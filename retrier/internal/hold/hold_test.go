@@ -135,13 +135,27 @@ func TestReleased(t *testing.T) {
 			if p.Len() != len(tc.wantLeft) {
 				t.Fatalf("Len = %d, want %d", p.Len(), len(tc.wantLeft))
 			}
+			checkBytes(t, p)
 			// Releasing again, or releasing nothing, changes nothing.
 			p.Released(nil)
 			p.Released(p.Due(tc.now))
 			if got := offsets(p.Due(at(1 << 20))); !slices.Equal(got, tc.wantLeft) {
 				t.Fatalf("left after a second Released = %v, want %v", got, tc.wantLeft)
 			}
+			checkBytes(t, p)
 		})
+	}
+}
+
+// checkBytes checks that Bytes is the size of the keys and values held.
+func checkBytes(t *testing.T, p *Partition) {
+	t.Helper()
+	want := 0
+	for _, r := range p.Due(at(1 << 20)) {
+		want += len(r.Rec.Key) + len(r.Rec.Value)
+	}
+	if p.Bytes() != want {
+		t.Fatalf("Bytes = %d, want %d", p.Bytes(), want)
 	}
 }
 
