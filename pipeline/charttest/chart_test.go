@@ -8,6 +8,7 @@ package charttest
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +27,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 const (
@@ -279,6 +282,7 @@ func TestLint(t *testing.T) {
 		{"deliverer.autoscaling.cpu.enabled=true", "secrets.existingSecret=mine", "recorder.enabled=false"},
 		slices.Concat(kafkaSecurity, []string{"kafka.sasl.password=sasl-pa55"}),
 		slices.Concat(kafkaSecurity, []string{"secrets.existingSecret=mine"}),
+		{"secrets.existingSecret=mine", "redis.url=", "deliverer.env.WEBHOOKS_DELIVERER_MAX_IN_FLIGHT=64"},
 	} {
 		args := []string{"lint", "--strict", chart, "--namespace", "hooks"}
 		for _, s := range sets {
@@ -321,6 +325,10 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("%s: no PodDisruptionBudget", c)
 		} else if !selects(p.Spec.Selector, d.Spec.Template.Labels) || (p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil) {
 			t.Errorf("%s: PodDisruptionBudget %+v does not cover the pods %v", c, p.Spec, d.Spec.Template.Labels)
+		} else if pol := p.Spec.UnhealthyPodEvictionPolicy; pol == nil || *pol != policyv1.AlwaysAllow {
+			// Readiness needs Kafka (and ClickHouse): in an outage every
+			// pod is unready, and the default policy would block drains.
+			t.Errorf("%s: PodDisruptionBudget unhealthyPodEvictionPolicy %s, want AlwaysAllow", c, ptrString(pol))
 		}
 		s := m.services[c]
 		if s == nil || !selects(&metav1.LabelSelector{MatchLabels: s.Spec.Selector}, d.Spec.Template.Labels) ||
@@ -487,6 +495,79 @@ func TestNoSecretInConfigMap(t *testing.T) {
 		}
 		if !ok {
 			t.Errorf("%s does not read the existing Secret", c)
+		}
+	}
+}
+
+// TestExistingSecretRedisURL: with secrets.existingSecret the components
+// still get a Redis URL, never none (which falls back to
+// redis://127.0.0.1:6379/0 and runs without breakers, rate limits and
+// dedup): redis.url in the ConfigMap, overridden by a WEBHOOKS_REDIS_URL in
+// the existing Secret; or, with redis.url empty, the Secret's key as a
+// required secretKeyRef. A redis.url with credentials is refused rather
+// than put in the ConfigMap.
+func TestExistingSecretRedisURL(t *testing.T) {
+	m := render(t, "secrets.existingSecret=mine", "redis.url=redis://redis.data:6379/2")
+	if got := m.configMap(t).Data["WEBHOOKS_REDIS_URL"]; got != "redis://redis.data:6379/2" {
+		t.Errorf("ConfigMap WEBHOOKS_REDIS_URL = %q, want redis.url", got)
+	}
+	for c, d := range m.deployments {
+		ct := d.Spec.Template.Spec.Containers[0]
+		cmAt, secretAt := -1, -1
+		for i, e := range ct.EnvFrom {
+			if e.ConfigMapRef != nil {
+				cmAt = i
+			}
+			if e.SecretRef != nil && e.SecretRef.Name == "mine" {
+				secretAt = i
+			}
+		}
+		if cmAt < 0 || secretAt < cmAt {
+			t.Errorf("%s: envFrom %+v; want the existing Secret after the ConfigMap, so its WEBHOOKS_REDIS_URL wins", c, ct.EnvFrom)
+		}
+		for _, e := range ct.Env {
+			if e.Name == "WEBHOOKS_REDIS_URL" {
+				t.Errorf("%s: env sets WEBHOOKS_REDIS_URL (%+v) over redis.url and the existing Secret", c, e)
+			}
+		}
+	}
+
+	m = render(t, "secrets.existingSecret=mine", "redis.url=", "deliverer.env.WEBHOOKS_DELIVERER_MAX_IN_FLIGHT=64")
+	if got, ok := m.configMap(t).Data["WEBHOOKS_REDIS_URL"]; ok {
+		t.Errorf("redis.url empty: ConfigMap WEBHOOKS_REDIS_URL = %q, want it from the existing Secret only", got)
+	}
+	for c, d := range m.deployments {
+		env := map[string]corev1.EnvVar{}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e
+		}
+		e, ok := env["WEBHOOKS_REDIS_URL"]
+		if !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			t.Errorf("%s: WEBHOOKS_REDIS_URL = %+v, want a secretKeyRef", c, e)
+			continue
+		}
+		if ref := e.ValueFrom.SecretKeyRef; ref.Name != "mine" || ref.Key != "WEBHOOKS_REDIS_URL" || (ref.Optional != nil && *ref.Optional) {
+			t.Errorf("%s: WEBHOOKS_REDIS_URL from %+v, want the required key WEBHOOKS_REDIS_URL of Secret mine", c, ref)
+		}
+		if c == "deliverer" && env["WEBHOOKS_DELIVERER_MAX_IN_FLIGHT"].Value != "64" {
+			t.Errorf("deliverer: lost its env entries: %+v", d.Spec.Template.Spec.Containers[0].Env)
+		}
+	}
+
+	const password = "redis-pa55"
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"secrets.existingSecret=mine", "redis.url=redis://:" + password + "@redis:6379/0"}, "redis.url carries credentials"},
+		{[]string{"redis.url="}, "redis.url is required"},
+	} {
+		_, err := template(t, tc.sets...)
+		var he *helmError
+		if !errors.As(err, &he) || !strings.Contains(he.stderr, tc.want) {
+			t.Errorf("%v: err %v, want a refusal saying %q", tc.sets, err, tc.want)
+		} else if strings.Contains(he.stderr, password) {
+			t.Errorf("%v: the refusal shows the password: %s", tc.sets, he.stderr)
 		}
 	}
 }
@@ -739,17 +820,94 @@ func TestKEDA(t *testing.T) {
 		}
 	}
 
-	for _, sets := range [][]string{
-		{"keda.enabled=true", "kafka.partitions=4", "deliverer.autoscaling.maxReplicas=5"},
-		{"keda.enabled=true", "retrier.autoscaling.minReplicas=0"},
+	saslPassword := "kafka.sasl.password=sasl-pa55"
+	for _, tc := range []struct {
+		sets []string
+		want string // in the refusal; empty: renders
+	}{
+		{[]string{"keda.enabled=true", "kafka.partitions=4", "deliverer.autoscaling.maxReplicas=5"}, "deliverer.autoscaling.maxReplicas (5) is more than kafka.partitions"},
+		{[]string{"keda.enabled=true", "retrier.autoscaling.minReplicas=0"}, "retrier.autoscaling.minReplicas must be at least 1"},
+		// The deliverer's default minReplicas is 2.
+		{[]string{"keda.enabled=true", "kafka.partitions=1"}, "deliverer.autoscaling.minReplicas (2) is more than its most replicas (1"},
+		{[]string{"keda.enabled=true", "dispatcher.autoscaling.minReplicas=4", "dispatcher.autoscaling.maxReplicas=3"}, "dispatcher.autoscaling.minReplicas (4) is more than its most replicas (3"},
+		{[]string{"keda.enabled=true", "kafka.partitions=2"}, ""},
+		// KEDA's scaler would connect without TLS or SASL and never read the lag.
+		{slices.Concat(kafkaSecurity, []string{saslPassword, "keda.enabled=true"}), "keda.triggerAuthentication is required with kafka.tls.enabled or kafka.sasl.enabled"},
+		{[]string{"kafka.tls.enabled=true", "kafka.tls.secretName=kafka-tls-certs", "keda.enabled=true"}, "keda.triggerAuthentication is required"},
+		{[]string{"kafka.sasl.enabled=true", "kafka.sasl.username=hooks", saslPassword, "keda.enabled=true"}, "keda.triggerAuthentication is required"},
+		{slices.Concat(kafkaSecurity, []string{saslPassword, "keda.enabled=true", "keda.triggerAuthentication=kafka-auth"}), ""},
+		{slices.Concat(kafkaSecurity, []string{saslPassword}), ""},
 	} {
-		if _, err := template(t, sets...); err == nil {
-			t.Errorf("%v rendered; want a refusal", sets)
+		_, err := template(t, tc.sets...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.sets, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: err %v, want a refusal saying %q", tc.sets, err, tc.want)
 		}
 	}
 }
 
+// TestRetryTiers: the chart names the retrier's KEDA triggers after
+// kafka.retryTiers as written, while the components name each tier topic
+// with topics.FormatDelay. So the chart accepts exactly the tiers written
+// that way and refuses the others, naming the canonical form of those
+// written in whole hours, minutes and seconds.
+func TestRetryTiers(t *testing.T) {
+	hms := regexp.MustCompile(`^([0-9]+h)?([0-9]+m)?([0-9]+s)?$`)
+	for _, tier := range []string{"60s", "1m", "90m", "1h30m", "1h5s", "1h0m5s", "1h0m", "3600s", "05m", "0s", "500ms", "2000ms", "1.5m", "25h", "59m59s"} {
+		d, parseErr := time.ParseDuration(tier)
+		valid := parseErr == nil && d >= time.Second && d%time.Second == 0
+		canonical := valid && topics.FormatDelay(d) == tier
+		// --set splits on unescaped commas.
+		out, err := template(t, "keda.enabled=true", `kafka.retryTiers=5s\,`+tier)
+		switch {
+		case canonical && err != nil:
+			t.Errorf("tier %q, as FormatDelay writes it, refused: %v", tier, err)
+		case canonical:
+			if !strings.Contains(out, "topic: webhooks.retry."+tier+"\n") {
+				t.Errorf("tier %q: no KEDA trigger on webhooks.retry.%s", tier, tier)
+			}
+		case err == nil && !valid:
+			t.Errorf("tier %q rendered; the components refuse it", tier)
+		case err == nil:
+			t.Errorf("tier %q rendered; the components name its topic retry.%s", tier, topics.FormatDelay(d))
+		case !strings.Contains(err.Error(), "kafka.retryTiers"):
+			t.Errorf("tier %q: refusal %v does not name kafka.retryTiers", tier, err)
+		case valid && hms.MatchString(tier) && !strings.Contains(err.Error(), strconv.Quote(topics.FormatDelay(d))):
+			t.Errorf("tier %q: refusal %v does not name the form %q", tier, err, topics.FormatDelay(d))
+		}
+	}
+
+	// The default, and the list the components read, trigger by trigger.
+	m := render(t, "keda.enabled=true")
+	cm := m.configMap(t)
+	if cm.Data["WEBHOOKS_RETRY_TIERS"] != topics.DefaultRetryTiers {
+		t.Errorf("default WEBHOOKS_RETRY_TIERS %q, the components default to %q", cm.Data["WEBHOOKS_RETRY_TIERS"], topics.DefaultRetryTiers)
+	}
+	names, err := topics.NewNames(cm.Data["WEBHOOKS_TOPIC_PREFIX"], cm.Data["WEBHOOKS_RETRY_TIERS"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var triggered []string
+	for _, tr := range m.scaled["retrier"].Spec.Triggers {
+		triggered = append(triggered, tr.Metadata["topic"])
+	}
+	if !slices.Equal(triggered, names.RetryTopics()) {
+		t.Errorf("retrier triggers on %v, the components consume %v", triggered, names.RetryTopics())
+	}
+
+	if _, err := template(t, `kafka.retryTiers= \, `); err == nil || !strings.Contains(err.Error(), "at least one tier") {
+		t.Errorf("an empty kafka.retryTiers rendered (err %v)", err)
+	}
+}
+
 func TestCPUAutoscaling(t *testing.T) {
+	if _, err := template(t, "deliverer.autoscaling.cpu.enabled=true", "deliverer.autoscaling.maxReplicas=1"); err == nil ||
+		!strings.Contains(err.Error(), "deliverer.autoscaling.minReplicas (2) is more than its most replicas (1") {
+		t.Errorf("an HPA with minReplicas above maxReplicas rendered (err %v)", err)
+	}
+
 	m := render(t, "deliverer.autoscaling.cpu.enabled=true", "recorder.enabled=false")
 	if len(m.hpas) != 1 || m.hpas["deliverer"] == nil {
 		t.Fatalf("HPAs for %v, want the deliverer's only", keys(m.hpas))

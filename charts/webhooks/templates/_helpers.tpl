@@ -52,21 +52,66 @@ webhooks-{{ .c }}
 {{- else if eq .c "recorder" }}{{ $p }}attempts
 {{- else if eq .c "retrier" }}
 {{- $out := list }}
-{{- range splitList "," .root.Values.kafka.retryTiers }}
-{{- if trim . }}{{ $out = append $out (printf "%sretry.%s" $p (trim .)) }}{{ end }}
+{{- range splitList "," (include "webhooks.retryTiers" .root) }}
+{{- $out = append $out (printf "%sretry.%s" $p .) }}
 {{- end }}
 {{- join " " $out }}
 {{- end }}
 {{- end }}
 
-{{/* Most replicas of a component: its maxReplicas, at most kafka.partitions (dict "root" $ "c" name "v" values). */}}
+{{/*
+kafka.retryTiers, comma-separated without blanks, after checking that every
+tier is written the way its topic is named (FormatDelay in topics/names.go):
+Go's time.Duration form of a whole number of seconds, without a trailing
+"0s", then without a trailing "0m" (5s, 1m, 1h30m, 1h0m5s; not 60s, 90m or
+1h5s). The components accept any duration and name the topic canonically,
+but the chart names the retrier's KEDA triggers after the tiers as written:
+a tier written otherwise would be watched on a topic that does not exist.
+*/}}
+{{- define "webhooks.retryTiers" -}}
+{{- $unit := dict "h" 3600 "m" 60 "s" 1 }}
+{{- $out := list }}
+{{- range splitList "," .Values.kafka.retryTiers }}
+{{- $tier := trim . }}
+{{- if $tier }}
+{{- if not (regexMatch "^([0-9]+h)?([0-9]+m)?([0-9]+s)?$" $tier) }}
+{{- fail (printf "kafka.retryTiers: %q is not a delay in whole hours, minutes and seconds (5s, 5m, 1h30m)" $tier) }}
+{{- end }}
+{{- $secs := 0 }}
+{{- range regexFindAll "[0-9]+[hms]" $tier -1 }}
+{{- $secs = add $secs (mul (atoi (trimSuffix (regexFind "[hms]$" .) .)) (index $unit (regexFind "[hms]$" .))) }}
+{{- end }}
+{{- if lt $secs 1 }}
+{{- fail (printf "kafka.retryTiers: %q is shorter than 1s" $tier) }}
+{{- end }}
+{{- $canonical := duration (toString $secs) }}
+{{- if hasSuffix "m0s" $canonical }}{{ $canonical = trimSuffix "0s" $canonical }}{{ end }}
+{{- if hasSuffix "h0m" $canonical }}{{ $canonical = trimSuffix "0m" $canonical }}{{ end }}
+{{- if ne $canonical $tier }}
+{{- fail (printf "kafka.retryTiers: write %q as %q, the way its topic is named (retry.%s): the retrier's KEDA triggers are named after the tiers as written" $tier $canonical $canonical) }}
+{{- end }}
+{{- $out = append $out $tier }}
+{{- end }}
+{{- end }}
+{{- if not $out }}
+{{- fail "kafka.retryTiers: at least one tier is required" }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{/* Most replicas of a component: its maxReplicas, at most kafka.partitions, and not below its minReplicas (dict "root" $ "c" name "v" values). */}}
 {{- define "webhooks.maxReplicas" -}}
 {{- $parts := int .root.Values.kafka.partitions }}
 {{- $max := int (default 0 .v.autoscaling.maxReplicas) }}
 {{- if gt $max $parts }}
 {{- fail (printf "%s.autoscaling.maxReplicas (%d) is more than kafka.partitions (%d): replicas beyond the partitions of a topic get none and sit idle" .c $max $parts) }}
 {{- end }}
-{{- if eq $max 0 }}{{ $parts }}{{ else }}{{ $max }}{{ end }}
+{{- if eq $max 0 }}{{ $max = $parts }}{{ end }}
+{{- $min := int .v.autoscaling.minReplicas }}
+{{- if gt $min $max }}
+{{- fail (printf "%s.autoscaling.minReplicas (%d) is more than its most replicas (%d: maxReplicas, or kafka.partitions when that is 0): the autoscaler would reject the bounds; lower minReplicas or add partitions" .c $min $max) }}
+{{- end }}
+{{- $max }}
 {{- end }}
 
 {{/* "true" when something other than the Deployment sets the replica count. */}}
@@ -76,6 +121,28 @@ webhooks-{{ .c }}
 
 {{- define "webhooks.secretName" -}}
 {{- default (printf "%s-secrets" (include "webhooks.fullname" .)) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/*
+Where the components get WEBHOOKS_REDIS_URL, which must never go missing:
+without it they fall back to redis://127.0.0.1:6379/0 and run without
+breakers, rate limits and dedup.
+  secret          no secrets.existingSecret: redis.url, in the chart's Secret
+  configMap       secrets.existingSecret and a redis.url: redis.url, in the
+                  ConfigMap (so it must not carry credentials); a
+                  WEBHOOKS_REDIS_URL in the existing Secret overrides it
+                  (envFrom: the Secret comes after the ConfigMap)
+  existingSecret  secrets.existingSecret and an empty redis.url: the
+                  existing Secret's WEBHOOKS_REDIS_URL, as a required
+                  secretKeyRef; pods do not start without it
+*/}}
+{{- define "webhooks.redisURLSource" -}}
+{{- if not .Values.secrets.existingSecret }}secret
+{{- else if not .Values.redis.url }}existingSecret
+{{- else if contains "@" .Values.redis.url }}
+{{- fail "redis.url carries credentials, which would land in the ConfigMap with secrets.existingSecret: put WEBHOOKS_REDIS_URL in that Secret and set redis.url to \"\"" }}
+{{- else }}configMap
+{{- end }}
 {{- end }}
 
 {{- define "webhooks.configName" -}}
@@ -103,7 +170,7 @@ webhooks-{{ .c }}
 {{- define "webhooks.kafkaTopicsConfig" -}}
 WEBHOOKS_KAFKA_BROKERS: {{ .Values.kafka.brokers | quote }}
 WEBHOOKS_TOPIC_PREFIX: {{ .Values.kafka.topicPrefix | quote }}
-WEBHOOKS_RETRY_TIERS: {{ .Values.kafka.retryTiers | quote }}
+WEBHOOKS_RETRY_TIERS: {{ include "webhooks.retryTiers" . | quote }}
 {{- end }}
 
 {{/* The non-secret TLS and SASL settings, as ConfigMap data entries (leading newline; trim it); empty when both are off. The password is never here: see webhooks.kafkaEnv. */}}
