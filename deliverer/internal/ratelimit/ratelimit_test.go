@@ -56,17 +56,25 @@ func TestThrottledDeliveriesAreSpreadAtTheRate(t *testing.T) {
 			t.Fatalf("take %d within the burst of 20: delayed %v", i+1, d)
 		}
 	}
-	// Beyond the burst: delays one emission interval (50ms) apart.
-	prev := l.Take(ctx, "s", 20)
-	if prev <= 0 || prev > time.Second {
-		t.Fatalf("take 21: delay %v, want within (0, 1s]", prev)
+	// Beyond the burst: turns one emission interval (50ms) apart. A turn
+	// is the delay from a moment within its Take call, so it lies between
+	// the delay added to the call's start and to its end; the latest this
+	// turn can be and the earliest the previous one can be are then at
+	// least an interval apart, however slow the machine.
+	before := time.Now()
+	d := l.Take(ctx, "s", 20)
+	prevEarliest := before.Add(d)
+	if d <= 0 || d > time.Second {
+		t.Fatalf("take 21: delay %v, want within (0, 1s]", d)
 	}
 	for i := range 10 {
-		d := l.Take(ctx, "s", 20)
-		if d < prev+40*time.Millisecond {
-			t.Fatalf("take %d: delay %v, not spread behind the previous %v", 22+i, d, prev)
+		before = time.Now()
+		d = l.Take(ctx, "s", 20)
+		latest := time.Now().Add(d)
+		if gap := latest.Sub(prevEarliest); gap < 50*time.Millisecond-time.Millisecond {
+			t.Fatalf("take %d: turn at most %v after the previous one, want an interval (50ms)", 22+i, gap)
 		}
-		prev = d
+		prevEarliest = before.Add(d)
 	}
 	// Another subscription has its own limit.
 	if d := l.Take(ctx, "other", 20); d != 0 {
