@@ -310,13 +310,11 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
-// TestSubscriptionCreatedJustBefore: a delivery can reach the deliverer
-// before its subscription reaches the deliverer's table. The deliverer
-// must wait for the table to catch up, not skip the delivery as deleted.
-// The test holds the table's fetches of the subscriptions topic so the lag
-// is certain.
-func TestSubscriptionCreatedJustBefore(t *testing.T) {
-	t.Parallel()
+// warmDeliverer starts a deliverer and waits until it delivered one
+// record, so its table and group are up; it returns the receiver, which
+// answers 200.
+func warmDeliverer(t *testing.T) (*harness, *receiver) {
+	t.Helper()
 	h := newHarness(t, nil)
 	rc := newReceiver(t, nil)
 	h.putSub(newSub(t, "sub_warm", rc.url()))
@@ -325,6 +323,17 @@ func TestSubscriptionCreatedJustBefore(t *testing.T) {
 	if a := h.waitAttempt("evt_warm"); a.Outcome != topics.OutcomeSuccess {
 		t.Fatalf("warm-up attempt: %+v", a)
 	}
+	return h, rc
+}
+
+// TestSubscriptionCreatedJustBefore: a delivery can reach the deliverer
+// before its subscription reaches the deliverer's table. The deliverer
+// must wait for the table to catch up, not skip the delivery as deleted.
+// The test holds the table's fetches of the subscriptions topic so the lag
+// is certain.
+func TestSubscriptionCreatedJustBefore(t *testing.T) {
+	t.Parallel()
+	h, rc := warmDeliverer(t)
 
 	subsTopic := h.names.Subscriptions()
 	details, err := h.adm.ListTopics(testCtx(t, 10*time.Second), subsTopic)
@@ -390,14 +399,7 @@ func TestSubscriptionCreatedJustBefore(t *testing.T) {
 // know yet waits; it is not skipped as deleted (and so lost).
 func TestCatchUpFailureIsNotADeletion(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
-	rc := newReceiver(t, nil)
-	h.putSub(newSub(t, "sub_warm", rc.url()))
-	h.start(nil)
-	h.deliver(newDelivery("sub_warm", "evt_warm"))
-	if a := h.waitAttempt("evt_warm"); a.Outcome != topics.OutcomeSuccess {
-		t.Fatalf("warm-up attempt: %+v", a)
-	}
+	h, rc := warmDeliverer(t)
 
 	failing := h.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: h.names.Subscriptions(), Count: -1})
 	h.deliver(newDelivery("sub_late", "evt_late"))
