@@ -91,6 +91,9 @@ func decodeSubscription(b []byte, k *Keyring) (s Subscription, plaintext bool, e
 	if len(s.RetrySchedule) == 0 {
 		s.RetrySchedule = nil
 	}
+	if len(s.RetryStatuses) == 0 {
+		s.RetryStatuses = nil
+	}
 	for _, f := range []struct {
 		name string
 		v    *string
