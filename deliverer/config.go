@@ -33,8 +33,8 @@ type Config struct {
 	// MaxQueuedPerSubscription caps the records of one subscription held
 	// here while it is slow (at the pace its requests run, it needs longer
 	// than the shortest retry delay to finish what it holds); beyond it
-	// they spill to the shortest retry tier unattempted, so a slow endpoint
-	// never fills the buffer that other subscriptions share. A busy but
+	// they spill to the retry path unattempted, so a slow endpoint never
+	// fills the buffer that other subscriptions share. A busy but
 	// fast subscription keeps its records up to half of MaxBuffered:
 	// WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION, default 1024.
 	MaxQueuedPerSubscription int

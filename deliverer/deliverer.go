@@ -256,12 +256,12 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 			return
 		}
 		if found && sub.Ordering == topics.OrderingKey || d.held(ctx, it.Rec) {
-			done(d.ordered(ctx, it.Rec, it.Spill, del, rng))
+			done(d.ordered(ctx, it, del, rng))
 			return
 		}
 	}
 	if it.Spill {
-		done(d.produce(ctx, d.spill(it.Rec.Key, del)))
+		done(d.produce(ctx, d.spill(it.Rec.Key, del, it.Wait)))
 		return
 	}
 	recs, v := d.attempt(ctx, it.Rec, del, rng)

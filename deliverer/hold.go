@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -119,7 +120,8 @@ func (d *deliverer) held(ctx context.Context, rec *kgo.Record) bool {
 
 // ordered handles a delivery of an ordered subscription that has an
 // ordering key. It reports whether everything it caused was acknowledged.
-func (d *deliverer) ordered(ctx context.Context, rec *kgo.Record, spill bool, del *topics.Delivery, rng *rand.Rand) bool {
+func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Delivery, rng *rand.Rand) bool {
+	rec := it.Rec
 	key := rec.Key
 	var held *topics.Hold
 	if !d.persist(ctx, "reading the hold of an ordering key", func() (err error) {
@@ -142,10 +144,10 @@ func (d *deliverer) ordered(ctx context.Context, rec *kgo.Record, spill bool, de
 		next.ParkedFrom, next.ParkedPartition, next.Since = held.ParkedFrom, held.ParkedPartition, held.Since
 		next.Through = max(held.Through, rec.Offset)
 	}
-	if spill {
+	if it.Spill {
 		// Spilled unattempted: the key waits for it like for a failed head.
 		next.HeadAttempt = del.Attempt
-		return d.produceHold(ctx, d.spill(key, del), key, next)
+		return d.produceHold(ctx, d.spill(key, del, it.Wait), key, next)
 	}
 	recs, v := d.attempt(ctx, rec, del, rng)
 	switch v {

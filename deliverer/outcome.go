@@ -182,20 +182,30 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 	}
 }
 
-// spill hands a delivery to the shortest retry tier without attempting it
-// and without using up its schedule: its subscription already has its queue
+// spill hands a delivery to the retry path without attempting it and
+// without using up its schedule: its subscription already has its queue
 // limit of records held here and is too slow to work them off before the
-// retry would bring this one back.
-func (d *deliverer) spill(key []byte, del *topics.Delivery) []*kgo.Record {
+// shortest retry delay would bring this one back. It comes back when the
+// subscription should have worked off what it held (wait), at least the
+// shortest delay and at most maxSpillDelay later. Sent back after the
+// shortest delay every time, a hanging endpoint's backlog would circle
+// through the retry tier and the deliveries topic every few seconds,
+// taking broker and deliverer time from healthy subscriptions.
+func (d *deliverer) spill(key []byte, del *topics.Delivery, wait time.Duration) []*kgo.Record {
 	now := time.Now()
-	tier := d.names.Tiers[0]
+	delay := max(d.names.Tiers[0], min(wait, maxSpillDelay))
+	tier := d.names.TierFor(delay)
 	next := *del
-	next.NotBefore = topics.DueAt(now, tier)
+	next.NotBefore = topics.DueAt(now, delay)
 	att := newAttempt(del, now)
 	att.Outcome, att.FailureCategory, att.NextAttemptAt = topics.OutcomeBlocked, topics.FailureBusy, next.NotBefore
 	att.Error = "subscription has its limit of deliveries queued; spilled to the retry path"
 	return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(key, &next, tier)}
 }
+
+// maxSpillDelay bounds how long a spilled record stays away: a pace
+// measured while the endpoint hung says little about an hour later.
+const maxSpillDelay = time.Hour
 
 func (d *deliverer) retryRecord(key []byte, next *topics.Delivery, tier time.Duration) *kgo.Record {
 	d.m.retry(tier)

@@ -186,6 +186,11 @@ func publishAtRate(b *testing.B, e *env, rate int, d time.Duration, event func(i
 // latencies are the p50 and p99 of receipt time minus the event's
 // created_at (set just before publishing).
 func latencies(reqs []request) (p50, p99 time.Duration) {
+	return percentiles(durations(reqs))
+}
+
+// durations are the requests' receipt times minus their events' created_at.
+func durations(reqs []request) []time.Duration {
 	var ls []time.Duration
 	for _, q := range reqs {
 		var m struct {
@@ -195,9 +200,14 @@ func latencies(reqs []request) (p50, p99 time.Duration) {
 			ls = append(ls, q.At.Sub(m.Timestamp))
 		}
 	}
+	return ls
+}
+
+// percentiles are the p50 and p99 of ls.
+func percentiles(ls []time.Duration) (p50, p99 time.Duration) {
 	if len(ls) == 0 {
 		return 0, 0
 	}
-	slices.Sort(ls)
+	ls = slices.Sorted(slices.Values(ls))
 	return ls[len(ls)*50/100], ls[len(ls)*99/100]
 }

@@ -91,6 +91,7 @@ type env struct {
 	names   topics.Names
 	cl      *kgo.Client
 	vars    map[string]string
+	stops   []func() // of the components started, in start order
 }
 
 func newEnv(t testing.TB) *env {
@@ -119,7 +120,9 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.cl.Close)
+	closeCl := sync.OnceFunc(e.cl.Close)
+	t.Cleanup(closeCl)
+	e.stops = append(e.stops, c.Close, closeCl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := topics.Ensure(ctx, kadm.NewClient(e.cl), e.names, topics.Layout{Partitions: 4, ReplicationFactor: -1}); err != nil {
@@ -160,7 +163,17 @@ func (e *env) run(name string, run func(context.Context) error) (stop func()) {
 		})
 	}
 	e.t.Cleanup(stop)
+	e.stops = append(e.stops, stop)
 	return stop
+}
+
+// close stops the components, then the producer client and the broker,
+// before the test ends (a benchmark comparing runs stops one before the
+// next).
+func (e *env) close() {
+	for _, stop := range slices.Backward(e.stops) {
+		stop()
+	}
 }
 
 // logger logs into the test output; benchmarks log warnings only.

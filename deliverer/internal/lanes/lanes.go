@@ -26,6 +26,10 @@ type Item struct {
 	// the retry path, in key order, ahead of ordinary work (it is cheap)
 	// and outside the subscription's in-flight cap.
 	Spill bool
+	// Wait is, for a spill, how long its subscription needed at its pace
+	// to finish the records it held when this one arrived: sooner than
+	// that, the record would only spill again.
+	Wait time.Duration
 
 	key   string
 	state state
@@ -180,6 +184,9 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 	spill := s.items >= l.hardCap ||
 		s.items >= l.maxQueuedSub && (l.spillAfter == 0 || s.workOff(now, l.maxPerSub) > slowFactor*l.spillAfter)
 	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), entry: e, part: p}
+	if spill {
+		it.Wait = s.workOff(now, l.maxPerSub)
+	}
 	s.items++
 	l.buffered++
 	q := l.keys[it.key]

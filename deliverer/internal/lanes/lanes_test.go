@@ -773,6 +773,17 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 		if n := spills("slow"); n != 2 {
 			t.Fatalf("slow subscription spilled %d records once seen hanging, want 2", n)
 		}
+		// Each spill carries how long slow needed to finish what it held
+		// when it arrived: 10 and then 11 records at 6 s, 2 at a time.
+		var waits []time.Duration
+		for _, it := range l.spillq {
+			if it.Sub == "slow" {
+				waits = append(waits, it.Wait)
+			}
+		}
+		if want := []time.Duration{30 * time.Second, 33 * time.Second}; !slices.Equal(waits, want) {
+			t.Fatalf("spilled records wait %v, want %v", waits, want)
+		}
 		for _, it := range hung {
 			l.Done(it, true)
 		}

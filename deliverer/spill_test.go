@@ -1,0 +1,63 @@
+package deliverer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/ops"
+)
+
+// TestSpillComesBackWhenWorkedOff: a spilled delivery comes back when its
+// subscription should have worked off what it held, at least the shortest
+// retry delay and at most maxSpillDelay later, in the tier for that delay,
+// with its attempt number unchanged. Sent back after the shortest delay
+// every time, a hanging endpoint's backlog circles through the retry path
+// every few seconds, at the expense of healthy subscriptions.
+func TestSpillComesBackWhenWorkedOff(t *testing.T) {
+	names, err := topics.NewNames("", "5s,5m,30m,2h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deliverer{names: names, m: newMetrics(ops.NewRegistry(), names)}
+	for _, tc := range []struct {
+		wait, delay, tier time.Duration
+	}{
+		{0, 5 * time.Second, 5 * time.Second},
+		{2 * time.Second, 5 * time.Second, 5 * time.Second},
+		{40 * time.Second, 40 * time.Second, 5 * time.Second},
+		{7 * time.Minute, 7 * time.Minute, 5 * time.Minute},
+		{5 * time.Hour, maxSpillDelay, 30 * time.Minute},
+	} {
+		del := newDelivery("sub_a", "evt_1")
+		del.Attempt = 2
+		before := time.Now()
+		recs := d.spill([]byte("sub_a/k"), &del, tc.wait)
+		after := time.Now()
+		if len(recs) != 2 {
+			t.Fatalf("wait %v: %d records, want an attempt and a retry", tc.wait, len(recs))
+		}
+		att, err := topics.DecodeAttempt(recs[0].Value)
+		if err != nil || att.Outcome != topics.OutcomeBlocked || att.FailureCategory != topics.FailureBusy {
+			t.Fatalf("wait %v: attempt %+v (%v), want blocked, subscription_busy", tc.wait, att, err)
+		}
+		retry := recs[1]
+		if want := names.Retry(tc.tier); retry.Topic != want {
+			t.Errorf("wait %v: spilled to %s, want %s", tc.wait, retry.Topic, want)
+		}
+		next, err := topics.DecodeDelivery(retry.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Attempt != 2 {
+			t.Errorf("wait %v: attempt %d after the spill, want 2 (a spill uses up nothing)", tc.wait, next.Attempt)
+		}
+		lo, hi := before.Add(tc.delay).Truncate(time.Millisecond), after.Add(tc.delay).Add(time.Millisecond)
+		if next.NotBefore.Before(lo) || next.NotBefore.After(hi) {
+			t.Errorf("wait %v: not before %v, want within [%v, %v]", tc.wait, next.NotBefore, lo, hi)
+		}
+		if nb, ok := topics.NotBeforeOf(retry); !ok || !nb.Equal(next.NotBefore.Truncate(time.Millisecond)) {
+			t.Errorf("wait %v: header not before %v (%v), want %v", tc.wait, nb, ok, next.NotBefore)
+		}
+	}
+}
