@@ -349,7 +349,11 @@ func (l *Lanes) Drop(parts []int32) int { return l.drop(parts, false) }
 // it drops the records that have not started, except those below the
 // highest offset started in their partition, which stay to run. Once they
 // and the running ones are done (WaitIdle), the watermark is past every
-// record this process started, so the next owner redoes none of them. It
+// record this process started, so the next owner redoes none of them. The
+// records kept of a subscription that, at its pace, could not finish what
+// it holds within the spill delay become spills: a hanging endpoint's
+// queue would otherwise hold up the shutdown or the group's rebalance for
+// as long as the shutdown budget, and spills take one produce each. It
 // returns the number dropped.
 func (l *Lanes) HandOff(parts []int32) int { return l.drop(parts, true) }
 
@@ -420,6 +424,9 @@ func (l *Lanes) drop(parts []int32, handOff bool) int {
 			delete(l.subs, id)
 		}
 	}
+	if handOff {
+		l.spillSlow(drop)
+	}
 	l.runq = l.runq[:0]
 	for _, s := range l.subs {
 		s.queued = false
@@ -427,6 +434,42 @@ func (l *Lanes) drop(parts []int32, handOff bool) int {
 	}
 	l.change.Broadcast()
 	return n
+}
+
+// spillSlow turns the records not started in the given partitions of
+// every subscription too slow to finish what it holds within the spill
+// delay into spills, in key order.
+func (l *Lanes) spillSlow(parts map[int32]bool) {
+	now := time.Now()
+	waits := map[string]time.Duration{}
+	for _, s := range l.subs {
+		if w := s.workOff(now, l.maxPerSub); w > l.spillAfter {
+			waits[s.id] = w
+		}
+	}
+	if len(waits) == 0 {
+		return
+	}
+	for _, q := range l.keys {
+		for _, it := range q {
+			if w, slow := waits[it.Sub]; slow && parts[it.Rec.Partition] && it.state != running && !it.Spill {
+				it.Spill, it.Wait = true, w
+			}
+		}
+	}
+	for _, s := range l.subs {
+		kept := s.ready[:0]
+		for _, it := range s.ready {
+			if it.Spill {
+				l.spillq = append(l.spillq, it)
+			} else {
+				kept = append(kept, it)
+			}
+		}
+		clear(s.ready[len(kept):])
+		s.ready = kept
+	}
+	l.work.Broadcast()
 }
 
 // DropAll drops every record that has not started.

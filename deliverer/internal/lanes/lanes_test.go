@@ -801,3 +801,62 @@ func TestSpillAtHalfTheBuffer(t *testing.T) {
 		t.Fatalf("%d spilled, want the 5 beyond 20", n)
 	}
 }
+
+// TestHandOffSpillsSlow: at a hand-off, the records kept to run of a
+// subscription too slow to finish them within the spill delay become
+// spills, in order, carrying that wait; a fast subscription's run. Without
+// it a hanging endpoint's queue holds the shutdown or the rebalance for up
+// to the whole budget.
+func TestHandOffSpillsSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(1, 100, 400, 5*time.Second)
+		add := func(off int64, key, sub string) {
+			l.Add(&kgo.Record{Key: []byte(key), Partition: 0, Offset: off}, sub)
+		}
+		for i := range int64(10) {
+			add(i, fmt.Sprintf("slow/%d", i), "slow")
+		}
+		add(10, "quick/a", "quick")
+		add(11, "quick/b", "quick")
+		add(12, "late/a", "late")
+		var slow0 *Item
+		for _, want := range []int64{0, 10, 12} {
+			it, _ := l.Next()
+			if it.Rec.Offset != want {
+				t.Fatalf("ran offset %d, want %d", it.Rec.Offset, want)
+			}
+			if it.Sub == "slow" {
+				slow0 = it
+			} else {
+				l.Done(it, true)
+			}
+		}
+		time.Sleep(10 * time.Second) // slow/0 hangs: 10 held are 100 s of work, 1 at a time
+		if n := l.HandOffAll(); n != 0 {
+			t.Fatalf("dropped %d, want 0 (all are below offset 12, which started)", n)
+		}
+		var offsets []int64
+		for _, it := range l.spillq {
+			offsets = append(offsets, it.Rec.Offset)
+			if it.Sub != "slow" || it.Wait != 100*time.Second {
+				t.Fatalf("spill of %s waits %v, want only slow's, waiting 100s", it.Sub, it.Wait)
+			}
+		}
+		if want := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(offsets, want) {
+			t.Fatalf("spilled offsets %v, want %v", offsets, want)
+		}
+		for range 9 {
+			it, _ := l.Next()
+			l.Done(it, true)
+		}
+		if it, _ := l.Next(); it.Spill || it.Rec.Offset != 11 {
+			t.Fatalf("next is offset %d spill %v, want quick's offset 11, to run", it.Rec.Offset, it.Spill)
+		} else {
+			l.Done(it, true)
+		}
+		l.Done(slow0, true)
+		if wm := l.Watermarks(nil)[0]; wm.Offset != 13 {
+			t.Fatalf("watermark %d, want 13", wm.Offset)
+		}
+	})
+}
