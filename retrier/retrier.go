@@ -40,10 +40,13 @@ type retrier struct {
 	// without Redis (recovery.go).
 	recovery *recovery
 
+	tiers map[string]time.Duration // by topic
+
 	mu        sync.Mutex
 	held      map[tp]*hold.Partition
 	paused    map[tp]bool
-	atBound   bool // holding MaxHeld records or MaxHeldMB
+	overrun   map[tp]bool // paused past the horizon: records behind may be late
+	atBound   bool        // holding MaxHeld records or MaxHeldMB
 	committed map[tp]int64
 }
 
@@ -54,9 +57,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		cfg:       cfg,
 		names:     cfg.Kafka.Names,
 		log:       log.Named("retrier"),
+		tiers:     map[string]time.Duration{},
 		held:      map[tp]*hold.Partition{},
 		paused:    map[tp]bool{},
+		overrun:   map[tp]bool{},
 		committed: map[tp]int64{},
+	}
+	for _, t := range r.names.Tiers {
+		r.tiers[r.names.Retry(t)] = t
 	}
 	reg := ops.NewRegistry()
 	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, r.log)
@@ -228,6 +236,12 @@ func (r *retrier) release(ctx context.Context) error {
 		}
 		r.log.Debug("released", zap.Int("records", len(out)))
 		r.m.release(len(out))
+		released := time.Now()
+		for _, d := range due {
+			for _, rec := range d {
+				r.m.late(released, rec.Due)
+			}
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -250,6 +264,7 @@ func (r *retrier) release(ctx context.Context) error {
 			delete(r.paused, k)
 		}
 	}
+	r.checkOverrun(now)
 	if pause != nil {
 		r.cl.PauseFetchPartitions(pause)
 	}
@@ -266,6 +281,35 @@ func (r *retrier) release(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkOverrun notes the paused partitions whose horizon has passed: a
+// record behind their windows, not fetched, may be due already and comes
+// out late. The window (WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION) is then
+// smaller than what the partition receives over its tier's spread of due
+// times. Called with r.mu held.
+func (r *retrier) checkOverrun(now time.Time) {
+	for k := range r.overrun {
+		if !r.paused[k] {
+			delete(r.overrun, k)
+		}
+	}
+	for k := range r.paused {
+		h := r.held[k]
+		if r.overrun[k] || h == nil || !overrun(h, r.tiers[k.topic], now) {
+			continue
+		}
+		r.overrun[k] = true
+		r.log.Warn("look-ahead window full of records not yet due past its horizon; records behind it may be released late",
+			zap.String("topic", k.topic), zap.Int32("partition", k.partition), zap.Int("held", h.Len()),
+			zap.Int("max_held_per_partition", r.cfg.MaxHeldPerPartition))
+	}
+}
+
+// overrun reports whether a record not fetched behind the paused partition
+// h of tier may be due at now.
+func overrun(h *hold.Partition, tier time.Duration, now time.Time) bool {
+	return h.Len() > 0 && !now.Before(h.Horizon(tier))
 }
 
 // atBound reports whether the process holds as many records, or bytes, as
@@ -363,6 +407,7 @@ func (r *retrier) forget(gone map[string][]int32) {
 			}
 			delete(r.held, k)
 			delete(r.paused, k)
+			delete(r.overrun, k)
 			delete(r.committed, k)
 		}
 	}

@@ -14,6 +14,12 @@ var DefaultSchedule = []time.Duration{
 // MaxScheduleSteps bounds a subscription's retry schedule.
 const MaxScheduleSteps = 20
 
+// RetryJitter is the relative spread of retry delays: ±20%. A record goes
+// to the tier of its schedule step (Names.TierFor), so one written to tier
+// T at time w is due no sooner than w + (1-RetryJitter)·T; only a wait
+// shorter than the first tier (a rate limit's) is due sooner in it.
+const RetryJitter = 0.2
+
 // ParseSchedule parses a subscription's retry_schedule; empty means
 // DefaultSchedule. Each step is between 1s and 48h.
 func ParseSchedule(steps []string) ([]time.Duration, error) {

@@ -965,7 +965,7 @@ func TestMonitoring(t *testing.T) {
 		}
 	}
 	for _, a := range []string{"WebhooksDeliveryFailureRateHigh", "WebhooksDeadLettersGrowing", "WebhooksConsumerLagHigh",
-		"WebhooksRetriesOverdue", "WebhooksRecorderClickHouseDown", "WebhooksBreakerOpenTooLong"} {
+		"WebhooksRetriesOverdue", "WebhooksRetrierWindowOverrun", "WebhooksRecorderClickHouseDown", "WebhooksBreakerOpenTooLong"} {
 		if !alerts[a] {
 			t.Errorf("no alert %s", a)
 		}

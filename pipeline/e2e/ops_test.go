@@ -191,6 +191,8 @@ func TestOpsEndpoints(t *testing.T) {
 		"retrier": {
 			`webhooks_retrier_released_total`:                                           n,
 			`webhooks_retrier_held_records{tier="1s"}`:                                  0,
+			`webhooks_retrier_release_lateness_seconds_count`:                           n,
+			`webhooks_retrier_overrun_partitions{tier="1s"}`:                            0,
 			`webhooks_consumer_lag{group="webhooks-retrier",topic="webhooks.retry.1s"}`: -1,
 		},
 	}

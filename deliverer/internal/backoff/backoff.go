@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Jitter is the relative spread applied to every delay: ±20%.
-const Jitter = 0.2
+const Jitter = topics.RetryJitter
 
 // Next returns the delay before attempt n+1 after attempt n (1-based)
 // failed, and false when the schedule is exhausted.

@@ -26,6 +26,8 @@ type Partition struct {
 	next  int64 // offset after the last added record
 	// epoch of the last added record
 	epoch int32
+	// written is the timestamp of the last added record
+	written time.Time
 }
 
 // DueOf reads a record's not-before: the header, else the delivery value;
@@ -44,7 +46,15 @@ func DueOf(r *kgo.Record) time.Time {
 func (p *Partition) Add(r *kgo.Record) {
 	p.held = append(p.held, Record{Rec: r, Due: DueOf(r)})
 	p.bytes += size(r)
-	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
+	p.next, p.epoch, p.written = r.Offset+1, r.LeaderEpoch, r.Timestamp
+}
+
+// Horizon is the soonest a record after the ones added to this partition
+// of tier can be due: written no earlier than the last one added, and due
+// no sooner than (1-RetryJitter) of the tier after it was written. Until
+// then a full look-ahead window makes nothing late.
+func (p *Partition) Horizon(tier time.Duration) time.Time {
+	return p.written.Add(time.Duration(float64(tier) * (1 - topics.RetryJitter)))
 }
 
 // Len is the number of held records.

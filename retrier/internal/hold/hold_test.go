@@ -235,3 +235,17 @@ func TestWatermark(t *testing.T) {
 		})
 	}
 }
+
+// TestHorizon: no record after the last one added can be due before it was
+// written plus (1-RetryJitter) of the tier.
+func TestHorizon(t *testing.T) {
+	var p Partition
+	for i, w := range []int{0, 30, 20} { // timestamps need not grow
+		r := rec(int64(i), at(500))
+		r.Timestamp = at(w)
+		p.Add(r)
+	}
+	if got, want := p.Horizon(10*time.Second), at(20).Add(8*time.Second); !got.Equal(want) {
+		t.Errorf("horizon %v, want %v (the last written, at 20 s, plus 80%% of 10 s)", got, want)
+	}
+}
