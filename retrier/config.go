@@ -22,7 +22,9 @@ type Config struct {
 	// MaxHeldPerPartition bounds the records held from one tier partition
 	// (the look-ahead window past a record not yet due); the partition's
 	// fetching pauses at the bound: WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION,
-	// default 2000.
+	// default 20000. Memory is bounded by MaxHeld and MaxHeldMB; a large
+	// window lets a busy partition hold its whole spread of due times, so
+	// nothing behind it comes out late (see the README).
 	MaxHeldPerPartition int
 	// MaxHeld bounds the records held by the process across all its tier
 	// partitions: WEBHOOKS_RETRIER_MAX_HELD, default 100000. At the bound
@@ -62,7 +64,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	c.Group = topics.GroupRetrier
-	c.MaxHeldPerPartition = 2000
+	c.MaxHeldPerPartition = 20000
 	c.MaxHeld = 100_000
 	c.MaxHeldMB = 256
 	c.CommitInterval = time.Second

@@ -32,7 +32,7 @@ func TestLoadConfig(t *testing.T) {
 				if c.Group != "webhooks-retrier" {
 					tb.Errorf("Group = %q", c.Group)
 				}
-				if c.MaxHeldPerPartition != 2000 {
+				if c.MaxHeldPerPartition != 20000 {
 					tb.Errorf("MaxHeldPerPartition = %d", c.MaxHeldPerPartition)
 				}
 				if c.CommitInterval != time.Second {
