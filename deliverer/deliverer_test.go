@@ -215,6 +215,7 @@ func TestOutcomes(t *testing.T) {
 			tier = time.Minute
 		}
 		r := h.waitRecord(h.names.Retry(tier), d.EventID)
+		read := time.Now()
 		if string(r.Key) != id+"/"+d.EventID {
 			t.Errorf("%s: retry key = %q, want the delivery's key", id, r.Key)
 		}
@@ -226,9 +227,12 @@ func TestOutcomes(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: retry record has no %s header", id, topics.HeaderNotBefore)
 		}
-		lo, hi := a.TS.Add(delay*8/10-time.Millisecond), a.TS.Add(delay*12/10+time.Millisecond)
+		// Counted from the answer: after the attempt started and lasted
+		// its duration, before the test read the retry.
+		answered := a.TS.Add(time.Duration(a.DurationMS * float64(time.Millisecond)))
+		lo, hi := answered.Add(delay*8/10-time.Millisecond), read.Add(delay*12/10+time.Millisecond)
 		if id == "sub_503_after" || id == "sub_hang" {
-			lo, hi = a.TS.Add(delay-time.Millisecond), a.TS.Add(delay+time.Millisecond)
+			lo, hi = answered.Add(delay-time.Millisecond), read.Add(delay+time.Millisecond)
 		}
 		if nb.Before(lo) || nb.After(hi) {
 			t.Errorf("%s: not-before %v is not within [%v, %v]", id, nb, lo, hi)

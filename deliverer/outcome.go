@@ -109,6 +109,9 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		}
 	}
 	resp, err := d.send(ctx, sub, del, keys)
+	// Retry-After and the schedule's delays count from the answer (or
+	// the timeout), not from when the request was sent.
+	answered := time.Now()
 	if ctx.Err() != nil {
 		// Shutting down past the budget: this attempt does not count, the
 		// record is redone by the next owner.
@@ -148,7 +151,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 			}, now)}, disable...), finished
 		}
 		delay := backoff.Jittered(nominal, rng)
-		if wish, ok := backoff.RetryAfter(resp.retryAfter, now); ok {
+		if wish, ok := backoff.RetryAfter(resp.retryAfter, answered); ok {
 			delay = backoff.Clamp(wish, nominal)
 		}
 		if res.Category == topics.FailureRateLimited || res.Category == topics.FailureTimeout {
@@ -157,7 +160,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		}
 		next := *del
 		next.Attempt++
-		next.NotBefore = topics.DueAt(now, delay)
+		next.NotBefore = topics.DueAt(answered, delay)
 		att.Outcome, att.NextAttemptAt = topics.OutcomeRetry, next.NotBefore
 		log.Debug("retrying", zap.String("category", res.Category), zap.Int("status", resp.status), zap.Duration("in", delay))
 		return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(rec.Key, &next, d.names.TierFor(max(nominal, delay)))}, retried

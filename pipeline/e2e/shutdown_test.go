@@ -34,6 +34,7 @@ func TestDelivererSIGTERMMidStream(t *testing.T) {
 		Enabled: true, Ordering: topics.OrderingKey}))
 	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"*"}, Enabled: true}))
 	e.startDispatcher()
+	e.startRetrier() // brings back what the stopping deliverer spilled, if anything
 	a := e.startProc(bin, "deliverer-a")
 
 	const n, keys = 600, 40

@@ -350,11 +350,11 @@ func (l *Lanes) Drop(parts []int32) int { return l.drop(parts, false) }
 // highest offset started in their partition, which stay to run. Once they
 // and the running ones are done (WaitIdle), the watermark is past every
 // record this process started, so the next owner redoes none of them. The
-// records kept of a subscription that, at its pace, could not finish what
-// it holds within the spill delay become spills: a hanging endpoint's
-// queue would otherwise hold up the shutdown or the group's rebalance for
-// as long as the shutdown budget, and spills take one produce each. It
-// returns the number dropped.
+// records kept of a slow subscription (at its pace, it needs more than
+// slowFactor spill delays to finish what it holds) become spills: a
+// hanging endpoint's queue would otherwise hold up the shutdown or the
+// group's rebalance for as long as the shutdown budget, and spills take
+// one produce each. It returns the number dropped.
 func (l *Lanes) HandOff(parts []int32) int { return l.drop(parts, true) }
 
 // HandOffAll hands off every partition.
@@ -437,13 +437,12 @@ func (l *Lanes) drop(parts []int32, handOff bool) int {
 }
 
 // spillSlow turns the records not started in the given partitions of
-// every subscription too slow to finish what it holds within the spill
-// delay into spills, in key order.
+// every slow subscription into spills, in key order.
 func (l *Lanes) spillSlow(parts map[int32]bool) {
 	now := time.Now()
 	waits := map[string]time.Duration{}
 	for _, s := range l.subs {
-		if w := s.workOff(now, l.maxPerSub); w > l.spillAfter {
+		if w := s.workOff(now, l.maxPerSub); w > slowFactor*l.spillAfter {
 			waits[s.id] = w
 		}
 	}
