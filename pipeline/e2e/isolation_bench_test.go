@@ -10,52 +10,79 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
 )
 
 // BenchmarkIsolation is the isolation figure of `make bench`: 20 healthy
 // subscriptions, measured alone and next to a 21st whose endpoint always
-// times out (it gets its share of the events, 1 in 21). Reported side by
-// side: the healthy subscriptions' burst throughput and their p99
-// publish-to-receipt latency at a fixed rate.
+// times out (it gets its share of the events, 1 in 21). Both are measured
+// twice: with the lanes alone (no Redis: every delivery to the failing
+// endpoint is attempted and times out), and as deployed by default, with
+// Redis and its circuit breaker (default settings), which has a cost of
+// its own, so it is compared with a healthy run that has Redis too.
+// Reported side by side: the healthy subscriptions' burst throughput and
+// their p99 publish-to-receipt latency at a fixed rate.
 //
 // One run of each is too short to compare on a shared 2-core machine (a
-// 1 s burst, a p99 of a few milliseconds), so the two alternate, alone and
-// with the failing one, in the order ABBAAB, each on a fresh broker and
+// 1 s burst, a p99 of a few milliseconds), so the four alternate, three
+// runs each, in the order ABCDDCBAABCD, each on a fresh broker and
 // pipeline stopped before the next starts; drift of the machine falls on
-// both alike. Each side pools its runs: deliveries over the summed burst
+// all alike. Each side pools its runs: deliveries over the summed burst
 // time, and the percentiles of all its latency samples.
 func BenchmarkIsolation(b *testing.B) {
-	order := []bool{false, true, true, false, false, true}
+	srv := redistest.Start(b)
+	sides := []struct {
+		name           string
+		failing, redis bool
+	}{{"alone", false, false}, {"+1 failing", true, false}, {"alone, Redis", false, true}, {"+1, Redis", true, true}}
+	order := []int{0, 1, 2, 3, 3, 2, 1, 0, 0, 1, 2, 3}
 	for b.Loop() {
-		var sides [2]isolationResult
-		var runs [2][]string
-		for _, withFailing := range order {
-			r := isolationRun(b, withFailing)
-			i := 0
-			if withFailing {
-				i = 1
+		res := make([]isolationResult, len(sides))
+		runs := make([][]string, len(sides))
+		for i, side := range order {
+			redisURL := ""
+			if sides[side].redis {
+				redisURL = srv.URL()
 			}
-			sides[i].delivered += r.delivered
-			sides[i].took += r.took
-			sides[i].lat = append(sides[i].lat, r.lat...)
+			r := isolationRun(b, sides[side].failing, redisURL, fmt.Sprintf("iso%d-%d:", time.Now().UnixNano(), i))
+			res[side].delivered += r.delivered
+			res[side].took += r.took
+			res[side].lat = append(res[side].lat, r.lat...)
 			_, p99 := percentiles(r.lat)
-			runs[i] = append(runs[i], fmt.Sprintf("%.0f/s %s", r.throughput(), p99.Round(100*time.Microsecond)))
+			runs[side] = append(runs[side], fmt.Sprintf("%.0f/s %s", r.throughput(), p99.Round(100*time.Microsecond)))
 		}
-		alone, next := sides[0], sides[1]
-		ap50, ap99 := percentiles(alone.lat)
-		np50, np99 := percentiles(next.lat)
-		tr, pr := next.throughput()/alone.throughput(), float64(np99)/float64(ap99)
-		fmt.Fprintf(os.Stdout, "\n%-58s %12s %12s\n", fmt.Sprintf("isolation: %d healthy subscriptions, %d runs each", isoHealthy, len(order)/2), "alone", "+1 failing")
-		fmt.Fprintf(os.Stdout, "%-58s %12.0f %12.0f\n", "healthy deliveries/s (burst)", alone.throughput(), next.throughput())
-		fmt.Fprintf(os.Stdout, "%-58s %12s %12s\n", fmt.Sprintf("healthy p50 at %d events/s", isoRate), ap50.Round(100*time.Microsecond), np50.Round(100*time.Microsecond))
-		fmt.Fprintf(os.Stdout, "%-58s %12s %12s\n", fmt.Sprintf("healthy p99 at %d events/s", isoRate), ap99.Round(100*time.Microsecond), np99.Round(100*time.Microsecond))
-		fmt.Fprintf(os.Stdout, "%-58s %12.2f\n", "throughput ratio (+1 failing / alone; target >= 0.90)", tr)
-		fmt.Fprintf(os.Stdout, "%-58s %12.2f\n", "p99 ratio (+1 failing / alone; target <= 1.10)", pr)
-		fmt.Fprintf(os.Stdout, "runs alone (burst, p99):      %s\n", strings.Join(runs[0], ", "))
-		fmt.Fprintf(os.Stdout, "runs +1 failing (burst, p99): %s\n", strings.Join(runs[1], ", "))
-		b.ReportMetric(tr, "throughput-ratio")
-		b.ReportMetric(pr, "p99-ratio")
-		b.ReportMetric(float64(np99.Microseconds())/1000, "p99-ms-with-failing")
+		p50s, p99s := make([]time.Duration, len(sides)), make([]time.Duration, len(sides))
+		for i := range res {
+			p50s[i], p99s[i] = percentiles(res[i].lat)
+		}
+		row := func(name string, f func(i int) string) {
+			fmt.Fprintf(os.Stdout, "%-44s %12s %12s %12s %12s\n", name, f(0), f(1), f(2), f(3))
+		}
+		// Each failing side is compared with the healthy side before it.
+		tr := func(i int) float64 { return res[i].throughput() / res[i-1].throughput() }
+		pr := func(i int) float64 { return float64(p99s[i]) / float64(p99s[i-1]) }
+		ratio := func(f func(int) float64) func(int) string {
+			return func(i int) string {
+				if !sides[i].failing {
+					return ""
+				}
+				return fmt.Sprintf("%.2f", f(i))
+			}
+		}
+		fmt.Fprintln(os.Stdout)
+		row(fmt.Sprintf("isolation: %d healthy, %d runs each", isoHealthy, len(order)/len(sides)), func(i int) string { return sides[i].name })
+		row("healthy deliveries/s (burst)", func(i int) string { return fmt.Sprintf("%.0f", res[i].throughput()) })
+		row(fmt.Sprintf("healthy p50 at %d events/s", isoRate), func(i int) string { return p50s[i].Round(100 * time.Microsecond).String() })
+		row(fmt.Sprintf("healthy p99 at %d events/s", isoRate), func(i int) string { return p99s[i].Round(100 * time.Microsecond).String() })
+		row("throughput ratio to alone (target >= 0.90)", ratio(tr))
+		row("p99 ratio to alone (target <= 1.10)", ratio(pr))
+		for i, side := range sides {
+			fmt.Fprintf(os.Stdout, "runs %-12s (burst, p99): %s\n", side.name, strings.Join(runs[i], ", "))
+		}
+		b.ReportMetric(tr(1), "throughput-ratio")
+		b.ReportMetric(pr(1), "p99-ratio")
+		b.ReportMetric(tr(3), "throughput-ratio-redis")
+		b.ReportMetric(pr(3), "p99-ratio-redis")
 	}
 }
 
@@ -77,10 +104,14 @@ type isolationResult struct {
 func (r isolationResult) throughput() float64 { return float64(r.delivered) / r.took.Seconds() }
 
 // isolationRun is one run on a fresh broker and pipeline, stopped when it
-// returns.
-func isolationRun(b *testing.B, withFailing bool) isolationResult {
+// returns; with a Redis URL, endpoint protection is on, its keys under
+// prefix.
+func isolationRun(b *testing.B, withFailing bool, redisURL, prefix string) isolationResult {
 	e := newEnv(b)
 	defer e.close()
+	if redisURL != "" {
+		e.withRedis(redisURL, prefix, nil)
+	}
 	r := newReceiver(b)
 	r.answer(func(q request, _ http.ResponseWriter) int {
 		if q.Sub == "failing" {
