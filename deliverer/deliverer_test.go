@@ -113,6 +113,7 @@ func TestOutcomes(t *testing.T) {
 		"sub_ok":        newReceiver(t, status(200)),
 		"sub_500":       newReceiver(t, status(500)),
 		"sub_503_after": newReceiver(t, status(503, "Retry-After", "8")),
+		"sub_429":       newReceiver(t, status(429)),
 		"sub_400":       newReceiver(t, status(400)),
 		"sub_404_retry": newReceiver(t, status(404)),
 		"sub_410":       newReceiver(t, status(410)),
@@ -161,6 +162,7 @@ func TestOutcomes(t *testing.T) {
 		"sub_ok":        {topics.OutcomeSuccess, "", 200, 1, true},
 		"sub_500":       {topics.OutcomeRetry, topics.FailureServerError, 500, 1, true},
 		"sub_503_after": {topics.OutcomeRetry, topics.FailureServerError, 503, 1, true},
+		"sub_429":       {topics.OutcomeRetry, topics.FailureRateLimited, 429, 1, true},
 		"sub_400":       {topics.OutcomeDead, topics.FailurePermanent4xx, 400, 1, true},
 		"sub_404_retry": {topics.OutcomeRetry, topics.FailurePermanent4xx, 404, 1, true},
 		"sub_410":       {topics.OutcomeDead, topics.FailureGone, 410, 1, true},
@@ -207,11 +209,12 @@ func TestOutcomes(t *testing.T) {
 		"sub_302":       5 * time.Second,
 		"sub_404_retry": 5 * time.Second, // a permanent status the subscription retries
 		"sub_hang":      time.Minute,
+		"sub_429":       time.Minute, // a 429 without Retry-After waits the floor too
 	} {
 		d := dels[id]
 		a := h.waitAttempt(d.EventID)
 		tier := time.Second
-		if id == "sub_hang" {
+		if id == "sub_hang" || id == "sub_429" {
 			tier = time.Minute
 		}
 		r := h.waitRecord(h.names.Retry(tier), d.EventID)
@@ -231,7 +234,7 @@ func TestOutcomes(t *testing.T) {
 		// its duration, before the test read the retry.
 		answered := a.TS.Add(time.Duration(a.DurationMS * float64(time.Millisecond)))
 		lo, hi := answered.Add(delay*8/10-time.Millisecond), read.Add(delay*12/10+time.Millisecond)
-		if id == "sub_503_after" || id == "sub_hang" {
+		if id == "sub_503_after" || id == "sub_hang" || id == "sub_429" {
 			lo, hi = answered.Add(delay-time.Millisecond), read.Add(delay+time.Millisecond)
 		}
 		if nb.Before(lo) || nb.After(hi) {

@@ -348,3 +348,62 @@ func TestKilledWhileHeldAndParked(t *testing.T) {
 	}
 	r.checkSignatures(t)
 }
+
+// TestOrderedDeadLetteredHeadReleasesKey: when the failing head of an
+// ordered key is dead-lettered (J's with a 400 at once, K's once its
+// schedule is exhausted), the key's later events go out, in publish order,
+// and none of them before its head was given up on; the heads are in dlq.
+func TestOrderedDeadLetteredHeadReleasesKey(t *testing.T) {
+	e := newEnv(t)
+	r := newReceiver(t)
+	r.answer(func(q request, _ http.ResponseWriter) int {
+		switch q.ID {
+		case "K-000":
+			return http.StatusServiceUnavailable
+		case "J-000":
+			return http.StatusBadRequest
+		}
+		return http.StatusNoContent
+	})
+	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"}, Enabled: true,
+		Ordering: topics.OrderingKey, RetrySchedule: []string{"1s", "1s"}}))
+	e.startDispatcher()
+	e.startDeliverer()
+	e.startRetrier()
+	const n = 5
+	e.publish(orderedEvents([]string{"K", "J"}, n)...)
+	wait(t, 60*time.Second, "every event after the heads", func() bool { return r.count() == 2*(n-1) })
+
+	if got := len(r.attempts("K-000")); got != 3 {
+		t.Errorf("K-000 attempted %d times, want 3 (a schedule of two retries)", got)
+	}
+	if got := len(r.attempts("J-000")); got != 1 {
+		t.Errorf("J-000 attempted %d times, want 1 (a 400 is not retried)", got)
+	}
+	for _, k := range []string{"K", "J"} {
+		head := r.attempts(k + "-000")
+		givenUp := head[len(head)-1].At
+		prev := givenUp
+		for i := 1; i < n; i++ {
+			id := fmt.Sprintf("%s-%03d", k, i)
+			as := r.attempts(id)
+			if len(as) != 1 {
+				t.Fatalf("%s attempted %d times, want once", id, len(as))
+			}
+			if as[0].At.Before(prev) {
+				t.Errorf("%s attempted at %v, before %s (%v)", id, as[0].At.Format(time.StampMicro), fmt.Sprintf("%s-%03d", k, i-1), prev.Format(time.StampMicro))
+			}
+			prev = as[0].At
+		}
+	}
+	e.consume(e.names.DLQ(), 30*time.Second, func(recs []*kgo.Record) bool {
+		dead := map[string]string{}
+		for _, rec := range recs {
+			if dl, err := topics.DecodeDeadLetter(rec.Value); err == nil {
+				dead[dl.Delivery.EventID] = dl.FailureCategory
+			}
+		}
+		return dead["K-000"] == topics.FailureExhausted && dead["J-000"] == topics.FailurePermanent4xx
+	})
+	r.checkSignatures(t)
+}
