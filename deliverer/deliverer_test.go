@@ -250,14 +250,14 @@ func TestOutcomes(t *testing.T) {
 
 	// Dead letters.
 	for id, w := range map[string]struct {
-		category string
-		status   int
-		attempts int
+		category, last string
+		status         int
+		attempts       int
 	}{
-		"sub_400":      {topics.FailurePermanent4xx, 400, 1},
-		"sub_410":      {topics.FailureGone, 410, 1},
-		"sub_last":     {topics.FailureExhausted, 500, 2},
-		"sub_disabled": {topics.FailureDisabled, 0, 0},
+		"sub_400":      {topics.FailurePermanent4xx, "", 400, 1},
+		"sub_410":      {topics.FailureGone, "", 410, 1},
+		"sub_last":     {topics.FailureExhausted, topics.FailureServerError, 500, 2},
+		"sub_disabled": {topics.FailureDisabled, "", 0, 0},
 	} {
 		d := dels[id]
 		r := h.waitRecord(h.names.DLQ(), d.EventID)
@@ -265,10 +265,10 @@ func TestOutcomes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: dlq record: %v", id, err)
 		}
-		if dl.FailureCategory != w.category || dl.HTTPStatus != w.status || dl.Attempts != w.attempts ||
+		if dl.FailureCategory != w.category || dl.LastFailureCategory != w.last || dl.HTTPStatus != w.status || dl.Attempts != w.attempts ||
 			dl.Delivery == nil || dl.Delivery.EventID != d.EventID || dl.Reason == "" ||
 			dl.Source.Topic != h.names.Deliveries() || string(r.Key) != id+"/"+d.EventID {
-			t.Errorf("%s: dead letter %+v keyed %q; want category %q, status %d, attempts %d", id, dl, r.Key, w.category, w.status, w.attempts)
+			t.Errorf("%s: dead letter %+v keyed %q; want category %q (last %q), status %d, attempts %d", id, dl, r.Key, w.category, w.last, w.status, w.attempts)
 		}
 	}
 	for _, id := range []string{"sub_ok", "sub_500", "sub_404_retry", "sub_deleted"} {

@@ -147,7 +147,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 				// The category says why it is here (topics.FailureExhausted);
 				// the reason keeps the last attempt's category and error.
 				Delivery: del, Reason: "retries exhausted, last failure " + res.Category + ": " + att.Error,
-				FailureCategory: topics.FailureExhausted, HTTPStatus: resp.status, Attempts: del.Attempt,
+				FailureCategory: topics.FailureExhausted, LastFailureCategory: res.Category, HTTPStatus: resp.status, Attempts: del.Attempt,
 			}, now)}, disable...), finished
 		}
 		delay := backoff.Jittered(nominal, rng)

@@ -16,12 +16,16 @@ type DeadLetter struct {
 	// RawEvent is the undecodable event value exactly as consumed.
 	RawEvent []byte `json:"raw_event,omitempty"`
 	// Reason says why, in one line without secrets.
-	Reason          string    `json:"reason"`
-	FailureCategory string    `json:"failure_category"`
-	HTTPStatus      int       `json:"http_status,omitempty"`
-	Attempts        int       `json:"attempts"`
-	DeadAt          time.Time `json:"dead_at"`
-	Source          Source    `json:"source"`
+	Reason          string `json:"reason"`
+	FailureCategory string `json:"failure_category"`
+	// LastFailureCategory is, for an exhausted schedule (FailureCategory
+	// exhausted), the category of the last attempt's failure: timeout,
+	// server_error, ...
+	LastFailureCategory string    `json:"last_failure_category,omitempty"`
+	HTTPStatus          int       `json:"http_status,omitempty"`
+	Attempts            int       `json:"attempts"`
+	DeadAt              time.Time `json:"dead_at"`
+	Source              Source    `json:"source"`
 }
 
 // Source locates the record a dead letter came from.

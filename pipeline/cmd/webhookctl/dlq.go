@@ -27,7 +27,7 @@ type dlqFilter struct {
 func (f *dlqFilter) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.subscription, "subscription", "", "only dead letters of this subscription")
 	fs.StringVar(&f.typ, "type", "", "only dead letters of this event type: a type, prefix.* or *")
-	fs.StringVar(&f.category, "category", "", "only this failure category (server_error, timeout, permanent_4xx, exhausted, invalid_record, ...)")
+	fs.StringVar(&f.category, "category", "", "only this failure category (server_error, timeout, permanent_4xx, exhausted, invalid_record, ...); an exhausted dead letter also matches its last failure's")
 	f.times.define(fs, "dead letters that died")
 }
 
@@ -51,7 +51,7 @@ func (f *dlqFilter) matches(dl *topics.DeadLetter) bool {
 	switch {
 	case f.subscription != "" && dl.Delivery.SubscriptionID != f.subscription,
 		f.typ != "" && !topics.MatchType(f.typ, dl.Delivery.EventType),
-		f.category != "" && dl.FailureCategory != f.category,
+		f.category != "" && dl.FailureCategory != f.category && dl.LastFailureCategory != f.category,
 		!f.since.IsZero() && dl.DeadAt.Before(f.since),
 		!f.until.IsZero() && !dl.DeadAt.Before(f.until):
 		return false

@@ -43,7 +43,7 @@ func seedDLQ(h *harness) *dlqSeed {
 		"a2": {Delivery: del("sub_a", "evt_a2", "invoice.paid"), Reason: "endpoint answered 404", FailureCategory: "permanent_4xx",
 			HTTPStatus: 404, Attempts: 1, DeadAt: now.Add(-90 * time.Minute)},
 		"b1": {Delivery: del("sub_b", "evt_b1", "order.created"), Reason: "retries exhausted\nafter timeout", FailureCategory: "exhausted",
-			Attempts: 8, DeadAt: now.Add(-30 * time.Minute)},
+			LastFailureCategory: "timeout", Attempts: 8, DeadAt: now.Add(-30 * time.Minute)},
 		"raw": {RawEvent: []byte(`{"id": "evt_bad"`), Reason: "invalid event: unexpected EOF", FailureCategory: "invalid_record",
 			DeadAt: now.Add(-20 * time.Minute)},
 		"b2": {Delivery: del("sub_b", "evt_b2", "order.paid"), Reason: "endpoint answered 500", FailureCategory: "server_error",
@@ -130,6 +130,8 @@ func TestDLQList(t *testing.T) {
 		{[]string{"--type", "*"}, []string{"a1", "a2", "b1"}},
 		{[]string{"--category", "server_error"}, []string{"a1"}},
 		{[]string{"--category", "invalid_record"}, []string{"raw"}},
+		{[]string{"--category", "exhausted"}, []string{"b1"}},
+		{[]string{"--category", "timeout"}, []string{"b1"}}, // exhausted, its last failure a timeout
 		{[]string{"--since", "2h"}, []string{"a2", "b1", "raw"}},
 		{[]string{"--since", "2h", "--until", "25m"}, []string{"a2", "b1"}},
 		{[]string{"--until", "100m"}, []string{"a1"}},
