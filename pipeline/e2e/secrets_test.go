@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/retrier"
 	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // testSecretsKey is every env's WEBHOOKS_SECRETS_KEY (bytes 0..31).
@@ -45,26 +45,10 @@ func (e *env) keys() *topics.Keyring {
 
 // logCapture is a zap core writing every entry, at every level, as JSON
 // into a buffer.
-type logCapture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *logCapture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(p)
-}
+type logCapture struct{ testkit.Buffer }
 
 func (c *logCapture) Sync() error { return nil }
 
-func (c *logCapture) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
-
-// logger logs into the test output at info and into the capture at debug.
 func (c *logCapture) logger(t testing.TB) *zap.Logger {
 	capture := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), c, zapcore.DebugLevel)
 	return zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).Core(), capture))

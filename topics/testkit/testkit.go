@@ -1,10 +1,12 @@
 // Package testkit is what the tests of every module share: waiting on a
 // condition with a deadline (never a bare sleep), a context bounded by the
-// test, a logger that outlives the test quietly, and the rule for tests
+// test, a logger that outlives the test quietly, a buffer safe to write
+// from another goroutine, and the rule for tests
 // that need a real service.
 package testkit
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"sync"
@@ -129,4 +131,24 @@ func ClickHouseAddr(tb testing.TB) string {
 		NeedService(tb, EnvClickHouseAddr+" is not set: run `make test`, which starts a clickhouse-server for the tests")
 	}
 	return addr
+}
+
+// Buffer is a bytes.Buffer that a goroutine under test may write while the
+// test reads it.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

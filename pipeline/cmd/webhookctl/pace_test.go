@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // TestPaceSpacesBatches: at --rate 10, 45 records go in batches of 10, the
@@ -57,31 +57,13 @@ func TestPaceWaitPastDeadline(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for the progress goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestProgressLine: in text mode a long command prints its progress line to
 // stderr every second until stopped, and nothing after; with -o json,
 // nothing (stdout is the JSON, stderr stays quiet).
 func TestProgressLine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, output := range []string{outputText, outputJSON} {
-			var buf syncBuffer
+			var buf testkit.Buffer
 			c := &cli{output: output, stderr: &buf}
 			n := 0
 			stop := c.progress(func() string { n++; return "replayed " + strings.Repeat("x", n) })
