@@ -1,8 +1,7 @@
 // Package testkit is what the tests of every module share: waiting on a
 // condition with a deadline (never a bare sleep), a context bounded by the
 // test, a logger that outlives the test quietly, a buffer safe to write
-// from another goroutine, and the rule for tests
-// that need a real service.
+// from another goroutine, and the rule for tests that need a real service.
 package testkit
 
 import (
