@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookpipe/hookpipe/retrier/internal/hold"
 	"github.com/hookpipe/hookpipe/topics"
 	"github.com/hookpipe/hookpipe/topics/ops"
 )
@@ -45,10 +46,16 @@ func (m *metrics) release(n int) {
 	}
 }
 
-// late observes a release at released of a record due at due.
-func (m *metrics) late(released, due time.Time) {
-	if m != nil {
-		m.lateness.Observe(max(0, released.Sub(due).Seconds()))
+// late observes how late the records released at released were, those
+// due at now: not those released early for a recovered endpoint.
+func (m *metrics) late(recs []hold.Record, now, released time.Time) {
+	if m == nil {
+		return
+	}
+	for _, rec := range recs {
+		if !rec.Due.After(now) {
+			m.lateness.Observe(max(0, released.Sub(rec.Due).Seconds()))
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -58,4 +59,32 @@ func TestOverrun(t *testing.T) {
 	if overrun(&hold.Partition{}, tier, horizon.Add(time.Hour)) {
 		t.Fatal("an empty partition is overrun")
 	}
+}
+
+// TestLatenessOfDueReleasesOnly: the lateness histogram observes the
+// records released as due, how long after their due time; a record released
+// early for a recovered endpoint is not late and is not observed.
+func TestLatenessOfDueReleasesOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg, &retrier{})
+	now := time.UnixMilli(1_800_000_000_000)
+	m.late([]hold.Record{
+		{Due: now.Add(-2 * time.Second)}, // due 2 s before the release decision
+		{Due: now.Add(time.Hour)},        // early: due in an hour
+	}, now, now.Add(500*time.Millisecond))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "webhooks_retrier_release_lateness_seconds" {
+			continue
+		}
+		h := f.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 1 || h.GetSampleSum() != 2.5 {
+			t.Fatalf("%d observations summing to %vs, want 1 of 2.5s", h.GetSampleCount(), h.GetSampleSum())
+		}
+		return
+	}
+	t.Fatal("no webhooks_retrier_release_lateness_seconds")
 }

@@ -238,9 +238,7 @@ func (r *retrier) release(ctx context.Context) error {
 		r.m.release(len(out))
 		released := time.Now()
 		for _, d := range due {
-			for _, rec := range d {
-				r.m.late(released, rec.Due)
-			}
+			r.m.late(d, now, released)
 		}
 	}
 	r.mu.Lock()
