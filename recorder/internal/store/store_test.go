@@ -26,11 +26,17 @@ func TestClampTime(t *testing.T) {
 	}
 }
 
+// base is the attempts' time. A copy of an attempt record carries the
+// record's own ts, so every call stamps the same one: ts is in the sort key,
+// at whole seconds, and time.Now() per call would make copies that cross a
+// second boundary distinct rows.
+var base = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
 func rows(suspect bool, ids ...string) *batch.Batch {
 	b := batch.New(len(ids))
 	for i, id := range ids {
 		a := topics.Attempt{AttemptID: id, EventID: "evt", SubscriptionID: "sub_" + id, Tenant: "acme", Attempt: 1,
-			Outcome: topics.OutcomeSuccess, HTTPStatus: 200, DurationMS: 1.5, TS: time.Now().Add(time.Duration(i) * time.Second)}
+			Outcome: topics.OutcomeSuccess, HTTPStatus: 200, DurationMS: 1.5, TS: base.Add(time.Duration(i) * time.Second)}
 		b.Add(&kgo.Record{Topic: "t", Offset: int64(i)}, &a, suspect, time.Now())
 	}
 	return b
