@@ -1,4 +1,5 @@
-// Package deliverer consumes the deliveries topic and POSTs each delivery to
+// Package deliverer consumes the deliveries topic, and the redeliveries
+// topic where the retrier releases due retries, and POSTs each delivery to
 // its subscription's endpoint, signed (Standard Webhooks), in order per key,
 // concurrently across keys. Every attempt yields an attempt record; failures
 // go to a retry tier or the dlq. A record's offset is committed only after
@@ -38,7 +39,7 @@ type deliverer struct {
 	prot   *protection // circuit breakers, rate limits, auto-disable; nil without Redis
 
 	commitMu  sync.Mutex
-	committed map[int32]int64
+	committed map[lanes.TP]int64
 }
 
 // Run delivers until ctx is done, then shuts down in order: stop fetching,
@@ -60,7 +61,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		lanes:     lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]),
 		sender:    newSender(cfg),
 		fatal:     make(chan error, 1),
-		committed: map[int32]int64{},
+		committed: map[lanes.TP]int64{},
 	}
 	if d.prot, err = newProtection(cfg.Protection, cfg.MaxInFlight, log); err != nil {
 		return err
@@ -107,7 +108,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		cl.Close()
 		return nil
 	}
-	srv.Watch(cl, cfg.Group, d.names.Deliveries())
+	srv.Watch(cl, cfg.Group, d.consumed()...)
 	log.Info("started", zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("group", cfg.Group),
 		zap.Int("max_in_flight", cfg.MaxInFlight), zap.Int("max_per_subscription", cfg.MaxPerSubscription))
 
@@ -124,7 +125,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	runErr := d.poll(ctx)
 
 	// Shutdown: nothing new starts; running attempts finish and commit.
-	cl.PauseFetchTopics(d.names.Deliveries())
+	cl.PauseFetchTopics(d.consumed()...)
 	dropped := d.lanes.HandOffAll() // what started is finished, so nothing is redone
 	budget, cancelBudget := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	if err := d.lanes.WaitIdle(budget, nil); err != nil {
@@ -160,9 +161,15 @@ func baseOpts(cfg Config, log *zap.Logger) []kgo.Opt {
 func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
 	return append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(d.cfg.Group),
-		kgo.ConsumeTopics(d.names.Deliveries()),
+		kgo.ConsumeTopics(d.consumed()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A fetch waits at most this long for records. Resuming the
+		// redeliveries topic takes effect with the next fetch, so with
+		// the deliveries topic idle this bounds how long due retries wait
+		// after their share freed up (with the default 5 s, a storm
+		// drained in steps of 5 s).
+		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.SessionTimeout(d.cfg.Kafka.SessionTimeout),
 		kgo.HeartbeatInterval(max(d.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
 		kgo.DisableAutoCommit(),
@@ -174,11 +181,23 @@ func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
 	)
 }
 
+// consumed are the topics the deliverer group consumes: fresh deliveries
+// and due retries.
+func (d *deliverer) consumed() []string {
+	return []string{d.names.Deliveries(), d.names.Redeliveries()}
+}
+
 // poll feeds the lanes until ctx is done or a worker hit a fatal error.
 // When MaxBuffered records are held it stops polling and pauses fetching
-// (backpressure) until a quarter of them are done.
+// (backpressure) until a quarter of them are done. Due retries get half of
+// the buffer: past three quarters of that, the redeliveries topic is paused
+// (until they are down to half) while fresh deliveries are fetched on, so a
+// storm of due retries never stands between fresh deliveries and the
+// workers.
 func (d *deliverer) poll(ctx context.Context) error {
-	topic := d.names.Deliveries()
+	fresh, due := d.names.Deliveries(), d.names.Redeliveries()
+	dueCap := max(1, d.cfg.MaxBuffered/2)
+	duePaused := false
 	// A fatal error ends polling at once, even while no records arrive
 	// (PollRecords blocks until some do) or the buffer is full.
 	pctx, stop := context.WithCancelCause(ctx)
@@ -192,21 +211,47 @@ func (d *deliverer) poll(ctx context.Context) error {
 	}()
 	for {
 		if n := d.lanes.Buffered(); n >= d.cfg.MaxBuffered {
-			d.cl.PauseFetchTopics(topic)
+			d.cl.PauseFetchTopics(fresh, due)
 			// At least 1: with MaxBuffered 1, 3/4 of it is 0, which
 			// Buffered never goes below.
 			err := d.lanes.WaitBelow(pctx, max(1, d.cfg.MaxBuffered*3/4))
-			d.cl.ResumeFetchTopics(topic)
+			d.cl.ResumeFetchTopics(fresh)
+			if !duePaused {
+				d.cl.ResumeFetchTopics(due)
+			}
 			if err != nil {
 				return fatalCause(ctx, pctx)
 			}
 		}
-		fs := d.cl.PollRecords(pctx, max(1, d.cfg.MaxBuffered-d.lanes.Buffered()))
+		held := d.lanes.BufferedIn(due)
+		switch {
+		case !duePaused && held > dueCap*3/4:
+			d.cl.PauseFetchTopics(due)
+			duePaused = true
+		case duePaused && held <= dueCap/2:
+			d.cl.ResumeFetchTopics(due)
+			duePaused = false
+		}
+		// No poll may take due retries past their share.
+		n := max(1, d.cfg.MaxBuffered-d.lanes.Buffered())
+		pollCtx, cancel := pctx, context.CancelFunc(func() {})
+		if duePaused {
+			// Nothing else would wake a poll with fresh deliveries idle
+			// when the due retries are worked off.
+			pollCtx, cancel = context.WithTimeout(pctx, duePausedPoll)
+		} else {
+			n = min(n, max(1, dueCap-held))
+		}
+		fs := d.cl.PollRecords(pollCtx, n)
+		cancel()
 		if pctx.Err() != nil || fs.IsClientClosed() {
 			d.cl.AllowRebalance()
 			return fatalCause(ctx, pctx)
 		}
 		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return // the short poll while due retries are paused
+			}
 			d.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
 		fs.EachRecord(func(r *kgo.Record) {
@@ -215,6 +260,13 @@ func (d *deliverer) poll(ctx context.Context) error {
 		d.cl.AllowRebalance()
 	}
 }
+
+// fetchMaxWait bounds how long a fetch waits for records (see opts).
+const fetchMaxWait = 250 * time.Millisecond
+
+// duePausedPoll bounds a poll while the redeliveries topic is paused, so
+// that it is resumed soon after its records are worked off.
+const duePausedPoll = 50 * time.Millisecond
 
 // fatalCause is the fatal error that ended polling, or nil when shutdown
 // (ctx) did.
@@ -331,23 +383,26 @@ func (d *deliverer) commitLoop(ctx context.Context) {
 
 // commit commits the watermarks of the given partitions (all when nil)
 // that moved since the last commit.
-func (d *deliverer) commit(ctx context.Context, parts []int32) {
+func (d *deliverer) commit(ctx context.Context, parts []lanes.TP) {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
 	d.commitLocked(ctx, parts)
 }
 
-func (d *deliverer) commitLocked(ctx context.Context, parts []int32) {
-	offsets := map[int32]kgo.EpochOffset{}
-	for p, wm := range d.lanes.Watermarks(parts) {
-		if last, ok := d.committed[p]; !ok || wm.Offset > last {
-			offsets[p] = wm
+func (d *deliverer) commitLocked(ctx context.Context, parts []lanes.TP) {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for tp, wm := range d.lanes.Watermarks(parts) {
+		if last, ok := d.committed[tp]; !ok || wm.Offset > last {
+			if offsets[tp.Topic] == nil {
+				offsets[tp.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[tp.Topic][tp.Partition] = wm
 		}
 	}
 	if len(offsets) == 0 {
 		return
 	}
-	d.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{d.names.Deliveries(): offsets},
+	d.cl.CommitOffsetsSync(ctx, offsets,
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				if ctx.Err() == nil {
@@ -358,7 +413,7 @@ func (d *deliverer) commitLocked(ctx context.Context, parts []int32) {
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
 					if p.ErrorCode == 0 {
-						d.committed[p.Partition] = offsets[p.Partition].Offset
+						d.committed[lanes.TP{Topic: t.Topic, Partition: p.Partition}] = offsets[t.Topic][p.Partition].Offset
 					}
 				}
 			}
@@ -369,7 +424,7 @@ func (d *deliverer) commitLocked(ctx context.Context, parts []int32) {
 // (the next owner starts from the committed watermark), running ones finish
 // within the shutdown budget, and the watermark is committed.
 func (d *deliverer) revoked(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	parts := lost[d.names.Deliveries()]
+	parts := d.ours(lost)
 	if len(parts) == 0 {
 		return
 	}
@@ -386,13 +441,24 @@ func (d *deliverer) revoked(ctx context.Context, _ *kgo.Client, lost map[string]
 	for _, p := range parts {
 		delete(d.committed, p)
 	}
-	d.log.Info("partitions revoked", zap.Int32s("partitions", parts), zap.Int("dropped_unstarted", dropped))
+	d.log.Info("partitions revoked", zap.Any("partitions", lost), zap.Int("dropped_unstarted", dropped))
+}
+
+// ours are the partitions of consumed topics in a revoked or lost set.
+func (d *deliverer) ours(m map[string][]int32) []lanes.TP {
+	var out []lanes.TP
+	for _, t := range d.consumed() {
+		for _, p := range m[t] {
+			out = append(out, lanes.TP{Topic: t, Partition: p})
+		}
+	}
+	return out
 }
 
 // lost partitions cannot be committed: drop what has not started and forget
 // them; the new owner redoes everything after the last commit.
 func (d *deliverer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	parts := lost[d.names.Deliveries()]
+	parts := d.ours(lost)
 	if len(parts) == 0 {
 		return
 	}
@@ -404,5 +470,5 @@ func (d *deliverer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int
 	for _, p := range parts {
 		delete(d.committed, p)
 	}
-	d.log.Warn("partitions lost", zap.Int32s("partitions", parts))
+	d.log.Warn("partitions lost", zap.Any("partitions", lost))
 }

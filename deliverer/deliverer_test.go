@@ -605,6 +605,59 @@ func TestBackpressure(t *testing.T) {
 	}
 }
 
+// TestDueRetriesKeepOutOfTheWay (invariant 5, issue 3): a storm of due
+// retries in the redeliveries topic takes at most half of the buffer, so
+// fresh deliveries are fetched and delivered while the storm's endpoint
+// still holds every request. (With the storm on the fresh topic, or with no
+// share of its own, the storm fills the buffer and fetching stops.) The
+// storm's subscription is busy, not slow: its queue limit is above the
+// storm, so nothing spills and only the share keeps the buffer free.
+func TestDueRetriesKeepOutOfTheWay(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	g := newGate(t)
+	storm := newReceiver(t, func(_ http.ResponseWriter, r *http.Request, _ []byte) { g.wait(r) })
+	fresh := newReceiver(t, nil)
+	stormSub := newSub(t, "sub_storm", storm.url())
+	stormSub.TimeoutMS = 300_000 // no request ends before the gate opens
+	h.putSub(stormSub)
+	h.putSub(newSub(t, "sub_fresh", fresh.url()))
+	var due []*kgo.Record
+	for _, id := range ids("evt_storm", 100) {
+		d := newDelivery("sub_storm", id)
+		d.Attempt = 2
+		r := h.deliveryRecord(d, "")
+		r.Topic = h.names.Redeliveries()
+		due = append(due, r)
+	}
+	h.produce(due...)
+	h.start(map[string]string{
+		"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT":               "4",
+		"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION":        "2",
+		"WEBHOOKS_DELIVERER_MAX_BUFFERED":                "40",
+		"WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION": "1000",
+	})
+	waitFor(t, 20*time.Second, "the storm's requests in flight", func() bool { now, _ := storm.concurrency(); return now == 2 })
+	var fs []topics.Delivery
+	for _, id := range ids("evt_fresh", 10) {
+		fs = append(fs, newDelivery("sub_fresh", id))
+	}
+	h.deliver(fs...)
+	waitFor(t, 20*time.Second, "the fresh deliveries while the storm's endpoint holds every request", func() bool { return fresh.count() == len(fs) })
+	if n := storm.count(); n != 2 {
+		t.Fatalf("the storm's endpoint got %d requests with its gate closed, want the 2 it holds", n)
+	}
+	g.open()
+	waitFor(t, 30*time.Second, "the storm delivered and committed", func() bool {
+		return storm.count() == len(due) && equalOffsets(h.committedIn(h.names.Redeliveries()), h.ends(h.names.Redeliveries()))
+	})
+	for id, n := range storm.perID() {
+		if n != 1 {
+			t.Fatalf("%s delivered %d times", id, n)
+		}
+	}
+}
+
 // TestPollBackpressure drives the poll loop alone, with the test as the only
 // worker: it holds exactly MaxBuffered records and no more while nothing
 // finishes, and refills as records finish until all have passed.
@@ -628,7 +681,7 @@ func TestPollBackpressure(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]), holds: newHolds(nil),
-				fatal: make(chan error, 1), committed: map[int32]int64{}}
+				fatal: make(chan error, 1), committed: map[lanes.TP]int64{}}
 			d.cl, err = kgo.NewClient(d.opts(baseOpts(cfg, h.log))...)
 			if err != nil {
 				t.Fatal(err)

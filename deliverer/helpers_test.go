@@ -250,6 +250,12 @@ func (h *harness) deliver(ds ...topics.Delivery) {
 // deliveries topic (absent when never committed).
 func (h *harness) committed() map[int32]int64 {
 	h.t.Helper()
+	return h.committedIn(h.names.Deliveries())
+}
+
+// committedIn is committed for any topic the group consumes.
+func (h *harness) committedIn(topic string) map[int32]int64 {
+	h.t.Helper()
 	resp, err := h.adm.FetchOffsets(testCtx(h.t, 10*time.Second), topics.GroupDeliverer)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return map[int32]int64{}
@@ -258,7 +264,7 @@ func (h *harness) committed() map[int32]int64 {
 		h.t.Fatalf("fetch offsets: %v", err)
 	}
 	out := map[int32]int64{}
-	for p, o := range resp[h.names.Deliveries()] {
+	for p, o := range resp[topic] {
 		if o.Err != nil {
 			h.t.Fatalf("fetch offsets: %v", o.Err)
 		}

@@ -32,7 +32,7 @@ type holds struct {
 	table *topics.HoldTable
 
 	mu    sync.Mutex
-	ready map[int32]bool      // deliveries partitions whose holds were caught up since assignment
+	ready map[lanes.TP]bool   // partitions whose holds were caught up since assignment
 	local map[string]ownWrite // holds written here that the table may not show yet
 }
 
@@ -45,13 +45,13 @@ type ownWrite struct {
 }
 
 func newHolds(t *topics.HoldTable) *holds {
-	return &holds{table: t, ready: map[int32]bool{}, local: map[string]ownWrite{}}
+	return &holds{table: t, ready: map[lanes.TP]bool{}, local: map[string]ownWrite{}}
 }
 
 // get returns the hold of a key whose deliveries come from partition p.
 // The first call after p was assigned waits until the table includes every
 // hold written before, by whichever process owned p then.
-func (h *holds) get(ctx context.Context, p int32, key string) (*topics.Hold, error) {
+func (h *holds) get(ctx context.Context, p lanes.TP, key string) (*topics.Hold, error) {
 	h.mu.Lock()
 	ready := h.ready[p]
 	h.mu.Unlock()
@@ -85,7 +85,7 @@ func (h *holds) wrote(key string, hold *topics.Hold, rec *kgo.Record) {
 }
 
 // forget marks partitions as no longer assigned.
-func (h *holds) forget(parts []int32) {
+func (h *holds) forget(parts []lanes.TP) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range parts {
@@ -114,7 +114,7 @@ func (d *deliverer) writeHold(ctx context.Context, key []byte, h *topics.Hold) b
 // held tells whether rec's key is held (or its hold cannot be read now,
 // which ordered then waits out).
 func (d *deliverer) held(ctx context.Context, rec *kgo.Record) bool {
-	h, err := d.holds.get(ctx, rec.Partition, string(rec.Key))
+	h, err := d.holds.get(ctx, lanes.TPOf(rec), string(rec.Key))
 	return err != nil || h != nil
 }
 
@@ -125,24 +125,25 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	key := rec.Key
 	var held *topics.Hold
 	if !d.persist(ctx, "reading the hold of an ordering key", func() (err error) {
-		held, err = d.holds.get(ctx, rec.Partition, string(key))
+		held, err = d.holds.get(ctx, lanes.TPOf(rec), string(key))
 		return err
 	}) {
 		return false
 	}
 	isHead := held != nil && del.EventID == held.Head && del.Attempt == held.HeadAttempt
+	through := d.through(rec)
 	if held != nil && !isHead {
-		if rec.Offset <= held.Through || del.EventID == held.Head {
+		if through >= 0 && through <= held.Through || del.EventID == held.Head {
 			// Redone after a crash (already parked, or the head's own
 			// earlier record), or a stale copy of the head: handled.
 			return true
 		}
 		return d.park(ctx, rec, del, held)
 	}
-	next := &topics.Hold{Head: del.EventID, ParkedFrom: -1, Through: rec.Offset, Since: time.Now()}
+	next := &topics.Hold{Head: del.EventID, ParkedFrom: -1, Through: through, Since: time.Now()}
 	if isHead {
 		next.ParkedFrom, next.ParkedPartition, next.Since = held.ParkedFrom, held.ParkedPartition, held.Since
-		next.Through = max(held.Through, rec.Offset)
+		next.Through = max(held.Through, through)
 	}
 	if it.Spill {
 		// Spilled unattempted: the key waits for it like for a failed head.
@@ -167,6 +168,17 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	return ok && d.writeHold(ctx, key, after)
 }
 
+// through is what a record moves a hold's Through to: its offset on the
+// deliveries topic; -1 for a due retry from the redeliveries topic, whose
+// offsets are another topic's (a hold never skips one: a copy redone after
+// a crash is a duplicate, never a loss).
+func (d *deliverer) through(rec *kgo.Record) int64 {
+	if rec.Topic == d.names.Deliveries() {
+		return rec.Offset
+	}
+	return -1
+}
+
 // produceHold produces recs together with a key's new hold and remembers
 // the hold once all are acknowledged (kgo sets the record's offset).
 func (d *deliverer) produceHold(ctx context.Context, recs []*kgo.Record, key []byte, h *topics.Hold) bool {
@@ -186,7 +198,7 @@ func (d *deliverer) park(ctx context.Context, rec *kgo.Record, del *topics.Deliv
 	att.Outcome, att.FailureCategory = topics.OutcomeBlocked, topics.FailureKeyHeld
 	att.Error = "waiting behind event " + held.Head + " of the same ordering key"
 	h := *held
-	h.Through = max(h.Through, rec.Offset)
+	h.Through = max(h.Through, d.through(rec))
 	if held.ParkedFrom >= 0 {
 		return d.produceHold(ctx, []*kgo.Record{parked, d.attemptRecord(&att)}, rec.Key, &h)
 	}

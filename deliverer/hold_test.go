@@ -49,7 +49,7 @@ func TestHeldKeyOutlivesOrderingChange(t *testing.T) {
 
 	// The retrier's part: K-000 comes back from its tier.
 	tier := h.waitRecord(h.names.Retry(time.Second), "K-000")
-	h.produce(&kgo.Record{Topic: h.names.Deliveries(), Key: tier.Key, Value: tier.Value})
+	h.produce(&kgo.Record{Topic: h.names.Redeliveries(), Key: tier.Key, Value: tier.Value})
 	waitFor(t, 20*time.Second, "K-000 then K-001 delivered", func() bool {
 		got := healthy.perID()
 		return got["K-000"] == 1 && got["K-001"] == 1

@@ -315,7 +315,7 @@ func (b *bubbleEnv) releaseDue(ctx context.Context, ch <-chan *kgo.Record) {
 		b.mu.Lock()
 		b.releases = append(b.releases, released{topic: r.Topic, attempt: d.Attempt, due: due, at: time.Now()})
 		b.mu.Unlock()
-		out := &kgo.Record{Topic: b.names.Deliveries(), Key: r.Key, Value: r.Value}
+		out := &kgo.Record{Topic: b.names.Redeliveries(), Key: r.Key, Value: r.Value}
 		if err := b.cl.ProduceSync(ctx, out).FirstErr(); err != nil && ctx.Err() == nil {
 			b.t.Errorf("releasing %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 		}

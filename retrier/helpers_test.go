@@ -30,7 +30,7 @@ var (
 type dialFunc = func(ctx context.Context, network, host string) (net.Conn, error)
 
 // harness is one in-process Kafka with the pipeline topics (3 partitions
-// each), a client to produce and inspect, and a tail of the deliveries topic.
+// each), a client to produce and inspect, and a tail of the redeliveries topic.
 type harness struct {
 	t       testing.TB
 	cluster *kfake.Cluster
@@ -46,7 +46,7 @@ type harness struct {
 	seen []received // deliveries, in the order they were fetched
 }
 
-// received is a record read from the deliveries topic and when.
+// received is a record read from the redeliveries topic and when.
 type received struct {
 	rec *kgo.Record
 	at  time.Time
@@ -221,11 +221,11 @@ func (h *harness) produce(rs ...*kgo.Record) []*kgo.Record {
 	return rs
 }
 
-// tail reads the deliveries topic from the start, read committed, into
+// tail reads the redeliveries topic from the start, read committed, into
 // h.seen until the test ends.
 func (h *harness) tail() {
 	cl := h.client(
-		kgo.ConsumeTopics(h.names.Deliveries()),
+		kgo.ConsumeTopics(h.names.Redeliveries()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(max(100*time.Millisecond, h.tick*60)), // long polls in virtual time
@@ -275,15 +275,15 @@ func (h *harness) waitReceived(timeout time.Duration, r *kgo.Record) received {
 	return h.receivedOf(r.Value)[0]
 }
 
-// drain waits until the tail read everything on the deliveries topic up to
+// drain waits until the tail read everything on the redeliveries topic up to
 // its current end, so that what it has not read was not released.
 func (h *harness) drain() {
 	h.t.Helper()
-	ends, err := h.adm.ListEndOffsets(testCtx(h.t, 10*time.Second), h.names.Deliveries())
+	ends, err := h.adm.ListEndOffsets(testCtx(h.t, 10*time.Second), h.names.Redeliveries())
 	if err != nil || ends.Error() != nil {
 		h.t.Fatalf("list end offsets: %v, %v", err, ends.Error())
 	}
-	waitEvery(h.t, h.tick, 10*time.Second, "the tail to read the deliveries topic to its end", func() bool {
+	waitEvery(h.t, h.tick, 10*time.Second, "the tail to read the redeliveries topic to its end", func() bool {
 		next := map[int32]int64{}
 		for _, r := range h.all() {
 			next[r.rec.Partition] = r.rec.Offset + 1

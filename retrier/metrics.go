@@ -20,7 +20,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, r *retrier) *metrics {
 	m := &metrics{
 		released: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "retrier",
-			Name: "released_total", Help: "Due retries released to the deliveries topic (acknowledged)."}),
+			Name: "released_total", Help: "Due retries released to the redeliveries topic (acknowledged)."}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ops.Namespace, Subsystem: "retrier",
 			Name:    "release_lateness_seconds",
 			Help:    "How long after its due time a retry was released (acknowledged); in steady state within 1 s + 1% of its delay.",

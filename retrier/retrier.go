@@ -1,5 +1,5 @@
 // Package retrier holds back the records of the retry tiers until they are
-// due and then releases them to the deliveries topic. Each tier partition is
+// due and then releases them to the redeliveries topic. Each tier partition is
 // held on its own: a partition whose look-ahead window is full of records
 // not yet due is paused, and no other partition waits for it. The poll loop
 // never sleeps: it polls with a deadline at the next due time. Offsets are
@@ -206,7 +206,7 @@ func (r *retrier) earliest() (time.Time, bool) {
 	return out, found
 }
 
-// release produces every due record to the deliveries topic, waits for the
+// release produces every due record to the redeliveries topic, waits for the
 // acknowledgement, then forgets them; it pauses partitions whose window is
 // full of records not yet due and resumes the others. At the process bound
 // a partition's window is its share of the bound: the partitions holding
@@ -223,7 +223,7 @@ func (r *retrier) release(ctx context.Context) error {
 		}
 		due[k] = d
 		for _, rec := range d {
-			out = append(out, &kgo.Record{Topic: r.names.Deliveries(), Key: rec.Rec.Key, Value: rec.Rec.Value})
+			out = append(out, &kgo.Record{Topic: r.names.Redeliveries(), Key: rec.Rec.Key, Value: rec.Rec.Value})
 		}
 	}
 	r.mu.Unlock()

@@ -30,7 +30,7 @@ func checkReleased(tb testing.TB, got received, want *kgo.Record, due time.Time)
 		tb.Errorf("%s read at %v, before its not-before %v", got.rec.Value, got.at, due)
 	}
 	if got.rec.Timestamp.Before(due) {
-		tb.Errorf("%s produced to deliveries at %v, before its not-before %v", got.rec.Value, got.rec.Timestamp, due)
+		tb.Errorf("%s produced to redeliveries at %v, before its not-before %v", got.rec.Value, got.rec.Timestamp, due)
 	}
 }
 
@@ -87,7 +87,7 @@ func TestNeverEarly(t *testing.T) {
 		dueOf[string(w.rec.Value)] = w.due
 	}
 
-	// One subscription, one deliveries partition: its offsets are the
+	// One subscription, one redeliveries partition: its offsets are the
 	// release order, which must follow the due times.
 	var order []received
 	for _, r := range h.all() {
@@ -99,7 +99,7 @@ func TestNeverEarly(t *testing.T) {
 	for i := 1; i < len(order); i++ {
 		a, b := order[i-1], order[i]
 		if a.rec.Partition != b.rec.Partition {
-			t.Fatalf("one subscription's deliveries landed on partitions %d and %d", a.rec.Partition, b.rec.Partition)
+			t.Fatalf("one subscription's deliveries landed on redeliveries partitions %d and %d", a.rec.Partition, b.rec.Partition)
 		}
 		if dueOf[string(b.rec.Value)].Before(dueOf[string(a.rec.Value)]) {
 			t.Errorf("%s (due %v) was released before %s (due %v)", a.rec.Value, dueOf[string(a.rec.Value)], b.rec.Value, dueOf[string(b.rec.Value)])

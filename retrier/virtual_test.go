@@ -61,7 +61,7 @@ func TestVirtualTenHourTier(t *testing.T) {
 		h.start(h.config())
 
 		cl := h.client(
-			kgo.ConsumeTopics(h.names.Deliveries()),
+			kgo.ConsumeTopics(h.names.Redeliveries()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.FetchMaxWait(time.Hour),
@@ -74,7 +74,7 @@ func TestVirtualTenHourTier(t *testing.T) {
 		}
 		at := time.Now()
 		if len(got) != 1 {
-			t.Fatalf("read %d records from deliveries within 11 virtual hours, want 1", len(got))
+			t.Fatalf("read %d records from redeliveries within 11 virtual hours, want 1", len(got))
 		}
 		// The poll above returns as soon as anything is released: at
 		// returning after due proves nothing was released earlier.

@@ -15,9 +15,8 @@ import (
 
 // Layout says how many partitions the pipeline topics get on creation.
 type Layout struct {
-	// Partitions of events, deliveries, retry tiers, dlq and attempts: the
-	// most consumers a group can usefully run. The subscriptions topic
-	// always gets one partition.
+	// Partitions of every topic but subscriptions, which always gets one:
+	// the most consumers a group can usefully run.
 	Partitions int32
 	// ReplicationFactor; -1 uses the broker default.
 	ReplicationFactor int16

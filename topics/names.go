@@ -46,6 +46,12 @@ func (n Names) Subscriptions() string { return n.Prefix + "subscriptions" }
 // Deliveries holds one record per (event, matching subscription).
 func (n Names) Deliveries() string { return n.Prefix + "deliveries" }
 
+// Redeliveries holds the retries the retrier released when due, keyed and
+// partitioned like Deliveries. The deliverer consumes it next to
+// Deliveries with a budget of its own, so fresh deliveries never queue
+// behind a storm of due retries.
+func (n Names) Redeliveries() string { return n.Prefix + "redeliveries" }
+
 // DLQ holds what the pipeline gave up on.
 func (n Names) DLQ() string { return n.Prefix + "dlq" }
 
@@ -90,7 +96,7 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds()}
 	return append(out, n.RetryTopics()...)
 }
 

@@ -775,7 +775,7 @@ func TestKEDA(t *testing.T) {
 	}
 	wantTopics := map[string][]string{
 		"dispatcher": {prefix + "events"},
-		"deliverer":  {prefix + "deliveries"},
+		"deliverer":  {prefix + "deliveries", prefix + "redeliveries"},
 		"retrier":    tiers,
 		"recorder":   {prefix + "attempts"},
 	}

@@ -258,7 +258,7 @@ func keyOf(k string) []byte {
 }
 
 // drained reports whether the deliverer group has committed past every
-// delivery record. Transaction markers sit after the last record, so the
+// delivery record, fresh or due retry. Transaction markers sit after the last record, so the
 // group's offsets trail the end offsets by design; instead this reads, read
 // committed, from the group's offsets: no record left means drained.
 func (e *env) drained() bool {
@@ -269,11 +269,11 @@ func (e *env) drained() bool {
 	if err != nil || committed.Error() != nil {
 		return false
 	}
-	ends, err := adm.ListEndOffsets(ctx, e.names.Deliveries())
+	ends, err := adm.ListEndOffsets(ctx, e.names.Deliveries(), e.names.Redeliveries())
 	if err != nil {
 		return false
 	}
-	from := map[string]map[int32]kgo.Offset{e.names.Deliveries(): {}}
+	from := map[string]map[int32]kgo.Offset{e.names.Deliveries(): {}, e.names.Redeliveries(): {}}
 	ends.Each(func(o kadm.ListedOffset) {
 		at := int64(0)
 		if c, ok := committed.Lookup(o.Topic, o.Partition); ok {

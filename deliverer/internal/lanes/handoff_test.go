@@ -23,13 +23,13 @@ func TestHandOff(t *testing.T) {
 	}
 	l.Done(y2, true)
 
-	if n := l.HandOff([]int32{0}); n != 1 {
+	if n := l.HandOff(tps(0)); n != 1 {
 		t.Fatalf("HandOff(0) = %d, want 1 (A/z@3)", n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	idle := make(chan error, 1)
-	go func() { idle <- l.WaitIdle(ctx, []int32{0}) }()
+	go func() { idle <- l.WaitIdle(ctx, tps(0)) }()
 	waitBlocked(t, "(*Lanes).WaitIdle", 1)
 	l.Done(x0, true)
 	notYet(t, idle, "WaitIdle(0) while A/x@1, kept to run, has not")

@@ -52,11 +52,20 @@ type entry struct {
 	done   bool
 }
 
+// TP names a partition of a consumed topic.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// TPOf is the partition a record came from.
+func TPOf(r *kgo.Record) TP { return TP{Topic: r.Topic, Partition: r.Partition} }
+
 // partition is the commit ledger of one assigned partition. A revoked
 // partition's ledger is detached: items still running finish against it,
 // and a new assignment starts a fresh one.
 type partition struct {
-	id       int32
+	tp       TP
 	ledger   []*entry // in offset order, from the first unfinished one
 	next     int64    // offset after the last added record
 	epoch    int32    // leader epoch of the last added record
@@ -130,11 +139,12 @@ type Lanes struct {
 	change   *sync.Cond // an item finished or was dropped
 	closed   bool
 	buffered int
+	inTopic  map[string]int // records held per topic
 	subs     map[string]*subscription
 	keys     map[string][]*Item // per key, in offset order; [0] is ready or running
 	runq     []*subscription    // subscriptions with ready items and room
 	spillq   []*Item            // ready spill items
-	parts    map[int32]*partition
+	parts    map[TP]*partition
 }
 
 // New returns lanes that run at most maxPerSub records of one subscription
@@ -154,7 +164,8 @@ func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *La
 		spillAfter:   spillAfter,
 		subs:         map[string]*subscription{},
 		keys:         map[string][]*Item{},
-		parts:        map[int32]*partition{},
+		inTopic:      map[string]int{},
+		parts:        map[TP]*partition{},
 	}
 	l.work = sync.NewCond(&l.mu)
 	l.change = sync.NewCond(&l.mu)
@@ -165,10 +176,11 @@ func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *La
 func (l *Lanes) Add(r *kgo.Record, sub string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := l.parts[r.Partition]
+	tp := TPOf(r)
+	p := l.parts[tp]
 	if p == nil {
-		p = &partition{id: r.Partition, started: -1}
-		l.parts[r.Partition] = p
+		p = &partition{tp: tp, started: -1}
+		l.parts[tp] = p
 	}
 	e := &entry{offset: r.Offset, epoch: r.LeaderEpoch}
 	p.ledger = append(p.ledger, e)
@@ -189,6 +201,7 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 	}
 	s.items++
 	l.buffered++
+	l.inTopic[r.Topic]++
 	q := l.keys[it.key]
 	l.keys[it.key] = append(q, it)
 	if len(q) == 0 {
@@ -310,11 +323,19 @@ func (l *Lanes) release(s *subscription, it *Item) {
 			l.makeReady(l.subs[q[0].Sub], q[0])
 		}
 	}
+	l.unbuffer(s, it)
+	if s.items == 0 {
+		delete(l.subs, s.id)
+	}
+}
+
+// unbuffer takes it out of the counts of records held.
+func (l *Lanes) unbuffer(s *subscription, it *Item) {
 	s.items--
 	l.buffered--
 	it.part.items--
-	if s.items == 0 {
-		delete(l.subs, s.id)
+	if l.inTopic[it.Rec.Topic]--; l.inTopic[it.Rec.Topic] == 0 {
+		delete(l.inTopic, it.Rec.Topic)
 	}
 }
 
@@ -323,6 +344,13 @@ func (l *Lanes) Buffered() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buffered
+}
+
+// BufferedIn is the number of records of one topic held.
+func (l *Lanes) BufferedIn(topic string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inTopic[topic]
 }
 
 // WaitBelow blocks until fewer than n records are buffered or ctx is done.
@@ -343,7 +371,7 @@ func (l *Lanes) WaitBelow(ctx context.Context, n int) error {
 
 // Drop removes every record of the given partitions that has not started;
 // running ones finish. It returns the number dropped.
-func (l *Lanes) Drop(parts []int32) int { return l.drop(parts, false) }
+func (l *Lanes) Drop(parts []TP) int { return l.drop(parts, false) }
 
 // HandOff prepares partitions for a clean hand-over (revocation, shutdown):
 // it drops the records that have not started, except those below the
@@ -355,12 +383,12 @@ func (l *Lanes) Drop(parts []int32) int { return l.drop(parts, false) }
 // hanging endpoint's queue would otherwise hold up the shutdown or the
 // group's rebalance for as long as the shutdown budget, and spills take
 // one produce each. It returns the number dropped.
-func (l *Lanes) HandOff(parts []int32) int { return l.drop(parts, true) }
+func (l *Lanes) HandOff(parts []TP) int { return l.drop(parts, true) }
 
 // HandOffAll hands off every partition.
 func (l *Lanes) HandOffAll() int {
 	l.mu.Lock()
-	parts := make([]int32, 0, len(l.parts))
+	parts := make([]TP, 0, len(l.parts))
 	for p := range l.parts {
 		parts = append(parts, p)
 	}
@@ -368,15 +396,15 @@ func (l *Lanes) HandOffAll() int {
 	return l.HandOff(parts)
 }
 
-func (l *Lanes) drop(parts []int32, handOff bool) int {
+func (l *Lanes) drop(parts []TP, handOff bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	drop := map[int32]bool{}
+	drop := map[TP]bool{}
 	for _, p := range parts {
 		drop[p] = true
 	}
 	dropped := func(it *Item) bool {
-		return drop[it.Rec.Partition] && it.state != running && !(handOff && it.Rec.Offset < it.part.started)
+		return drop[it.part.tp] && it.state != running && !(handOff && it.Rec.Offset < it.part.started)
 	}
 	n := 0
 	keptSpills := l.spillq[:0]
@@ -401,10 +429,7 @@ func (l *Lanes) drop(parts []int32, handOff bool) int {
 		var kept []*Item
 		for _, it := range q {
 			if dropped(it) {
-				s := l.subs[it.Sub]
-				s.items--
-				l.buffered--
-				it.part.items--
+				l.unbuffer(l.subs[it.Sub], it)
 				n++
 				continue
 			}
@@ -438,7 +463,7 @@ func (l *Lanes) drop(parts []int32, handOff bool) int {
 
 // spillSlow turns the records not started in the given partitions of
 // every slow subscription into spills, in key order.
-func (l *Lanes) spillSlow(parts map[int32]bool) {
+func (l *Lanes) spillSlow(parts map[TP]bool) {
 	now := time.Now()
 	waits := map[string]time.Duration{}
 	for _, s := range l.subs {
@@ -451,7 +476,7 @@ func (l *Lanes) spillSlow(parts map[int32]bool) {
 	}
 	for _, q := range l.keys {
 		for _, it := range q {
-			if w, slow := waits[it.Sub]; slow && parts[it.Rec.Partition] && it.state != running && !it.Spill {
+			if w, slow := waits[it.Sub]; slow && parts[it.part.tp] && it.state != running && !it.Spill {
 				it.Spill, it.Wait = true, w
 			}
 		}
@@ -474,7 +499,7 @@ func (l *Lanes) spillSlow(parts map[int32]bool) {
 // DropAll drops every record that has not started.
 func (l *Lanes) DropAll() int {
 	l.mu.Lock()
-	parts := make([]int32, 0, len(l.parts))
+	parts := make([]TP, 0, len(l.parts))
 	for p := range l.parts {
 		parts = append(parts, p)
 	}
@@ -485,7 +510,7 @@ func (l *Lanes) DropAll() int {
 // WaitIdle blocks until no record of the given partitions (all partitions
 // when parts is nil) is held, or ctx is done. After Drop the records held
 // are the running ones; after HandOff also those kept to run.
-func (l *Lanes) WaitIdle(ctx context.Context, parts []int32) error {
+func (l *Lanes) WaitIdle(ctx context.Context, parts []TP) error {
 	stop := context.AfterFunc(ctx, func() {
 		l.mu.Lock()
 		l.change.Broadcast()
@@ -500,7 +525,7 @@ func (l *Lanes) WaitIdle(ctx context.Context, parts []int32) error {
 	return ctx.Err()
 }
 
-func (l *Lanes) running(parts []int32) bool {
+func (l *Lanes) running(parts []TP) bool {
 	if parts == nil {
 		for _, p := range l.parts {
 			if p.items > 0 {
@@ -519,10 +544,10 @@ func (l *Lanes) running(parts []int32) bool {
 
 // Watermarks returns the commit watermark of every partition with a ledger
 // (all of them when parts is nil).
-func (l *Lanes) Watermarks(parts []int32) map[int32]kgo.EpochOffset {
+func (l *Lanes) Watermarks(parts []TP) map[TP]kgo.EpochOffset {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := map[int32]kgo.EpochOffset{}
+	out := map[TP]kgo.EpochOffset{}
 	if parts == nil {
 		for id, p := range l.parts {
 			out[id] = p.watermark()
@@ -539,7 +564,7 @@ func (l *Lanes) Watermarks(parts []int32) map[int32]kgo.EpochOffset {
 
 // Forget detaches the ledgers of partitions no longer assigned. Their
 // remaining records must have been dropped first.
-func (l *Lanes) Forget(parts []int32) {
+func (l *Lanes) Forget(parts []TP) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, id := range parts {

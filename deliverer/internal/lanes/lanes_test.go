@@ -143,7 +143,7 @@ func desc(it *Item) string {
 
 func wm(tb testing.TB, l *Lanes, part int32) int64 {
 	tb.Helper()
-	w, ok := l.Watermarks([]int32{part})[part]
+	w, ok := l.Watermarks(tps(part))[TP{Topic: "deliveries", Partition: part}]
 	if !ok {
 		tb.Fatalf("no watermark for partition %d", part)
 	}
@@ -283,13 +283,46 @@ func TestWatermark(t *testing.T) {
 		for _, off := range step.done {
 			l.Done(items[off], true)
 		}
-		w := l.Watermarks(nil)[0]
+		w := l.Watermarks(nil)[TP{Topic: "deliveries", Partition: 0}]
 		if w.Offset != step.want || w.Epoch != 3 {
 			t.Fatalf("after finishing %v: watermark = %+v, want offset %d epoch 3", step.done, w, step.want)
 		}
 	}
-	if _, ok := l.Watermarks([]int32{7})[7]; ok {
+	if _, ok := l.Watermarks(tps(7))[TP{Topic: "deliveries", Partition: 7}]; ok {
 		t.Fatal("a watermark for a partition never seen")
+	}
+}
+
+// TestTopicsKeepTheirOwnLedgers: partition 0 of the deliveries topic and
+// partition 0 of the redeliveries topic are different partitions: each has
+// its own watermark and count, and dropping one leaves the other.
+func TestTopicsKeepTheirOwnLedgers(t *testing.T) {
+	l := New(64, 1<<20, 0, 0)
+	fresh, due := TP{Topic: "deliveries", Partition: 0}, TP{Topic: "redeliveries", Partition: 0}
+	add(l, 0, 40, "A/x")
+	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 7, Key: []byte("B/y"), LeaderEpoch: 1}, "B")
+	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 8, Key: []byte("B/z"), LeaderEpoch: 1}, "B")
+	if f, d := l.BufferedIn(fresh.Topic), l.BufferedIn(due.Topic); f != 1 || d != 2 || l.Buffered() != 3 {
+		t.Fatalf("BufferedIn = %d fresh, %d due, %d in all; want 1, 2, 3", f, d, l.Buffered())
+	}
+	byOffset := map[int64]*Item{}
+	for range 3 {
+		it := next(t, l)
+		byOffset[it.Rec.Offset] = it
+	}
+	l.Done(byOffset[7], true)
+	w := l.Watermarks(nil)
+	if w[fresh].Offset != 40 || w[due].Offset != 8 || w[due].Epoch != 1 {
+		t.Fatalf("watermarks %v, want deliveries/0 at 40 and redeliveries/0 at 8 (epoch 1)", w)
+	}
+	if l.Drop([]TP{due}); l.BufferedIn(fresh.Topic) != 1 {
+		t.Fatal("dropping redeliveries/0 dropped a record of deliveries/0")
+	}
+	l.Done(byOffset[40], true)
+	l.Done(byOffset[8], true)
+	l.Forget([]TP{due})
+	if w := l.Watermarks(nil); len(w) != 1 || w[fresh].Offset != 41 || l.BufferedIn(due.Topic) != 0 {
+		t.Fatalf("after forgetting redeliveries/0: watermarks %v, %d due held", w, l.BufferedIn(due.Topic))
 	}
 }
 
@@ -386,7 +419,7 @@ func TestDropForgetAndReassign(t *testing.T) {
 		t.Fatalf("first Next = %s, want A/x@0/0", desc(x0))
 	}
 
-	if n := l.Drop([]int32{0}); n != 2 {
+	if n := l.Drop(tps(0)); n != 2 {
 		t.Fatalf("Drop(0) = %d, want 2 (offsets 1 and 2; offset 0 is running)", n)
 	}
 	if got := l.Buffered(); got != 3 {
@@ -404,11 +437,11 @@ func TestDropForgetAndReassign(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	idle := make(chan error, 1)
-	go func() { idle <- l.WaitIdle(ctx, []int32{0}) }()
+	go func() { idle <- l.WaitIdle(ctx, tps(0)) }()
 	waitBlocked(t, "(*Lanes).WaitIdle", 1)
 	notYet(t, idle, "WaitIdle(0) while A/x@0 runs")
 	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	if err := l.WaitIdle(short, []int32{1}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := l.WaitIdle(short, tps(1)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitIdle(1) while B/z@1 runs = %v, want DeadlineExceeded", err)
 	}
 	cancelShort()
@@ -422,8 +455,8 @@ func TestDropForgetAndReassign(t *testing.T) {
 
 	// The partition comes back: the new owner refetches from the
 	// committed watermark. A/y, whose head was dropped, is not stuck.
-	l.Forget([]int32{0})
-	if _, ok := l.Watermarks(nil)[0]; ok {
+	l.Forget(tps(0))
+	if _, ok := l.Watermarks(nil)[TP{Topic: "deliveries", Partition: 0}]; ok {
 		t.Fatal("a forgotten partition still has a watermark")
 	}
 	add(l, 0, 1, "A/x")
@@ -458,17 +491,17 @@ func TestDoneAfterForgetLeavesNewLedgerAlone(t *testing.T) {
 	l := New(64, 1<<20, 0, 0)
 	add(l, 0, 0, "A/k")
 	old := next(t, l)
-	l.Drop([]int32{0})
-	l.Forget([]int32{0}) // partition lost while offset 0 runs
-	l.Done(old, true)    // must not panic
+	l.Drop(tps(0))
+	l.Forget(tps(0))  // partition lost while offset 0 runs
+	l.Done(old, true) // must not panic
 	if w := l.Watermarks(nil); len(w) != 0 || l.Buffered() != 0 {
 		t.Fatalf("after Done on a forgotten partition: watermarks %v, buffered %d", w, l.Buffered())
 	}
 
 	add(l, 0, 5, "A/k")
 	old = next(t, l)
-	l.Drop([]int32{0})
-	l.Forget([]int32{0})
+	l.Drop(tps(0))
+	l.Forget(tps(0))
 	// The new owner (us again) refetches offset 5 and more.
 	add(l, 0, 5, "A/k")
 	add(l, 0, 6, "A/j")
@@ -497,7 +530,7 @@ func TestDoneAfterForgetLeavesNewLedgerAlone(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := l.WaitIdle(ctx, []int32{0}); err != nil {
+	if err := l.WaitIdle(ctx, tps(0)); err != nil {
 		t.Fatalf("WaitIdle(0) with nothing running = %v", err)
 	}
 }
@@ -677,7 +710,9 @@ func BenchmarkAddNextDone(b *testing.B) {
 // in-flight cap, and still one at a time per key in offset order.
 func TestSpillBeyondQueueLimit(t *testing.T) {
 	l := New(1, 2, 0, 0)
-	add := func(off int64, key string) { l.Add(&kgo.Record{Key: []byte(key), Partition: 0, Offset: off}, "a") }
+	add := func(off int64, key string) {
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, "a")
+	}
 	add(0, "a/1")
 	add(1, "a/2")
 	add(2, "a/3") // beyond the limit of 2: spill
@@ -702,7 +737,7 @@ func TestSpillBeyondQueueLimit(t *testing.T) {
 		t.Fatalf("last item = offset %d spill %v", last.Rec.Offset, last.Spill)
 	}
 	l.Done(last, true)
-	if wm := l.Watermarks(nil)[0]; wm.Offset != 4 {
+	if wm := l.Watermarks(nil)[TP{Topic: "deliveries", Partition: 0}]; wm.Offset != 4 {
 		t.Fatalf("watermark %d, want 4", wm.Offset)
 	}
 }
@@ -717,7 +752,7 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 		off := int64(0)
 		add := func(sub string, n int) {
 			for range n {
-				l.Add(&kgo.Record{Key: []byte(fmt.Sprintf("%s/%d", sub, off)), Partition: 0, Offset: off}, sub)
+				l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", sub, off)), Partition: 0, Offset: off}, sub)
 				off++
 			}
 		}
@@ -795,7 +830,7 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 func TestSpillAtHalfTheBuffer(t *testing.T) {
 	l := New(64, 4, 40, time.Hour)
 	for i := range 25 {
-		l.Add(&kgo.Record{Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a")
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a")
 	}
 	if n := len(l.spillq); n != 5 {
 		t.Fatalf("%d spilled, want the 5 beyond 20", n)
@@ -811,7 +846,7 @@ func TestHandOffSpillsSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := New(1, 100, 400, 5*time.Second)
 		add := func(off int64, key, sub string) {
-			l.Add(&kgo.Record{Key: []byte(key), Partition: 0, Offset: off}, sub)
+			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, sub)
 		}
 		for i := range int64(10) {
 			add(i, fmt.Sprintf("slow/%d", i), "slow")
@@ -855,8 +890,17 @@ func TestHandOffSpillsSlow(t *testing.T) {
 			l.Done(it, true)
 		}
 		l.Done(slow0, true)
-		if wm := l.Watermarks(nil)[0]; wm.Offset != 13 {
+		if wm := l.Watermarks(nil)[TP{Topic: "deliveries", Partition: 0}]; wm.Offset != 13 {
 			t.Fatalf("watermark %d, want 13", wm.Offset)
 		}
 	})
+}
+
+// tps names partitions of the deliveries topic, where rec puts records.
+func tps(ps ...int32) []TP {
+	out := make([]TP, len(ps))
+	for i, p := range ps {
+		out[i] = TP{Topic: "deliveries", Partition: p}
+	}
+	return out
 }

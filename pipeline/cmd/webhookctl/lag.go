@@ -49,7 +49,7 @@ type consumerGroup struct {
 func groupTopics(n topics.Names, getenv func(string) string) []consumerGroup {
 	return []consumerGroup{
 		{group: topics.GroupDispatcher, topics: []string{n.Events()}},
-		{group: or(getenv("WEBHOOKS_DELIVERER_GROUP"), topics.GroupDeliverer), topics: []string{n.Deliveries()}},
+		{group: or(getenv("WEBHOOKS_DELIVERER_GROUP"), topics.GroupDeliverer), topics: []string{n.Deliveries(), n.Redeliveries()}},
 		{group: or(getenv("WEBHOOKS_RETRIER_GROUP"), topics.GroupRetrier), topics: n.RetryTopics(), tiers: true},
 		{group: or(getenv("WEBHOOKS_RECORDER_GROUP"), topics.GroupRecorder), topics: []string{n.Attempts()}},
 	}

@@ -1,4 +1,4 @@
-// Command retrier releases due retries from the retry tiers to the deliveries topic.
+// Command retrier releases due retries from the retry tiers to the redeliveries topic.
 // Configuration comes from the WEBHOOKS_* environment (DESIGN.md section 3).
 package main
 
