@@ -24,7 +24,8 @@ type Config struct {
 	// WEBHOOKS_DELIVERER_MAX_IN_FLIGHT, default 256.
 	MaxInFlight int
 	// MaxBuffered caps records held in memory (running, ready or waiting
-	// behind their key); fetching pauses at the cap:
+	// behind their key); fetching pauses at the cap, and due retries from
+	// the redeliveries topic take at most half of it:
 	// WEBHOOKS_DELIVERER_MAX_BUFFERED, default 8192.
 	MaxBuffered int
 	// MaxPerSubscription caps concurrent requests to one subscription:

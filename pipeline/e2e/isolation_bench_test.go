@@ -91,7 +91,7 @@ func BenchmarkIsolation(b *testing.B) {
 		row(fmt.Sprintf("healthy p99 at %d events/s", isoRate), func(i int) string { return p99s[i].Round(100 * time.Microsecond).String() })
 		row("throughput ratio to alone (target >= 0.90)", ratio(tr))
 		row("p99 ratio to alone (target <= 1.10)", ratio(pr))
-		row("storm retries delivered (of 2 x 20000)", func(i int) string {
+		row(fmt.Sprintf("storm retries delivered (of %d)", len(order)/len(sides)*2*isoStorm), func(i int) string {
 			if !sides[i].storm {
 				return ""
 			}
