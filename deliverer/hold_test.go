@@ -1,7 +1,9 @@
 package deliverer
 
 import (
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,4 +63,95 @@ func TestHeldKeyOutlivesOrderingChange(t *testing.T) {
 	if len(order) != 3 || order[1] != "K-000" || order[2] != "K-001" {
 		t.Errorf("requests %v, want P-000, K-000, K-001", order)
 	}
+}
+
+// TestRedeliveredHeadKeepsThroughOnDeliveries (invariants 1 and 4): a
+// hold's Through counts offsets of the deliveries topic only. The head
+// comes back from the redeliveries topic at an offset (here past 50) that
+// means nothing on deliveries; had it moved Through, the key's next
+// delivery (offset 1 on deliveries) would pass for one already handled and
+// be skipped: lost.
+func TestRedeliveredHeadKeepsThroughOnDeliveries(t *testing.T) {
+	h := newHarness(t, nil)
+	var fail atomic.Bool
+	fail.Store(true)
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		if fail.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	s := newSub(t, "sub_o", rc.url())
+	s.Ordering = topics.OrderingKey
+	s.RetrySchedule = []string{"1s", "1s", "1s", "1s"}
+	h.putSub(s)
+	// Another subscription on the same partition fills the redeliveries
+	// partition first, so the head's offset there is past 50.
+	part := topics.Partitioner().ForTopic(h.names.Redeliveries())
+	filler := ""
+	for i := 0; filler == ""; i++ {
+		if i > 1000 {
+			t.Fatal("no subscription id on sub_o's partition")
+		}
+		id := fmt.Sprintf("sub_fill%d", i)
+		if part.Partition(&kgo.Record{Key: []byte(id + "/x")}, 3) == part.Partition(&kgo.Record{Key: []byte(s.ID + "/K")}, 3) {
+			filler = id
+		}
+	}
+	fill := newReceiver(t, nil)
+	h.putSub(newSub(t, filler, fill.url()))
+	var fills []*kgo.Record
+	for _, id := range ids("evt_fill", 50) {
+		r := h.deliveryRecord(newDelivery(filler, id), "")
+		r.Topic = h.names.Redeliveries()
+		fills = append(fills, r)
+	}
+	h.produce(fills...)
+	h.start(nil)
+	waitFor(t, 20*time.Second, "the fillers", func() bool { return fill.count() == len(fills) })
+
+	head := newDelivery(s.ID, "K-000")
+	head.Key = "K"
+	h.produce(h.deliveryRecord(head, "K"))
+	// K-000's retry record for an attempt, once the deliverer wrote it
+	// (together with the key's hold).
+	retry := func(attempt int) *kgo.Record {
+		var back *kgo.Record
+		waitFor(t, 20*time.Second, fmt.Sprintf("K-000's retry for attempt %d", attempt), func() bool {
+			for _, r := range h.records(h.names.Retry(time.Second)) {
+				if d, err := topics.DecodeDelivery(r.Value); err == nil && d.EventID == "K-000" && d.Attempt == attempt {
+					back = r
+					return true
+				}
+			}
+			return false
+		})
+		return back
+	}
+	// The retrier's part: K-000 comes back and fails again, so the hold
+	// is written anew from the redelivered record.
+	redeliver := func(r *kgo.Record) {
+		h.produce(&kgo.Record{Topic: h.names.Redeliveries(), Key: r.Key, Value: r.Value})
+	}
+	redeliver(retry(2))
+	third := retry(3)
+
+	behind := newDelivery(s.ID, "K-001")
+	behind.Key = "K"
+	h.produce(h.deliveryRecord(behind, "K"))
+	waitFor(t, 20*time.Second, "K-001 parked behind K-000", func() bool {
+		for _, a := range h.attemptsOf("K-001") {
+			if a.Outcome == topics.OutcomeBlocked && a.FailureCategory == topics.FailureKeyHeld {
+				return true
+			}
+		}
+		return false
+	})
+	fail.Store(false)
+	redeliver(third)
+	waitFor(t, 20*time.Second, "K-000 then K-001 delivered", func() bool {
+		got := rc.perID()
+		return got["K-000"] == 3 && got["K-001"] == 1
+	})
 }

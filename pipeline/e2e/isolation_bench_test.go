@@ -181,24 +181,18 @@ func isolationRun(b *testing.B, withFailing, storm bool, redisURL, prefix string
 		return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: fmt.Sprintf("iso.t%d", i%21),
 			CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(`{"pad":"` + strings.Repeat("x", 500) + `"}`)}
 	}
-	healthyCount := func() int {
+	// count counts the deliveries to subscriptions whose id has prefix.
+	count := func(prefix string) int {
 		c := 0
 		for _, q := range r.got() {
-			if strings.HasPrefix(q.Sub, "healthy-") {
+			if strings.HasPrefix(q.Sub, prefix) {
 				c++
 			}
 		}
 		return c
 	}
-	stormCount := func() int {
-		c := 0
-		for _, q := range r.got() {
-			if strings.HasPrefix(q.Sub, "storm-") {
-				c++
-			}
-		}
-		return c
-	}
+	healthyCount := func() int { return count("healthy-") }
+	stormCount := func() int { return count("storm-") }
 	hit := func(due time.Time) {
 		if storm {
 			produceStorm(b, e, stormSubs, isoStorm, due)
