@@ -7,6 +7,7 @@
 package deliverer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -327,7 +328,14 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 // produce waits until the broker acknowledged every record. kgo retries
 // retriable errors itself, so an error here is fatal (or shutdown).
 func (d *deliverer) produce(ctx context.Context, recs []*kgo.Record) bool {
-	err := d.cl.ProduceSync(ctx, recs...).FirstErr()
+	var err error
+	for _, r := range d.cl.ProduceSync(ctx, recs...) {
+		if r.Err != nil {
+			err = cmp.Or(err, r.Err)
+			continue
+		}
+		d.m.acked(r.Record)
+	}
 	if err != nil {
 		d.produceFailed(ctx, err)
 	}
@@ -350,6 +358,8 @@ func (d *deliverer) produceThen(ctx context.Context, recs []*kgo.Record, done fu
 			if err != nil {
 				failed.Store(true)
 				d.produceFailed(ctx, err)
+			} else {
+				d.m.acked(r)
 			}
 			if left.Add(-1) == 0 {
 				done(!failed.Load())

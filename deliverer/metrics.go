@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
 	"github.com/hookpipe/hookpipe/topics"
@@ -74,23 +75,39 @@ func newMetrics(reg prometheus.Registerer, names topics.Names) *metrics {
 	return m
 }
 
-func (m *metrics) outcome(o string) {
+// A tally is what one record adds to the counters once the broker has
+// acknowledged it: counted when built, a record produced again after a
+// failed produce (or by the replica that redoes the delivery) would count
+// twice, and one never written would count once.
+type tally struct {
+	counter *prometheus.CounterVec
+	label   string
+}
+
+type tallyKey struct{}
+
+// tallied makes r count on counter's label when acknowledged (see acked).
+// Without metrics r counts nothing.
+func (m *metrics) tallied(r *kgo.Record, counter func(*metrics) *prometheus.CounterVec, label string) *kgo.Record {
 	if m != nil {
-		m.deliveries.WithLabelValues(o).Inc()
+		r.Context = context.WithValue(context.Background(), tallyKey{}, tally{counter: counter(m), label: label})
+	}
+	return r
+}
+
+// acked counts a record the broker acknowledged.
+func (m *metrics) acked(r *kgo.Record) {
+	if m == nil || r.Context == nil {
+		return
+	}
+	if t, ok := r.Context.Value(tallyKey{}).(tally); ok {
+		t.counter.WithLabelValues(t.label).Inc()
 	}
 }
 
-func (m *metrics) retry(tier time.Duration) {
-	if m != nil {
-		m.retries.WithLabelValues(topics.FormatDelay(tier)).Inc()
-	}
-}
-
-func (m *metrics) deadLetter(category string) {
-	if m != nil {
-		m.dlq.WithLabelValues(category).Inc()
-	}
-}
+func outcomes(m *metrics) *prometheus.CounterVec    { return m.deliveries }
+func retries(m *metrics) *prometheus.CounterVec     { return m.retries }
+func deadLetters(m *metrics) *prometheus.CounterVec { return m.dlq }
 
 // responseClass is the class label of an HTTP attempt.
 func responseClass(status int, err error) string {

@@ -211,13 +211,12 @@ func (d *deliverer) spill(key []byte, del *topics.Delivery, wait time.Duration) 
 const maxSpillDelay = time.Hour
 
 func (d *deliverer) retryRecord(key []byte, next *topics.Delivery, tier time.Duration) *kgo.Record {
-	d.m.retry(tier)
-	return &kgo.Record{
+	return d.m.tallied(&kgo.Record{
 		Topic:   d.names.Retry(tier),
 		Key:     key,
 		Value:   next.Encode(),
 		Headers: []kgo.RecordHeader{topics.NotBeforeHeader(next.NotBefore)},
-	}
+	}, retries, topics.FormatDelay(tier))
 }
 
 // errorText describes a transport error without the URL, which may carry a
@@ -235,15 +234,14 @@ func errorText(err error) string {
 }
 
 func (d *deliverer) attemptRecord(a *topics.Attempt) *kgo.Record {
-	d.m.outcome(a.Outcome)
-	return &kgo.Record{Topic: d.names.Attempts(), Key: []byte(a.SubscriptionID), Value: a.Encode()}
+	return d.m.tallied(&kgo.Record{Topic: d.names.Attempts(), Key: []byte(a.SubscriptionID), Value: a.Encode()},
+		outcomes, a.Outcome)
 }
 
 func (d *deliverer) deadLetter(rec *kgo.Record, dl topics.DeadLetter, now time.Time) *kgo.Record {
-	d.m.deadLetter(dl.FailureCategory)
 	dl.DeadAt = now
 	dl.Source = topics.Source{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
-	return &kgo.Record{Topic: d.names.DLQ(), Key: rec.Key, Value: dl.Encode()}
+	return d.m.tallied(&kgo.Record{Topic: d.names.DLQ(), Key: rec.Key, Value: dl.Encode()}, deadLetters, dl.FailureCategory)
 }
 
 func (d *deliverer) subscriptionRecord(s *topics.Subscription) *kgo.Record {
