@@ -835,7 +835,7 @@ func TestShutdownPastBudgetCommitsNothingUnacked(t *testing.T) {
 	}
 
 	refuse.Remove()
-	r = h.start(env)
+	h.start(env)
 	waitFor(t, 20*time.Second, "evt_2 to be redone", func() bool { return rc.perID()["evt_2"] == 2 })
 	if a := h.waitAttempt("evt_2"); a.Outcome != topics.OutcomeSuccess {
 		t.Fatalf("attempt of evt_2 = %+v", a)

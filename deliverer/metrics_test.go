@@ -76,7 +76,9 @@ func TestMetricsCountOnAck(t *testing.T) {
 	if got := counts(); got != [3]float64{} {
 		t.Fatalf("counted %v for records the broker refused", got)
 	}
-	<-d.fatal
+	if err := <-d.fatal; err == nil {
+		t.Fatal("the refused produce was not reported as fatal")
+	}
 
 	refusing.Store(false)
 	if !d.produce(ctx, build()) {

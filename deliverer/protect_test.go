@@ -49,17 +49,6 @@ func guardFor(t *testing.T, url, prefix string) *redisstate.Guard {
 	return g
 }
 
-// withOutcome returns the attempt records of one outcome.
-func (h *harness) withOutcome(outcome string) []topics.Attempt {
-	var out []topics.Attempt
-	for _, a := range h.attempts() {
-		if a.Outcome == outcome {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // tierDelivery decodes the retry-tier record of an event.
 func (h *harness) tierDelivery(tier time.Duration, eventID string) topics.Delivery {
 	h.t.Helper()

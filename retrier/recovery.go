@@ -133,12 +133,12 @@ func (rc *recovery) early(h *hold.Partition, now time.Time) []hold.Record {
 	}
 	var out []hold.Record
 	for _, r := range h.NotDue(now) {
-		sub := string(topics.SubscriptionOfKey(r.Rec.Key))
-		at, ok := rc.marks[sub]
+		sub := topics.SubscriptionOfKey(r.Rec.Key)
+		at, ok := rc.marks[string(sub)]
 		if !ok || !r.Rec.Timestamp.Before(at) {
 			continue
 		}
-		if !rc.limits[sub].AllowN(now, 1) {
+		if !rc.limits[string(sub)].AllowN(now, 1) {
 			rc.lastRefused = now
 			continue
 		}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -466,8 +465,6 @@ func (r *receiver) checkSignatures(t testing.TB) {
 		t.Errorf("%d requests failed signature verification, first: %s", len(r.invalid), r.invalid[0])
 	}
 }
-
-func keysOf(m map[string]int) []string { return slices.Sorted(maps.Keys(m)) }
 
 // produceEvent writes a raw value to the events topic.
 func (e *env) produceEvent(value []byte) {

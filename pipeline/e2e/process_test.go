@@ -98,7 +98,9 @@ func TestDelivererKilledMidStream(t *testing.T) {
 		}
 		seen[q.ID] = true
 		var idx int
-		fmt.Sscanf(q.ID, "e%d", &idx)
+		if _, err := fmt.Sscanf(q.ID, "e%d", &idx); err != nil {
+			t.Errorf("event id %q: %v", q.ID, err)
+		}
 		k := fmt.Sprintf("k%d", idx%keys)
 		first[k] = append(first[k], q.ID)
 	}

@@ -237,7 +237,9 @@ func checkKeyOrder(t *testing.T, r *receiver, sub, key string) {
 			continue
 		}
 		var seq int
-		fmt.Sscanf(strings.TrimPrefix(q.ID, key+"-"), "%d", &seq)
+		if _, err := fmt.Sscanf(strings.TrimPrefix(q.ID, key+"-"), "%d", &seq); err != nil {
+			t.Errorf("event id %q: %v", q.ID, err)
+		}
 		if seq > 0 && !accepted[fmt.Sprintf("%s-%03d", key, seq-1)] {
 			t.Fatalf("key %s: %s attempted before %s-%03d was delivered", key, q.ID, key, seq-1)
 		}

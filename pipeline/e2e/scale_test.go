@@ -37,7 +37,9 @@ func TestScaleOutAndIn(t *testing.T) {
 		k := q.Sub + "/" + q.ID
 		tries[k]++
 		var seq int
-		fmt.Sscanf(q.ID[strings.LastIndexByte(q.ID, '-')+1:], "%d", &seq)
+		if _, err := fmt.Sscanf(q.ID[strings.LastIndexByte(q.ID, '-')+1:], "%d", &seq); err != nil {
+			t.Errorf("event id %q: %v", q.ID, err)
+		}
 		if seq%5 == 2 && tries[k] == 1 {
 			return http.StatusServiceUnavailable
 		}

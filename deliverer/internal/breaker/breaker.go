@@ -107,11 +107,11 @@ const stateTTL = 7 * 24 * time.Hour
 type Result int
 
 const (
-	// Success: the endpoint answered 2xx.
+	// Success is an endpoint that answered 2xx.
 	Success Result = iota
-	// Failure: a retried failure (5xx, 429, timeouts, connection errors).
+	// Failure is a retried failure (5xx, 429, timeouts, connection errors).
 	Failure
-	// Neutral: an answer that says nothing about the endpoint's health
+	// Neutral is an answer that says nothing about the endpoint's health
 	// (permanent 4xx, 410); not counted, except that it concludes a probe
 	// as a success (the endpoint answered).
 	Neutral

@@ -263,7 +263,7 @@ func TestFailsOpenWithoutRedis(t *testing.T) {
 }
 
 func TestNilBreakerAllows(t *testing.T) {
-	var b *Breaker = New(nil, Config{})
+	b := New(nil, Config{})
 	if d := b.Allow(ctx, "s"); !d.Allowed {
 		t.Fatal("nil breaker blocks")
 	}

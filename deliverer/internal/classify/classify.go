@@ -17,13 +17,13 @@ import (
 type Action int
 
 const (
-	// Success: 2xx, the delivery is done.
+	// Success is a 2xx: the delivery is done.
 	Success Action = iota
-	// Retry: a transient failure; the delivery goes to a retry tier.
+	// Retry is a transient failure: the delivery goes to a retry tier.
 	Retry
-	// Dead: a permanent failure; the delivery goes to the dlq at once.
+	// Dead is a permanent failure: the delivery goes to the dlq at once.
 	Dead
-	// Disable: 410 Gone; the subscription is disabled and the delivery
+	// Disable is 410 Gone: the subscription is disabled and the delivery
 	// dead-lettered.
 	Disable
 )

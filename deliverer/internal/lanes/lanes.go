@@ -128,6 +128,9 @@ func (s *subscription) workOff(now time.Time, maxPerSub int) time.Duration {
 	return per * time.Duration(s.items) / time.Duration(maxPerSub)
 }
 
+// Lanes hold the records a deliverer consumed until a worker takes them
+// (Next) and they finish (Done), per subscription and key, and keep each
+// partition's commit watermark.
 type Lanes struct {
 	maxPerSub    int
 	maxQueuedSub int
@@ -404,7 +407,7 @@ func (l *Lanes) drop(parts []TP, handOff bool) int {
 		drop[p] = true
 	}
 	dropped := func(it *Item) bool {
-		return drop[it.part.tp] && it.state != running && !(handOff && it.Rec.Offset < it.part.started)
+		return drop[it.part.tp] && it.state != running && (!handOff || it.Rec.Offset >= it.part.started)
 	}
 	n := 0
 	keptSpills := l.spillq[:0]

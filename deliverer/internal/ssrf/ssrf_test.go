@@ -85,7 +85,7 @@ func TestAllowlist(t *testing.T) {
 // server on 127.0.0.1, reached both by address and by a name that resolves
 // to it: the guard refuses both, and the allowlist lets them through.
 func TestDialRefusesResolvedLoopback(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	get := func(g *Guard, host string) error {
