@@ -10,14 +10,20 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
+
+// EnvAllowCIDRs lists the private ranges the SSRF guard lets deliveries
+// reach (comma-separated CIDRs; none by default).
+const EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
 
 // Config is the deliverer's configuration. Every field says its environment
 // variable and default.
 type Config struct {
 	// Kafka: WEBHOOKS_KAFKA_BROKERS, WEBHOOKS_TOPIC_PREFIX, WEBHOOKS_RETRY_TIERS.
-	Kafka topics.Kafka
+	Kafka kafka.Config
 	// Group is the consumer group: WEBHOOKS_DELIVERER_GROUP, default webhooks-deliverer.
 	Group string
 	// MaxInFlight caps concurrent HTTP requests of the process:
@@ -46,7 +52,7 @@ type Config struct {
 	// WEBHOOKS_ALLOW_CIDRS, default none.
 	AllowCIDRs []netip.Prefix
 	// Secrets seals and opens subscription secrets: WEBHOOKS_SECRETS_KEY
-	// (see topics.LoadKeyring), required unless WEBHOOKS_DEV=1, when nil
+	// (see config.LoadKeyring), required unless WEBHOOKS_DEV=1, when nil
 	// means plaintext secrets.
 	Secrets *topics.Keyring
 	// RequireHTTPS refuses http:// endpoints: WEBHOOKS_REQUIRE_HTTPS, default false.
@@ -64,7 +70,7 @@ type Config struct {
 	// WEBHOOKS_CONNECT_TIMEOUT, default 10s (never more than the
 	// subscription's timeout, which bounds the whole attempt).
 	ConnectTimeout time.Duration
-	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops):
 	// WEBHOOKS_HTTP_ADDR, default empty (not served).
 	HTTPAddr string
 	// Protection: circuit breakers, rate limits and auto-disable through
@@ -130,14 +136,14 @@ func (c *Config) validate() error {
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
 	c.defaults()
-	k, err := topics.LoadKafka(getenv)
+	k, err := kafka.Load(getenv)
 	if err != nil {
 		return c, err
 	}
 	c.Kafka = k
-	r := topics.NewEnvReader(getenv)
+	r := config.NewEnvReader(getenv)
 	r.String("WEBHOOKS_DELIVERER_GROUP", &c.Group)
-	r.String(topics.EnvHTTPAddr, &c.HTTPAddr)
+	r.String(config.EnvHTTPAddr, &c.HTTPAddr)
 	r.Int("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", &c.MaxInFlight)
 	r.Int("WEBHOOKS_DELIVERER_MAX_BUFFERED", &c.MaxBuffered)
 	r.Int("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", &c.MaxPerSubscription)
@@ -148,14 +154,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	r.Duration("WEBHOOKS_CONNECT_TIMEOUT", &c.ConnectTimeout)
 	r.Bool("WEBHOOKS_REQUIRE_HTTPS", &c.RequireHTTPS)
 	errs := []error{r.Err()}
-	if v := getenv(topics.EnvAllowCIDRs); v != "" {
+	if v := getenv(EnvAllowCIDRs); v != "" {
 		p, err := ssrf.ParseCIDRs(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", topics.EnvAllowCIDRs, err))
+			errs = append(errs, fmt.Errorf("%s: %w", EnvAllowCIDRs, err))
 		}
 		c.AllowCIDRs = p
 	}
-	keys, err := topics.LoadKeyring(getenv)
+	keys, err := config.LoadKeyring(getenv)
 	if err != nil {
 		errs = append(errs, err)
 	}

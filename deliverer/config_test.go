@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -15,7 +17,7 @@ func envOf(m map[string]string) func(string) string {
 }
 
 func TestLoadConfigDefaults(t *testing.T) {
-	c, err := LoadConfig(envOf(map[string]string{topics.EnvDev: "1"}))
+	c, err := LoadConfig(envOf(map[string]string{config.EnvDev: "1"}))
 	if err != nil {
 		t.Fatalf("LoadConfig with no environment but WEBHOOKS_DEV=1: %v", err)
 	}
@@ -28,12 +30,12 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ConnectTimeout: 10 * time.Second,
 	}
 	got := c
-	got.Kafka = topics.Kafka{}
+	got.Kafka = kafka.Config{}
 	if !equalConfig(got, want) {
 		t.Fatalf("defaults = %+v, want %+v", got, want)
 	}
-	if !slices.Equal(c.Kafka.Brokers, []string{topics.DefaultBrokers}) || c.Kafka.Names.Prefix != topics.DefaultPrefix ||
-		c.Kafka.SessionTimeout != topics.DefaultSessionTimeout || len(c.Kafka.Names.Tiers) != 6 {
+	if !slices.Equal(c.Kafka.Brokers, []string{kafka.DefaultBrokers}) || c.Kafka.Names.Prefix != topics.DefaultPrefix ||
+		c.Kafka.SessionTimeout != kafka.DefaultSessionTimeout || len(c.Kafka.Names.Tiers) != 6 {
 		t.Fatalf("Kafka defaults = %+v", c.Kafka)
 	}
 }
@@ -112,7 +114,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"WEBHOOKS_DEV", "0"}, // and no WEBHOOKS_SECRETS_KEY
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			env := map[string]string{topics.EnvDev: "1"}
+			env := map[string]string{config.EnvDev: "1"}
 			env[tc.key] = tc.value
 			_, err := LoadConfig(envOf(env))
 			if err == nil {

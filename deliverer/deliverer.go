@@ -22,8 +22,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
+	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
 )
 
 type deliverer struct {
@@ -31,7 +32,7 @@ type deliverer struct {
 	names  topics.Names
 	log    *zap.Logger
 	cl     *kgo.Client
-	table  *topics.Table
+	table  *table.Table
 	holds  *holds
 	lanes  *lanes.Lanes
 	sender *sender
@@ -70,16 +71,16 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer d.prot.close()
 	registerProtection(reg, d.prot)
 	base := baseOpts(cfg, log)
-	table, err := topics.NewTable(base, d.names.Subscriptions(), cfg.Secrets, log)
+	subs, err := table.NewTable(base, d.names.Subscriptions(), cfg.Secrets, log)
 	if err != nil {
 		return err
 	}
-	defer table.Close()
-	d.table = table
+	defer subs.Close()
+	d.table = subs
 	tableCtx, stopTable := context.WithCancel(context.Background())
 	defer stopTable()
-	go table.Run(tableCtx)
-	holdTable, err := topics.NewHoldTable(base, d.names.Holds(), log)
+	go subs.Run(tableCtx)
+	holdTable, err := table.NewHoldTable(base, d.names.Holds(), log)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// Deliveries are attempted with the subscriptions as they are now: an
 	// older version of one (its URL, secret, enabled flag) may stand in the
 	// topic before its latest.
-	if !d.persist(ctx, "loading the subscriptions", func() error { return table.WaitCaughtUp(ctx) }) {
+	if !d.persist(ctx, "loading the subscriptions", func() error { return subs.WaitCaughtUp(ctx) }) {
 		cl.Close()
 		return nil
 	}

@@ -24,8 +24,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // The shared test helpers (package testkit), by their names here.
@@ -58,12 +61,12 @@ type harness struct {
 // timeout.
 func baseEnv(brokers string) map[string]string {
 	return map[string]string{
-		topics.EnvBrokers:                    brokers,
-		topics.EnvPrefix:                     "hp.",
-		topics.EnvAllowCIDRs:                 "127.0.0.0/8",
-		topics.EnvSecretsKey:                 testSecretsKey,
-		topics.EnvRedisURL:                   "-", // no endpoint protection unless a test asks for it
-		topics.EnvRetryTiers:                 "1s,1m",
+		kafka.EnvBrokers:                     brokers,
+		kafka.EnvPrefix:                      "hp.",
+		EnvAllowCIDRs:                        "127.0.0.0/8",
+		config.EnvSecretsKey:                 testSecretsKey,
+		redisstate.EnvURL:                    "-", // no endpoint protection unless a test asks for it
+		kafka.EnvRetryTiers:                  "1s,1m",
 		"WEBHOOKS_KAFKA_SESSION_TIMEOUT":     "6s",
 		"WEBHOOKS_DELIVERER_COMMIT_INTERVAL": "50ms",
 		"WEBHOOKS_SHUTDOWN_TIMEOUT":          "10s",
@@ -81,7 +84,7 @@ func newHarness(t *testing.T, env map[string]string) *harness {
 	h := &harness{t: t, cluster: c, env: baseEnv(strings.Join(c.ListenAddrs(), ",")),
 		log: testLogger(t), seen: map[string][]*kgo.Record{}}
 	maps.Copy(h.env, env)
-	k, err := topics.LoadKafka(h.getenv)
+	k, err := kafka.Load(h.getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +96,8 @@ func newHarness(t *testing.T, env map[string]string) *harness {
 	}
 	t.Cleanup(h.cl.Close)
 	h.adm = kadm.NewClient(h.cl)
-	if _, err := topics.Ensure(testCtx(t, 10*time.Second), h.adm, h.names,
-		topics.Layout{Partitions: 3, ReplicationFactor: -1}); err != nil {
+	if _, err := kafka.Ensure(testCtx(t, 10*time.Second), h.adm, h.names,
+		kafka.Layout{Partitions: 3, ReplicationFactor: -1}); err != nil {
 		t.Fatalf("Ensure: %v", err)
 	}
 	h.startTail()

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -29,7 +30,7 @@ import (
 
 // holds is this process's view of the held keys.
 type holds struct {
-	table *topics.HoldTable
+	table *table.HoldTable
 
 	mu    sync.Mutex
 	ready map[lanes.TP]bool   // partitions whose holds were caught up since assignment
@@ -44,7 +45,7 @@ type ownWrite struct {
 	offset    int64
 }
 
-func newHolds(t *topics.HoldTable) *holds {
+func newHolds(t *table.HoldTable) *holds {
 	return &holds{table: t, ready: map[lanes.TP]bool{}, local: map[string]ownWrite{}}
 }
 

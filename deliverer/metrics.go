@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
+	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // metrics are the deliverer's Prometheus metrics (charts/webhooks/README.md

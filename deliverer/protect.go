@@ -14,8 +14,8 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
 	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
 	"github.com/hookpipe/hookpipe/deliverer/internal/ratelimit"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // Endpoint protection around an attempt (DESIGN.md "Endpoint protection",

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
-	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
 
 // Protection configures endpoint protection (DESIGN.md "Endpoint
@@ -56,7 +56,7 @@ func (p *Protection) validate() error {
 func (p *Protection) load(getenv func(string) string) error {
 	rc, err := redisstate.Load(getenv)
 	p.Redis = rc
-	r := topics.NewEnvReader(getenv)
+	r := config.NewEnvReader(getenv)
 	r.Int("WEBHOOKS_BREAKER_THRESHOLD", &p.Breaker.ThresholdPercent)
 	r.Int("WEBHOOKS_BREAKER_MIN_CALLS", &p.Breaker.MinCalls)
 	r.Duration("WEBHOOKS_BREAKER_WINDOW", &p.Breaker.Window)

@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
 )
 
 // protectEnv turns endpoint protection on against the Redis at url, under
@@ -22,7 +22,7 @@ import (
 // failures out of at least 3 calls.
 func protectEnv(url, prefix string, more map[string]string) map[string]string {
 	env := map[string]string{
-		topics.EnvRedisURL:             url,
+		redisstate.EnvURL:              url,
 		redisstate.EnvKeyPrefix:        prefix,
 		redisstate.EnvTimeout:          "500ms", // -race on a small machine
 		redisstate.EnvRetryInterval:    "500ms",
@@ -399,15 +399,15 @@ func TestProtectionConfig(t *testing.T) {
 		check func(p Protection) bool
 		err   string
 	}{
-		{"defaults", map[string]string{topics.EnvRedisURL: ""}, func(p Protection) bool {
+		{"defaults", map[string]string{redisstate.EnvURL: ""}, func(p Protection) bool {
 			return p.Redis.URL == redisstate.DefaultURL && p.Redis.KeyPrefix == "webhooks:" && p.Redis.Timeout == 100*time.Millisecond &&
 				p.Breaker.ThresholdPercent == 50 && p.Breaker.MinCalls == 10 && p.Breaker.Window == time.Minute &&
 				p.Breaker.SleepWindow == 30*time.Second && p.Breaker.Probes == 3 &&
 				p.RateLimitMaxWait == 500*time.Millisecond && p.AutoDisableAfter == 120*time.Hour
 		}, ""},
-		{"no redis", map[string]string{topics.EnvRedisURL: "-"}, func(p Protection) bool { return !p.Redis.Enabled() }, ""},
+		{"no redis", map[string]string{redisstate.EnvURL: "-"}, func(p Protection) bool { return !p.Redis.Enabled() }, ""},
 		{"all set", map[string]string{
-			topics.EnvRedisURL: "redis://10.0.0.1:6380/3", redisstate.EnvKeyPrefix: "x:", redisstate.EnvTimeout: "50ms",
+			redisstate.EnvURL: "redis://10.0.0.1:6380/3", redisstate.EnvKeyPrefix: "x:", redisstate.EnvTimeout: "50ms",
 			"WEBHOOKS_BREAKER_THRESHOLD": "30", "WEBHOOKS_BREAKER_MIN_CALLS": "20", "WEBHOOKS_BREAKER_WINDOW": "2m",
 			"WEBHOOKS_BREAKER_SLEEP": "10s", "WEBHOOKS_BREAKER_PROBES": "5", "WEBHOOKS_RATE_LIMIT_MAX_WAIT": "250ms",
 			"WEBHOOKS_AUTO_DISABLE_AFTER": "72h",
@@ -418,7 +418,7 @@ func TestProtectionConfig(t *testing.T) {
 				p.RateLimitMaxWait == 250*time.Millisecond && p.AutoDisableAfter == 72*time.Hour
 		}, ""},
 		{"auto-disable off", map[string]string{"WEBHOOKS_AUTO_DISABLE_AFTER": "0"}, func(p Protection) bool { return p.AutoDisableAfter == 0 }, ""},
-		{"bad url", map[string]string{topics.EnvRedisURL: "http://x"}, nil, "WEBHOOKS_REDIS_URL"},
+		{"bad url", map[string]string{redisstate.EnvURL: "http://x"}, nil, "WEBHOOKS_REDIS_URL"},
 		{"bad threshold", map[string]string{"WEBHOOKS_BREAKER_THRESHOLD": "150"}, nil, "WEBHOOKS_BREAKER_THRESHOLD"},
 		{"threshold not a number", map[string]string{"WEBHOOKS_BREAKER_THRESHOLD": "half"}, nil, "WEBHOOKS_BREAKER_THRESHOLD"},
 		{"zero probes", map[string]string{"WEBHOOKS_BREAKER_PROBES": "0"}, nil, "WEBHOOKS_BREAKER_PROBES"},

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
 )
 
 // TestSpillComesBackWhenWorkedOff: a spilled delivery comes back when its

@@ -13,7 +13,7 @@ import (
 // at once as blocked_address.
 func TestSSRFGuard(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, map[string]string{topics.EnvAllowCIDRs: ""})
+	h := newHarness(t, map[string]string{EnvAllowCIDRs: ""})
 	rc := newReceiver(t, nil)
 	_, port, err := net.SplitHostPort(rc.srv.Listener.Addr().String())
 	if err != nil {

@@ -19,8 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // These tests run a cluster, the real deliverer, an in-memory endpoint and
@@ -129,28 +131,28 @@ func newBubbleEnv(t *testing.T, vn *kfake.VirtualNetwork) *bubbleEnv {
 	}
 	t.Cleanup(c.Close)
 	b := &bubbleEnv{t: t, cluster: c, dial: vn.DialContext, seen: map[string][]*kgo.Record{}, env: map[string]string{
-		topics.EnvBrokers:    c.ListenAddrs()[0],
-		topics.EnvRetryTiers: topics.DefaultRetryTiers, // 5s,5m,30m,2h,5h,10h
+		kafka.EnvBrokers:    c.ListenAddrs()[0],
+		kafka.EnvRetryTiers: topics.DefaultRetryTiers, // 5s,5m,30m,2h,5h,10h
 		// A session long enough that the group does not heartbeat for
 		// nothing all day (every 30 virtual seconds instead of every 4.5).
-		topics.EnvSessionTimeout: "5m",
+		kafka.EnvSessionTimeout: "5m",
 		// The commit loop wakes every interval: 1s would be 100,000 wakes
 		// over the schedule, for nothing this test checks.
 		"WEBHOOKS_DELIVERER_COMMIT_INTERVAL": "1m",
 		// Subscriptions are written sealed with it, as webhookctl does.
-		topics.EnvSecretsKey: testSecretsKey,
+		config.EnvSecretsKey: testSecretsKey,
 		// No Redis (breakers, rate limits): no sockets in the bubble, and
 		// the schedule is what is under test.
-		topics.EnvRedisURL: redisstate.Disabled,
+		redisstate.EnvURL: redisstate.Disabled,
 	}}
-	k, err := topics.LoadKafka(b.getenv)
+	k, err := kafka.Load(b.getenv)
 	if err != nil {
 		t.Fatalf("LoadKafka: %v", err)
 	}
 	b.names = k.Names
 	b.cl = b.client(kgo.RecordPartitioner(topics.Partitioner()), kgo.ProducerLinger(0))
-	if _, err := topics.Ensure(testCtx(t, time.Minute), kadm.NewClient(b.cl), b.names,
-		topics.Layout{Partitions: 3, ReplicationFactor: -1}); err != nil {
+	if _, err := kafka.Ensure(testCtx(t, time.Minute), kadm.NewClient(b.cl), b.names,
+		kafka.Layout{Partitions: 3, ReplicationFactor: -1}); err != nil {
 		t.Fatalf("Ensure: %v", err)
 	}
 	b.tail()

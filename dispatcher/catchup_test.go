@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // TestSubscriptionCreatedJustBefore publishes an event right after creating

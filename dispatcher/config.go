@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // Environment variables read by the dispatcher only; the shared ones are in
@@ -36,8 +38,8 @@ type Config struct {
 	// timeout: WEBHOOKS_KAFKA_BROKERS (default 127.0.0.1:9092),
 	// WEBHOOKS_TOPIC_PREFIX (default "webhooks.") and
 	// WEBHOOKS_KAFKA_SESSION_TIMEOUT (default 45s), read by
-	// topics.LoadKafka. Brokers are required.
-	Kafka topics.Kafka
+	// kafka.Load. Brokers are required.
+	Kafka kafka.Config
 	// Group is the consumer group on the events topic. Not read from the
 	// environment; default topics.GroupDispatcher.
 	Group string
@@ -51,10 +53,10 @@ type Config struct {
 	// topics.DefaultMaxEventBytes (256 KiB), at most 512 KiB.
 	MaxEventBytes int
 	// Secrets opens the sealed secrets of subscription records:
-	// WEBHOOKS_SECRETS_KEY (see topics.LoadKeyring), required unless
+	// WEBHOOKS_SECRETS_KEY (see config.LoadKeyring), required unless
 	// WEBHOOKS_DEV=1, when nil means plaintext secrets.
 	Secrets *topics.Keyring
-	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops):
 	// WEBHOOKS_HTTP_ADDR, default empty (not served).
 	HTTPAddr string
 	// Redis holds the idempotency keys of event dedup: WEBHOOKS_REDIS_URL
@@ -105,7 +107,7 @@ func (c *Config) defaults() {
 
 func (c *Config) validate() error {
 	if len(c.Kafka.Brokers) == 0 {
-		return fmt.Errorf("%s: no broker address", topics.EnvBrokers)
+		return fmt.Errorf("%s: no broker address", kafka.EnvBrokers)
 	}
 	if c.MaxEventBytes < 0 || c.MaxEventBytes > maxRecordData {
 		return fmt.Errorf("%s: %d is not within 1..%d", EnvMaxEventBytes, c.MaxEventBytes, maxRecordData)
@@ -129,11 +131,11 @@ func (c *Config) validate() error {
 // LoadConfig reads the configuration through getenv, applies the defaults
 // and validates it. Errors name the offending variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	k, err := topics.LoadKafka(getenv)
+	k, err := kafka.Load(getenv)
 	if err != nil {
 		return Config{}, err
 	}
-	c := Config{Kafka: k, TransactionalID: getenv(EnvTxnID), HTTPAddr: getenv(topics.EnvHTTPAddr)}
+	c := Config{Kafka: k, TransactionalID: getenv(EnvTxnID), HTTPAddr: getenv(config.EnvHTTPAddr)}
 	if c.Redis, err = redisstate.Load(getenv); err != nil {
 		return Config{}, err
 	}
@@ -162,7 +164,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if err := c.validate(); err != nil {
 		return Config{}, err
 	}
-	if c.Secrets, err = topics.LoadKeyring(getenv); err != nil {
+	if c.Secrets, err = config.LoadKeyring(getenv); err != nil {
 		return Config{}, err
 	}
 	return c, nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -21,7 +23,7 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "defaults",
 			check: func(t *testing.T, c Config) {
-				if got := strings.Join(c.Kafka.Brokers, ","); got != topics.DefaultBrokers {
+				if got := strings.Join(c.Kafka.Brokers, ","); got != kafka.DefaultBrokers {
 					t.Errorf("brokers %q", got)
 				}
 				if c.Kafka.Names.Events() != "webhooks.events" || c.Group != topics.GroupDispatcher ||
@@ -33,7 +35,7 @@ func TestLoadConfig(t *testing.T) {
 				if !strings.HasPrefix(c.TransactionalID, "webhooks-dispatcher-"+host+"-") {
 					t.Errorf("transactional id %q", c.TransactionalID)
 				}
-				other, err := LoadConfig(func(k string) string { return map[string]string{topics.EnvDev: "1"}[k] })
+				other, err := LoadConfig(func(k string) string { return map[string]string{config.EnvDev: "1"}[k] })
 				if err != nil || other.TransactionalID == c.TransactionalID {
 					t.Errorf("two processes got the same transactional id %q (%v)", c.TransactionalID, err)
 				}
@@ -42,7 +44,7 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "set",
 			env: map[string]string{
-				topics.EnvBrokers: "k1:9092, k2:9092", topics.EnvPrefix: "t.", EnvTxnID: "dispatcher-0",
+				kafka.EnvBrokers: "k1:9092, k2:9092", kafka.EnvPrefix: "t.", EnvTxnID: "dispatcher-0",
 				EnvMaxEventBytes: "1000",
 			},
 			check: func(t *testing.T, c Config) {
@@ -56,11 +58,11 @@ func TestLoadConfig(t *testing.T) {
 		{name: "max bytes zero", env: map[string]string{EnvMaxEventBytes: "0"}, err: EnvMaxEventBytes},
 		{name: "max bytes negative", env: map[string]string{EnvMaxEventBytes: "-1"}, err: EnvMaxEventBytes},
 		{name: "max bytes too large", env: map[string]string{EnvMaxEventBytes: "524289"}, err: EnvMaxEventBytes},
-		{name: "no brokers", env: map[string]string{topics.EnvBrokers: " , "}, err: topics.EnvBrokers},
-		{name: "retry tiers", env: map[string]string{topics.EnvRetryTiers: "5ms"}, err: topics.EnvRetryTiers},
+		{name: "no brokers", env: map[string]string{kafka.EnvBrokers: " , "}, err: kafka.EnvBrokers},
+		{name: "retry tiers", env: map[string]string{kafka.EnvRetryTiers: "5ms"}, err: kafka.EnvRetryTiers},
 		{
 			name: "secrets key",
-			env:  map[string]string{topics.EnvSecretsKey: testSecretsKey, topics.EnvDev: ""},
+			env:  map[string]string{config.EnvSecretsKey: testSecretsKey, config.EnvDev: ""},
 			check: func(t *testing.T, c Config) {
 				if c.Secrets == nil || c.Secrets.KeyID() != testKeys(t).KeyID() {
 					t.Errorf("secrets %v", c.Secrets)
@@ -75,12 +77,12 @@ func TestLoadConfig(t *testing.T) {
 				}
 			},
 		},
-		{name: "no secrets key outside dev mode", env: map[string]string{topics.EnvDev: ""}, err: topics.EnvSecretsKey + " is not set"},
-		{name: "bad secrets key", env: map[string]string{topics.EnvSecretsKey: "c2hvcnQ="}, err: topics.EnvSecretsKey + ": key: decodes to 5 bytes"},
+		{name: "no secrets key outside dev mode", env: map[string]string{config.EnvDev: ""}, err: config.EnvSecretsKey + " is not set"},
+		{name: "bad secrets key", env: map[string]string{config.EnvSecretsKey: "c2hvcnQ="}, err: config.EnvSecretsKey + ": key: decodes to 5 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Dev mode unless the case says otherwise.
-			env := map[string]string{topics.EnvDev: "1"}
+			env := map[string]string{config.EnvDev: "1"}
 			maps.Copy(env, tc.env)
 			c, err := LoadConfig(func(k string) string { return env[k] })
 			switch {

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // Event dedup (DESIGN.md "Endpoint protection"): an event whose

@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
 )
 
 func withRedis(cfg Config, url, prefix string) Config {

@@ -13,12 +13,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // maxBatchEvents bounds the events of one transaction, so a backlog is
@@ -29,7 +32,7 @@ const maxBatchEvents = 1000
 // once otherwise (brokers unreachable, a record the broker refuses).
 const retryWait = time.Second
 
-// subscriptionTable is the part of topics.Table the loop needs.
+// subscriptionTable is the part of table.Table the loop needs.
 type subscriptionTable interface {
 	matcher
 	WaitCaughtUp(ctx context.Context) error
@@ -60,7 +63,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 
-	table, err := topics.NewTable(base, cfg.Kafka.Names.Subscriptions(), cfg.Secrets, log)
+	table, err := table.NewTable(base, cfg.Kafka.Names.Subscriptions(), cfg.Secrets, log)
 	if err != nil {
 		return err
 	}
@@ -155,7 +158,7 @@ func awaitCluster(ctx context.Context, base []kgo.Opt, cfg Config, log *zap.Logg
 			return nil
 		}
 		return fmt.Errorf("kafka not ready after %v (%s=%s): %w",
-			cfg.StartupTimeout, topics.EnvBrokers, strings.Join(cfg.Kafka.Brokers, ","), err)
+			cfg.StartupTimeout, kafka.EnvBrokers, strings.Join(cfg.Kafka.Brokers, ","), err)
 	}
 }
 

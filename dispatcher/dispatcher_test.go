@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // TestFanOut checks which subscriptions get a delivery, the delivery

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // orderEvents renders events e<from>..e<from+n-1> of type order.created,

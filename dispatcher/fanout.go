@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // matcher is the part of the subscription table the fan-out needs.

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // TestDeadLetterRawLimit checks that a dead letter copies the raw event only

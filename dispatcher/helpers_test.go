@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics/testkit"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -31,7 +32,7 @@ type harness struct {
 	t       *testing.T
 	ctx     context.Context
 	cluster *kfake.Cluster
-	kafka   topics.Kafka
+	kafka   kafka.Config
 	cl      *kgo.Client
 	adm     *kadm.Client
 }
@@ -43,7 +44,7 @@ func newHarness(t *testing.T, partitions int32, opts ...kfake.Opt) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	k, err := topics.LoadKafka(func(string) string { return "" })
+	k, err := kafka.Load(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func newHarness(t *testing.T, partitions int32, opts ...kfake.Opt) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	h := &harness{t: t, ctx: ctx, cluster: cluster, kafka: k, cl: cl, adm: kadm.NewClient(cl)}
-	if _, err := topics.Ensure(h.ctx, h.adm, k.Names, topics.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
+	if _, err := kafka.Ensure(h.ctx, h.adm, k.Names, kafka.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
 		t.Fatal(err)
 	}
 	return h

@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/runtime/config"
 )
 
 // TestLoadConfigOps: the metrics and health address and the shutdown
 // budget, which the Helm chart sets for every component.
 func TestLoadConfigOps(t *testing.T) {
-	env := map[string]string{topics.EnvDev: "1", topics.EnvHTTPAddr: ":9100", EnvShutdownTimeout: "25s"}
+	env := map[string]string{config.EnvDev: "1", config.EnvHTTPAddr: ":9100", EnvShutdownTimeout: "25s"}
 	c, err := LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // TestRunStartup checks that Run refuses to start, with a clear error, when
@@ -39,8 +41,8 @@ func TestRunStartup(t *testing.T) {
 		cancelled bool
 		err       []string // substrings of the error; none means Run returns nil
 	}{
-		{name: "no brokers", brokers: func(*testing.T) []string { return nil }, err: []string{topics.EnvBrokers}},
-		{name: "unreachable", brokers: closedPort, err: []string{"kafka not ready after 500ms", topics.EnvBrokers, "unreachable"}},
+		{name: "no brokers", brokers: func(*testing.T) []string { return nil }, err: []string{kafka.EnvBrokers}},
+		{name: "unreachable", brokers: closedPort, err: []string{"kafka not ready after 500ms", kafka.EnvBrokers, "unreachable"}},
 		{name: "missing topics", brokers: noTopics, err: []string{"missing topics webhooks.events", "webhookctl topics ensure"}},
 		{name: "cancelled while waiting", brokers: closedPort, cancelled: true},
 	} {
@@ -51,7 +53,7 @@ func TestRunStartup(t *testing.T) {
 				cancel()
 			}
 			cfg := Config{
-				Kafka:           topics.Kafka{Brokers: tc.brokers(t), Names: names},
+				Kafka:           kafka.Config{Brokers: tc.brokers(t), Names: names},
 				StartupTimeout:  500 * time.Millisecond,
 				TransactionalID: "startup",
 			}

@@ -3,6 +3,7 @@ module github.com/hookpipe/hookpipe/pipeline
 go 1.26.8
 
 require (
+	github.com/hookpipe/hookpipe/runtime v0.0.0
 	github.com/hookpipe/hookpipe/topics v0.0.0
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
@@ -85,3 +86,5 @@ replace github.com/hookpipe/hookpipe/deliverer => ../deliverer
 replace github.com/hookpipe/hookpipe/retrier => ../retrier
 
 replace github.com/hookpipe/hookpipe/recorder => ../recorder
+
+replace github.com/hookpipe/hookpipe/runtime => ../runtime

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/schema"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -25,7 +27,7 @@ const (
 type Config struct {
 	// Kafka: WEBHOOKS_KAFKA_BROKERS, WEBHOOKS_TOPIC_PREFIX,
 	// WEBHOOKS_KAFKA_SESSION_TIMEOUT.
-	Kafka topics.Kafka
+	Kafka kafka.Config
 	// Group is the consumer group: WEBHOOKS_RECORDER_GROUP, default
 	// webhooks-recorder.
 	Group string
@@ -60,7 +62,7 @@ type Config struct {
 	// drop-partitions`. 0 leaves existing TTLs as they are:
 	// WEBHOOKS_CLICKHOUSE_RETENTION_DAYS, default 90.
 	RetentionDays int
-	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops):
 	// WEBHOOKS_HTTP_ADDR, default empty (not served).
 	HTTPAddr string
 
@@ -123,13 +125,13 @@ func (c *Config) validate() error {
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
 	c.defaults()
-	k, err := topics.LoadKafka(getenv)
+	k, err := kafka.Load(getenv)
 	if err != nil {
 		return c, err
 	}
 	c.Kafka = k
-	c.HTTPAddr = getenv(topics.EnvHTTPAddr)
-	r := topics.NewEnvReader(getenv)
+	c.HTTPAddr = getenv(config.EnvHTTPAddr)
+	r := config.NewEnvReader(getenv)
 	r.String("WEBHOOKS_RECORDER_GROUP", &c.Group)
 	if v := getenv(EnvClickHouseAddr); v != "" {
 		c.ClickHouse = nil

@@ -18,8 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // The shared test helpers (package testkit), by their names here.
@@ -51,15 +52,15 @@ func newHarness(t testing.TB) *harness {
 	}
 	t.Cleanup(c.Close)
 	h := &harness{t: t, ch: ch, db: db, env: map[string]string{
-		topics.EnvBrokers:                  c.ListenAddrs()[0],
-		topics.EnvSessionTimeout:           "2s",
+		kafka.EnvBrokers:                   c.ListenAddrs()[0],
+		kafka.EnvSessionTimeout:            "2s",
 		EnvClickHouseAddr:                  addr,
 		EnvClickHouseDatabase:              db,
 		"WEBHOOKS_RECORDER_BATCH_WAIT":     "100ms",
 		"WEBHOOKS_RECORDER_RETRY_MAX":      "500ms",
 		"WEBHOOKS_RECORDER_INSERT_TIMEOUT": "5s",
 	}}
-	k, err := topics.LoadKafka(h.getenv)
+	k, err := kafka.Load(h.getenv)
 	if err != nil {
 		t.Fatalf("LoadKafka: %v", err)
 	}
@@ -71,7 +72,7 @@ func newHarness(t testing.TB) *harness {
 	}
 	t.Cleanup(h.cl.Close)
 	ctx := chtest.Ctx(t, 15*time.Second)
-	if _, err := topics.Ensure(ctx, kadm.NewClient(h.cl), h.names, topics.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
+	if _, err := kafka.Ensure(ctx, kadm.NewClient(h.cl), h.names, kafka.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
 		t.Fatalf("Ensure: %v", err)
 	}
 	adm, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))

@@ -6,11 +6,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	"github.com/hookpipe/hookpipe/topics/kafkatest"
+	"github.com/hookpipe/hookpipe/runtime/testkit/kafkatest"
 )
 
 // TestKafkaOptsCarryTLSAndSASL: the recorder's Kafka clients dial with the TLS
-// and SASL settings of the environment (topics.Kafka.ClientOpts).
+// and SASL settings of the environment (kafka.Config.ClientOpts).
 func TestKafkaOptsCarryTLSAndSASL(t *testing.T) {
 	cfg, err := LoadConfig(kafkatest.AuthEnv)
 	if err != nil {

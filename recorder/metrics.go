@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookpipe/hookpipe/topics/ops"
+	"github.com/hookpipe/hookpipe/runtime/ops"
 )
 
 // metrics are the recorder's Prometheus metrics. A nil *metrics counts

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
 	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
 	"github.com/hookpipe/hookpipe/recorder/internal/schema"
 	"github.com/hookpipe/hookpipe/recorder/internal/store"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // readmeQueries returns the ```sql blocks of README.md.

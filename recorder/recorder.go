@@ -28,7 +28,7 @@ import (
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
 	"github.com/hookpipe/hookpipe/recorder/internal/schema"
 	"github.com/hookpipe/hookpipe/recorder/internal/store"
-	"github.com/hookpipe/hookpipe/topics/ops"
+	"github.com/hookpipe/hookpipe/runtime/ops"
 )
 
 type tp struct {

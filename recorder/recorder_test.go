@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
 	"github.com/hookpipe/hookpipe/recorder/internal/schema"
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -253,7 +254,7 @@ func TestClickHouseOutage(t *testing.T) {
 	p := newProxy(t, h.env[EnvClickHouseAddr])
 	h.env[EnvClickHouseAddr] = p.addr()
 	h.env["WEBHOOKS_RECORDER_BATCH_ROWS"] = "20"
-	h.env[topics.EnvHTTPAddr] = freeAddr(t)
+	h.env[config.EnvHTTPAddr] = freeAddr(t)
 	cfg := h.config()
 	var o observed
 	cfg.observe = o.hook

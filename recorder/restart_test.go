@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // clickHouseServer is a clickhouse-server of one test's own, started and

@@ -7,8 +7,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // Config is the retrier's configuration. Every field says its environment
@@ -16,7 +18,7 @@ import (
 type Config struct {
 	// Kafka: WEBHOOKS_KAFKA_BROKERS, WEBHOOKS_TOPIC_PREFIX, WEBHOOKS_RETRY_TIERS,
 	// WEBHOOKS_KAFKA_SESSION_TIMEOUT.
-	Kafka topics.Kafka
+	Kafka kafka.Config
 	// Group is the consumer group: WEBHOOKS_RETRIER_GROUP, default webhooks-retrier.
 	Group string
 	// MaxHeldPerPartition bounds the records held from one tier partition
@@ -45,7 +47,7 @@ type Config struct {
 	// rather than released again by the partition's next owner:
 	// WEBHOOKS_SHUTDOWN_TIMEOUT, default 10s.
 	ShutdownTimeout time.Duration
-	// HTTPAddr serves /metrics, /healthz and /readyz (package topics/ops):
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops):
 	// WEBHOOKS_HTTP_ADDR, default empty (not served).
 	HTTPAddr string
 	// Redis holds the recovery marks of subscriptions whose breaker closed:
@@ -103,13 +105,13 @@ func (c *Config) validate() error {
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
 	c.defaults()
-	k, err := topics.LoadKafka(getenv)
+	k, err := kafka.Load(getenv)
 	if err != nil {
 		return c, err
 	}
 	c.Kafka = k
-	c.HTTPAddr = getenv(topics.EnvHTTPAddr)
-	r := topics.NewEnvReader(getenv)
+	c.HTTPAddr = getenv(config.EnvHTTPAddr)
+	r := config.NewEnvReader(getenv)
 	r.String("WEBHOOKS_RETRIER_GROUP", &c.Group)
 	r.Int("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION", &c.MaxHeldPerPartition)
 	r.Int("WEBHOOKS_RETRIER_MAX_HELD", &c.MaxHeld)

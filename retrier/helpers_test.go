@@ -15,8 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // The shared test helpers (package testkit), by their names here.
@@ -76,13 +78,13 @@ func newHarness(t testing.TB, env map[string]string, vn *kfake.VirtualNetwork) *
 	}
 	t.Cleanup(c.Close)
 	h := &harness{t: t, cluster: c, dial: dial, tick: 5 * time.Millisecond, env: map[string]string{
-		topics.EnvBrokers:                  c.ListenAddrs()[0],
-		topics.EnvRetryTiers:               "1s,1m",
-		topics.EnvSessionTimeout:           "2s",
+		kafka.EnvBrokers:                   c.ListenAddrs()[0],
+		kafka.EnvRetryTiers:                "1s,1m",
+		kafka.EnvSessionTimeout:            "2s",
 		"WEBHOOKS_RETRIER_COMMIT_INTERVAL": "100ms",
 		// A release the broker refuses is abandoned this long after stop.
 		"WEBHOOKS_SHUTDOWN_TIMEOUT": "3s",
-		topics.EnvRedisURL:          "-", // no recovery marks unless a test asks for them
+		redisstate.EnvURL:           "-", // no recovery marks unless a test asks for them
 	}}
 	if vn != nil {
 		h.tick = time.Second
@@ -90,14 +92,14 @@ func newHarness(t testing.TB, env map[string]string, vn *kfake.VirtualNetwork) *
 	for k, v := range env {
 		h.env[k] = v
 	}
-	k, err := topics.LoadKafka(h.getenv)
+	k, err := kafka.Load(h.getenv)
 	if err != nil {
 		t.Fatalf("LoadKafka: %v", err)
 	}
 	h.names = k.Names
 	h.cl = h.client(kgo.RecordPartitioner(topics.Partitioner()))
 	h.adm = kadm.NewClient(h.cl)
-	if _, err := topics.Ensure(testCtx(t, 15*time.Second), h.adm, h.names, topics.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
+	if _, err := kafka.Ensure(testCtx(t, 15*time.Second), h.adm, h.names, kafka.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
 		t.Fatalf("Ensure: %v", err)
 	}
 	// A fresh admin client: the first one cached the metadata it saw

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
 )
 
 // metrics are the retrier's Prometheus metrics (charts/webhooks/README.md

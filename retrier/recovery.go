@@ -11,9 +11,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 // Recovery acceleration (DESIGN.md "Retries"). When a subscription's

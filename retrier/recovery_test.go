@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
 )
 
 // TestRecoveryReleasesHeldRetriesEarly: retries of a subscription whose
@@ -25,7 +25,7 @@ func TestRecoveryReleasesHeldRetriesEarly(t *testing.T) {
 	url, prefix := redistest.Shared(t)
 	const rate = 20.0
 	h := newHarness(t, map[string]string{
-		topics.EnvRedisURL:       url,
+		redisstate.EnvURL:        url,
 		redisstate.EnvKeyPrefix:  prefix,
 		redisstate.EnvTimeout:    "500ms",
 		"WEBHOOKS_RECOVERY_RATE": fmt.Sprint(rate),
@@ -84,7 +84,7 @@ func TestRecoveryReleasesHeldRetriesEarly(t *testing.T) {
 func TestRecoveryOffWithoutRate(t *testing.T) {
 	url, prefix := redistest.Shared(t)
 	h := newHarness(t, map[string]string{
-		topics.EnvRedisURL:       url,
+		redisstate.EnvURL:        url,
 		redisstate.EnvKeyPrefix:  prefix,
 		"WEBHOOKS_RECOVERY_RATE": "0",
 	}, nil)
@@ -122,12 +122,12 @@ func TestRecoveryConfig(t *testing.T) {
 		err  string
 	}{
 		{"defaults", nil, 10, redisstate.DefaultURL, ""},
-		{"set", map[string]string{"WEBHOOKS_RECOVERY_RATE": "2.5", topics.EnvRedisURL: "redis://r:1/2"}, 2.5, "redis://r:1/2", ""},
-		{"off", map[string]string{"WEBHOOKS_RECOVERY_RATE": "0", topics.EnvRedisURL: "-"}, 0, "", ""},
+		{"set", map[string]string{"WEBHOOKS_RECOVERY_RATE": "2.5", redisstate.EnvURL: "redis://r:1/2"}, 2.5, "redis://r:1/2", ""},
+		{"off", map[string]string{"WEBHOOKS_RECOVERY_RATE": "0", redisstate.EnvURL: "-"}, 0, "", ""},
 		{"not a number", map[string]string{"WEBHOOKS_RECOVERY_RATE": "fast"}, 0, "", "WEBHOOKS_RECOVERY_RATE"},
 		{"negative", map[string]string{"WEBHOOKS_RECOVERY_RATE": "-1"}, 0, "", "WEBHOOKS_RECOVERY_RATE"},
 		{"infinite", map[string]string{"WEBHOOKS_RECOVERY_RATE": "+Inf"}, 0, "", "WEBHOOKS_RECOVERY_RATE"},
-		{"bad redis url", map[string]string{topics.EnvRedisURL: "mysql://x"}, 0, "", "WEBHOOKS_REDIS_URL"},
+		{"bad redis url", map[string]string{redisstate.EnvURL: "mysql://x"}, 0, "", "WEBHOOKS_REDIS_URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadConfig(func(k string) string { return tc.env[k] })

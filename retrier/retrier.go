@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/ops"
 )
 
 type tp struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 )
 
 // These tests run the cluster, the retrier and the test's clients in a
@@ -35,7 +35,7 @@ func watchdog(t *testing.T, d time.Duration) (stop func()) {
 // virtualEnv is the retrier configuration in a bubble: a session timeout
 // long enough that the group does not heartbeat for nothing all day.
 func virtualEnv(more map[string]string) map[string]string {
-	env := map[string]string{topics.EnvSessionTimeout: "5m"}
+	env := map[string]string{kafka.EnvSessionTimeout: "5m"}
 	for k, v := range more {
 		env[k] = v
 	}
@@ -52,7 +52,7 @@ func TestVirtualTenHourTier(t *testing.T) {
 		var vn kfake.VirtualNetwork
 		// The loop wakes every commit interval: keep the default (1s).
 		h := newHarness(t, virtualEnv(map[string]string{
-			topics.EnvRetryTiers:               "5s,10h",
+			kafka.EnvRetryTiers:                "5s,10h",
 			"WEBHOOKS_RETRIER_COMMIT_INTERVAL": "1s",
 		}), &vn)
 		start := time.Now()
@@ -134,7 +134,7 @@ func TestVirtualPausedPartitionComesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var vn kfake.VirtualNetwork
 		h := newHarness(t, virtualEnv(map[string]string{
-			topics.EnvRetryTiers:                      "1m",
+			kafka.EnvRetryTiers:                       "1m",
 			"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION": "2",
 		}), &vn)
 		h.tail()

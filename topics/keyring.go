@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -114,37 +113,6 @@ func decodeKey(b64 string) ([]byte, error) {
 	return key, nil
 }
 
-// LoadKeyring is the secrets-at-rest check every component that reads or
-// writes subscriptions makes in its LoadConfig: it parses
-// WEBHOOKS_SECRETS_KEY, and without it returns a nil keyring (plaintext
-// secrets) only when WEBHOOKS_DEV=1; otherwise an error naming
-// WEBHOOKS_SECRETS_KEY, so no component starts without encryption by
-// accident.
-func LoadKeyring(getenv func(string) string) (*Keyring, error) {
-	dev := false
-	if v := getenv(EnvDev); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a boolean", EnvDev, v)
-		}
-		dev = b
-	}
-	v := getenv(EnvSecretsKey)
-	if v == "" {
-		if dev {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%s is not set: it encrypts subscription secrets at rest "+
-			"(base64 of 32 random bytes, e.g. `openssl rand -base64 32`); set %s=1 to run without it in development",
-			EnvSecretsKey, EnvDev)
-	}
-	k, err := ParseKeyring(v)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvSecretsKey, err)
-	}
-	return k, nil
-}
-
 // KeyID is the id of the key that seals.
 func (k *Keyring) KeyID() string { return k.primary }
 
@@ -188,11 +156,11 @@ func (k *Keyring) open(subID, field, v string) (string, error) {
 		return "", invalid("subscription", field, "sealed value has no valid key id")
 	}
 	if k == nil {
-		return "", invalid("subscription", field, "sealed with key %s, but no %s is configured", id, EnvSecretsKey)
+		return "", invalid("subscription", field, "sealed with key %s, but no %s is configured", id, "WEBHOOKS_SECRETS_KEY")
 	}
 	aead, ok := k.aeads[id]
 	if !ok {
-		return "", invalid("subscription", field, "sealed with key %s, which %s does not hold", id, EnvSecretsKey)
+		return "", invalid("subscription", field, "sealed with key %s, which %s does not hold", id, "WEBHOOKS_SECRETS_KEY")
 	}
 	sealed, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {

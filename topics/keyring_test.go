@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -9,11 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 // Test keys: bytes 0..31, 32..63 and 64..95, with the ids derived from
@@ -83,52 +77,6 @@ func TestParseKeyring(t *testing.T) {
 				if strings.Contains(err.Error(), key) {
 					t.Fatalf("error %q quotes key material", err)
 				}
-			}
-		})
-	}
-}
-
-func TestLoadKeyring(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		env     map[string]string
-		ids     []string // nil: no keyring
-		errHas  []string
-		errNot  string
-		wantErr bool
-	}{
-		{name: "key", env: map[string]string{EnvSecretsKey: keyA}, ids: []string{keyAID}},
-		{name: "key in dev mode", env: map[string]string{EnvSecretsKey: keyA, EnvDev: "1"}, ids: []string{keyAID}},
-		{name: "dev mode", env: map[string]string{EnvDev: "1"}},
-		{name: "dev mode true", env: map[string]string{EnvDev: "true"}},
-		{name: "missing", env: nil, wantErr: true,
-			errHas: []string{"WEBHOOKS_SECRETS_KEY is not set", "WEBHOOKS_DEV=1", "openssl rand -base64 32"}},
-		{name: "missing, dev mode off", env: map[string]string{EnvDev: "0"}, wantErr: true, errHas: []string{"WEBHOOKS_SECRETS_KEY is not set"}},
-		{name: "bad dev value", env: map[string]string{EnvDev: "yes please"}, wantErr: true, errHas: []string{"WEBHOOKS_DEV"}},
-		{name: "bad key", env: map[string]string{EnvSecretsKey: keyA[:30], EnvDev: "1"}, wantErr: true,
-			errHas: []string{"WEBHOOKS_SECRETS_KEY: "}, errNot: keyA[:30]},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k, err := LoadKeyring(func(key string) string { return tc.env[key] })
-			if tc.wantErr {
-				if err == nil {
-					t.Fatal("no error")
-				}
-				for _, s := range tc.errHas {
-					if !strings.Contains(err.Error(), s) {
-						t.Errorf("error %q does not say %q", err, s)
-					}
-				}
-				if strings.Contains(err.Error(), "\n") || (tc.errNot != "" && strings.Contains(err.Error(), tc.errNot)) {
-					t.Errorf("error %q is not one line without the key", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (k == nil) != (tc.ids == nil) || (k != nil && !slices.Equal(k.IDs(), tc.ids)) {
-				t.Fatalf("keyring %v, want ids %v", k, tc.ids)
 			}
 		})
 	}
@@ -245,7 +193,7 @@ func TestDecodeSubscriptionWith(t *testing.T) {
 
 	t.Run("plaintext accepted", func(t *testing.T) {
 		for _, kr := range []*Keyring{nil, k} {
-			got, plain, err := decodeSubscription(s.Encode(), kr)
+			got, plain, err := DecodeSubscriptionPlain(s.Encode(), kr)
 			if err != nil || got.Secret != s.Secret || got.PreviousSecret != s.PreviousSecret {
 				t.Fatalf("keyring %v: %v, %+v", kr, err, got)
 			}
@@ -253,7 +201,7 @@ func TestDecodeSubscriptionWith(t *testing.T) {
 				t.Fatalf("keyring %v: plaintext reported %t", kr, plain)
 			}
 		}
-		if _, plain, _ := decodeSubscription(sealed, k); plain {
+		if _, plain, _ := DecodeSubscriptionPlain(sealed, k); plain {
 			t.Fatal("sealed value reported as plaintext")
 		}
 	})
@@ -314,84 +262,5 @@ func TestDecodeSubscriptionWith(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestTableSecrets: the table opens sealed secrets, accepts plaintext ones
-// with one warning, and ignores (with a warning naming no secret) records it
-// cannot open, keeping the previous state.
-func TestTableSecrets(t *testing.T) {
-	e := newTableEnv(t, 1)
-	core, logs := observer.New(zapcore.DebugLevel)
-	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, testKeys(t), zap.New(core))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); tbl.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; tbl.Close() })
-
-	sealed := rotated(t, "sub_sealed")
-	plain1, plain2 := rotated(t, "sub_plain1"), rotated(t, "sub_plain2")
-	foreign := rotated(t, "sub_foreign")
-	copied := rotated(t, "sub_copied")
-	e.put(t, sealed.ID, sealed.EncodeWith(testKeys(t)))
-	e.put(t, plain1.ID, plain1.Encode())
-	e.put(t, plain2.ID, plain2.Encode())
-	e.put(t, copied.ID, copied.EncodeWith(testKeys(t)))
-	e.put(t, foreign.ID, foreign.EncodeWith(mustKeyring(t, keyB)))
-	m := storedSecrets(t, copied.EncodeWith(testKeys(t)))
-	m["secret"] = storedSecrets(t, sealed.EncodeWith(testKeys(t)))["secret"]
-	b, _ := json.Marshal(m)
-	e.put(t, copied.ID, b)
-	waitCaughtUp(t, tbl)
-
-	for _, want := range []Subscription{sealed, plain1, plain2, copied} {
-		got, ok := tbl.Get(want.ID)
-		if !ok || got.Secret != want.Secret || got.PreviousSecret != want.PreviousSecret {
-			t.Errorf("Get(%s) = %v, %v; want its secrets opened (copied: the state before the bad record)", want.ID, got != nil, ok)
-		}
-	}
-	if _, ok := tbl.Get(foreign.ID); ok {
-		t.Error("a record sealed with an unknown key was applied")
-	}
-	if n := logs.FilterMessageSnippet("plaintext").Len(); n != 1 {
-		t.Errorf("%d plaintext warnings, want 1", n)
-	}
-	if n := logs.FilterMessage("ignoring invalid subscription record").Len(); n != 2 {
-		t.Errorf("%d ignored records logged, want 2 (unknown key, copied ciphertext)", n)
-	}
-	var all strings.Builder
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	for _, l := range logs.All() {
-		buf, err := enc.EncodeEntry(l.Entry, l.Context)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all.Write(buf.Bytes())
-	}
-	for _, s := range []Subscription{sealed, plain1, plain2, foreign, copied} {
-		for _, sec := range []string{s.Secret, s.PreviousSecret} {
-			if strings.Contains(all.String(), strings.TrimPrefix(sec, SecretPrefix)[:12]) {
-				t.Fatalf("a secret is in the logs:\n%s", all.String())
-			}
-		}
-	}
-	if !strings.Contains(all.String(), keyBID) {
-		t.Errorf("the warning does not name the unknown key id %s:\n%s", keyBID, all.String())
-	}
-}
-
-func TestNewTableWarnsWithoutKeys(t *testing.T) {
-	e := newTableEnv(t, 1)
-	core, logs := observer.New(zapcore.WarnLevel)
-	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, nil, zap.New(core))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl.Close()
-	if logs.FilterMessageSnippet(EnvSecretsKey).Len() != 1 {
-		t.Fatalf("logs %v, want one warning naming %s", logs.All(), EnvSecretsKey)
 	}
 }

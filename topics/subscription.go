@@ -72,13 +72,13 @@ func DecodeSubscription(b []byte) (Subscription, error) {
 // secret that k cannot open (no keyring, unknown key id, altered, or copied
 // from another subscription) is an error wrapping ErrInvalid.
 func DecodeSubscriptionWith(b []byte, k *Keyring) (Subscription, error) {
-	s, _, err := decodeSubscription(b, k)
+	s, _, err := DecodeSubscriptionPlain(b, k)
 	return s, err
 }
 
-// decodeSubscription also reports whether a keyring is given but a secret
-// was stored in plaintext.
-func decodeSubscription(b []byte, k *Keyring) (s Subscription, plaintext bool, err error) {
+// DecodeSubscriptionPlain is DecodeSubscriptionWith that also reports
+// whether a keyring is given but a secret was stored in plaintext.
+func DecodeSubscriptionPlain(b []byte, k *Keyring) (s Subscription, plaintext bool, err error) {
 	s = Subscription{Enabled: true}
 	if err := decodeStrict("subscription", b, &s); err != nil {
 		return Subscription{}, false, err

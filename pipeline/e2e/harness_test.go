@@ -31,8 +31,11 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/retrier"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // wait is the shared waitFor (package testkit).
@@ -102,15 +105,15 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(c.Close)
 	e := &env{t: t, cluster: c, brokers: c.ListenAddrs()}
 	e.vars = map[string]string{
-		topics.EnvBrokers:                e.brokers[0],
-		topics.EnvAllowCIDRs:             "127.0.0.0/8",
-		topics.EnvSecretsKey:             testSecretsKey,
-		topics.EnvRedisURL:               "-", // no endpoint protection unless a test asks for it
-		topics.EnvRetryTiers:             "1s,5m",
+		kafka.EnvBrokers:                 e.brokers[0],
+		deliverer.EnvAllowCIDRs:          "127.0.0.0/8",
+		config.EnvSecretsKey:             testSecretsKey,
+		redisstate.EnvURL:                "-", // no endpoint protection unless a test asks for it
+		kafka.EnvRetryTiers:              "1s,5m",
 		"WEBHOOKS_RETRY_FLOOR":           "1s",
 		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "2s",
 	}
-	k, err := topics.LoadKafka(e.getenv)
+	k, err := kafka.Load(e.getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +127,7 @@ func newEnv(t testing.TB) *env {
 	e.stops = append(e.stops, c.Close, closeCl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := topics.Ensure(ctx, kadm.NewClient(e.cl), e.names, topics.Layout{Partitions: 4, ReplicationFactor: -1}); err != nil {
+	if _, err := kafka.Ensure(ctx, kadm.NewClient(e.cl), e.names, kafka.Layout{Partitions: 4, ReplicationFactor: -1}); err != nil {
 		t.Fatal(err)
 	}
 	return e

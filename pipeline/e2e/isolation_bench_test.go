@@ -13,8 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
 )
 
 // BenchmarkIsolation is the isolation figure of `make bench`: 20 healthy

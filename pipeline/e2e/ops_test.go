@@ -15,6 +15,7 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/retrier"
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -32,7 +33,7 @@ func freeAddr(t testing.TB) string {
 // getenvWith is the env's getenv with WEBHOOKS_HTTP_ADDR set to addr.
 func (e *env) getenvWith(addr string) func(string) string {
 	return func(k string) string {
-		if k == topics.EnvHTTPAddr {
+		if k == config.EnvHTTPAddr {
 			return addr
 		}
 		return e.vars[k]

@@ -11,14 +11,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
 )
 
 // withRedis turns endpoint protection on for every component of e.
 func (e *env) withRedis(url, prefix string, more map[string]string) {
-	e.vars[topics.EnvRedisURL] = url
+	e.vars[redisstate.EnvURL] = url
 	e.vars[redisstate.EnvKeyPrefix] = prefix
 	e.vars[redisstate.EnvRetryInterval] = "500ms"
 	for k, v := range more {
@@ -29,15 +30,15 @@ func (e *env) withRedis(url, prefix string, more map[string]string) {
 // withTiers switches e to other retry tiers, creating their topics.
 func (e *env) withTiers(tiers string) {
 	e.t.Helper()
-	e.vars[topics.EnvRetryTiers] = tiers
-	k, err := topics.LoadKafka(e.getenv)
+	e.vars[kafka.EnvRetryTiers] = tiers
+	k, err := kafka.Load(e.getenv)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.names = k.Names
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := topics.Ensure(ctx, kadm.NewClient(e.cl), e.names, topics.Layout{Partitions: 4, ReplicationFactor: -1}); err != nil {
+	if _, err := kafka.Ensure(ctx, kadm.NewClient(e.cl), e.names, kafka.Layout{Partitions: 4, ReplicationFactor: -1}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics/testkit"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -139,7 +140,7 @@ func TestRecorderEndToEnd(t *testing.T) {
 	e.startDeliverer()
 	e.startRetrier()
 	e.startRecorderWith(func(k string) string {
-		if k == topics.EnvHTTPAddr {
+		if k == config.EnvHTTPAddr {
 			return metricsAddr
 		}
 		return e.getenv(k)

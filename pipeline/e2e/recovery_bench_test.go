@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
 )
 
 // BenchmarkRecovery is the recovery figure of `make bench`: an endpoint

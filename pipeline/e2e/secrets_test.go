@@ -22,8 +22,9 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/retrier"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/testkit"
 )
 
 // testSecretsKey is every env's WEBHOOKS_SECRETS_KEY (bytes 0..31).
@@ -32,7 +33,7 @@ const testSecretsKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 // keys is the keyring of the env's WEBHOOKS_SECRETS_KEY, nil without one.
 func (e *env) keys() *topics.Keyring {
 	e.t.Helper()
-	v := e.vars[topics.EnvSecretsKey]
+	v := e.vars[config.EnvSecretsKey]
 	if v == "" {
 		return nil
 	}

@@ -4,7 +4,7 @@ package main
 
 import (
 	"github.com/hookpipe/hookpipe/deliverer"
-	"github.com/hookpipe/hookpipe/topics/cmd"
+	"github.com/hookpipe/hookpipe/runtime/process"
 )
 
-func main() { cmd.Main("deliverer", deliverer.LoadConfig, deliverer.Run) }
+func main() { process.Main("deliverer", deliverer.LoadConfig, deliverer.Run) }

@@ -27,7 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookpipe/hookpipe/topics/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
 
 // Config sets the breaker. Environment variables are read by the

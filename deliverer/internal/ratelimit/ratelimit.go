@@ -26,7 +26,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookpipe/hookpipe/topics/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
 
 // waitersPerSubscription bounds the deliveries of one subscription that

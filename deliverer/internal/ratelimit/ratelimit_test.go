@@ -10,9 +10,9 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
-	"github.com/hookpipe/hookpipe/topics/testkit"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 )
 
 // waitFor is the shared one (package testkit).

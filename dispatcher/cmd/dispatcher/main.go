@@ -4,7 +4,7 @@ package main
 
 import (
 	"github.com/hookpipe/hookpipe/dispatcher"
-	"github.com/hookpipe/hookpipe/topics/cmd"
+	"github.com/hookpipe/hookpipe/runtime/process"
 )
 
-func main() { cmd.Main("dispatcher", dispatcher.LoadConfig, dispatcher.Run) }
+func main() { process.Main("dispatcher", dispatcher.LoadConfig, dispatcher.Run) }

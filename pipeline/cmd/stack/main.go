@@ -22,8 +22,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/pipeline/internal/demo"
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -79,7 +83,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer broker.Close()
 	brokers := []string{broker.Addr()}
-	k, err := topics.LoadKafka(withoutKafkaAuth(os.Getenv))
+	k, err := kafka.Load(withoutKafkaAuth(os.Getenv))
 	if err != nil {
 		return err
 	}
@@ -161,8 +165,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 // kafkaAuthEnv are the TLS and SASL settings, which the embedded broker
 // (plaintext, no SASL) must not get from the runner's environment.
-var kafkaAuthEnv = []string{topics.EnvKafkaTLS, topics.EnvKafkaTLSDir,
-	topics.EnvKafkaSASLMechanism, topics.EnvKafkaSASLUsername, topics.EnvKafkaSASLPassword}
+var kafkaAuthEnv = []string{kafka.EnvKafkaTLS, kafka.EnvKafkaTLSDir,
+	kafka.EnvKafkaSASLMechanism, kafka.EnvKafkaSASLUsername, kafka.EnvKafkaSASLPassword}
 
 // withoutKafkaAuth is getenv without the TLS and SASL settings.
 func withoutKafkaAuth(getenv func(string) string) func(string) string {
@@ -185,13 +189,13 @@ func childEnv(brokers []string, redisPort, httpPort int, secretsKey string) []st
 		env = append(env, k+"=") // empty is unset; the last value of a key wins
 	}
 	env = append(env,
-		topics.EnvBrokers+"="+strings.Join(brokers, ","),
-		topics.EnvHTTPAddr+"=127.0.0.1:"+strconv.Itoa(httpPort),
-		topics.EnvSecretsKey+"="+secretsKey,
+		kafka.EnvBrokers+"="+strings.Join(brokers, ","),
+		config.EnvHTTPAddr+"=127.0.0.1:"+strconv.Itoa(httpPort),
+		config.EnvSecretsKey+"="+secretsKey,
 	)
 	defaults := map[string]string{
-		topics.EnvAllowCIDRs:             "127.0.0.0/8,::1/128",
-		topics.EnvRedisURL:               fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
+		deliverer.EnvAllowCIDRs:          "127.0.0.0/8,::1/128",
+		redisstate.EnvURL:                fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
 		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "6s",
 	}
 	for k, v := range defaults {

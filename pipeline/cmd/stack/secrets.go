@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -22,12 +23,12 @@ const devKeyFile = "secrets.key"
 // so that every run, and components started by hand with that key, agree on
 // the subscriptions already sealed.
 func secretsKey(getenv func(string) string, dataDir string) (string, *topics.Keyring, string, error) {
-	if v := getenv(topics.EnvSecretsKey); v != "" {
+	if v := getenv(config.EnvSecretsKey); v != "" {
 		k, err := topics.ParseKeyring(v)
 		if err != nil {
-			return "", nil, "", fmt.Errorf("%s: %w", topics.EnvSecretsKey, err)
+			return "", nil, "", fmt.Errorf("%s: %w", config.EnvSecretsKey, err)
 		}
-		return v, k, "$" + topics.EnvSecretsKey, nil
+		return v, k, "$" + config.EnvSecretsKey, nil
 	}
 	path := filepath.Join(dataDir, devKeyFile)
 	b, err := os.ReadFile(path)

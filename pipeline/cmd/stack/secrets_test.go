@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -39,14 +41,14 @@ func TestSecretsKey(t *testing.T) {
 	}
 
 	other := "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
-	env := func(k string) string { return map[string]string{topics.EnvSecretsKey: other}[k] }
+	env := func(k string) string { return map[string]string{config.EnvSecretsKey: other}[k] }
 	v3, k3, from, err := secretsKey(env, dir)
 	if err != nil || v3 != other || from != "$WEBHOOKS_SECRETS_KEY" || k3.KeyID() == k1.KeyID() {
 		t.Fatalf("with WEBHOOKS_SECRETS_KEY set: %q from %q (%v); want it", v3, from, err)
 	}
 
-	bad := func(k string) string { return map[string]string{topics.EnvSecretsKey: "c2hvcnQ="}[k] }
-	if _, _, _, err := secretsKey(bad, dir); err == nil || !strings.Contains(err.Error(), topics.EnvSecretsKey) {
+	bad := func(k string) string { return map[string]string{config.EnvSecretsKey: "c2hvcnQ="}[k] }
+	if _, _, _, err := secretsKey(bad, dir); err == nil || !strings.Contains(err.Error(), config.EnvSecretsKey) {
 		t.Fatalf("bad WEBHOOKS_SECRETS_KEY: %v", err)
 	}
 	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
@@ -59,16 +61,16 @@ func TestSecretsKey(t *testing.T) {
 
 func TestChildEnvPassesTheSecretsKey(t *testing.T) {
 	env := childEnv([]string{"127.0.0.1:9092"}, 6379, 9101, "the-key")
-	if !slices.Contains(env, topics.EnvSecretsKey+"=the-key") {
-		t.Fatalf("child environment lacks %s", topics.EnvSecretsKey)
+	if !slices.Contains(env, config.EnvSecretsKey+"=the-key") {
+		t.Fatalf("child environment lacks %s", config.EnvSecretsKey)
 	}
 }
 
 // TestChildEnvDropsKafkaAuth: the embedded broker speaks plaintext without
 // SASL, whatever TLS or SASL settings the runner's environment has.
 func TestChildEnvDropsKafkaAuth(t *testing.T) {
-	t.Setenv(topics.EnvKafkaTLS, "true")
-	t.Setenv(topics.EnvKafkaSASLMechanism, "PLAIN")
+	t.Setenv(kafka.EnvKafkaTLS, "true")
+	t.Setenv(kafka.EnvKafkaSASLMechanism, "PLAIN")
 	env := childEnv([]string{"127.0.0.1:9092"}, 6379, 9101, "the-key")
 	last := map[string]string{}
 	for _, kv := range env {
@@ -80,7 +82,7 @@ func TestChildEnvDropsKafkaAuth(t *testing.T) {
 			t.Errorf("child environment has %s=%q, want it empty", k, v)
 		}
 	}
-	if _, err := topics.LoadKafka(withoutKafkaAuth(os.Getenv)); err != nil {
+	if _, err := kafka.Load(withoutKafkaAuth(os.Getenv)); err != nil {
 		t.Errorf("LoadKafka without the TLS and SASL settings: %v", err)
 	}
 }

@@ -9,9 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 )
 
 // TestGetShowsBreaker: `subscriptions get` shows the subscription's
@@ -21,7 +20,7 @@ func TestGetShowsBreaker(t *testing.T) {
 	url, prefix := redistest.Shared(t)
 	h := newHarness(t, true)
 	s := h.create("--id", "sub_br", "--url", "https://hooks.example/in", "--events", "*")
-	h.env[topics.EnvRedisURL] = url
+	h.env[redisstate.EnvURL] = url
 	h.env[redisstate.EnvKeyPrefix] = prefix
 
 	if out := h.ok("subscriptions", "get", s.ID); !strings.Contains(out, "breaker:") || !strings.Contains(out, "closed") {
@@ -61,7 +60,7 @@ func TestGetShowsBreaker(t *testing.T) {
 	}
 
 	// Redis unreachable: no breaker row, no error.
-	h.env[topics.EnvRedisURL] = "redis://127.0.0.1:1/0"
+	h.env[redisstate.EnvURL] = "redis://127.0.0.1:1/0"
 	if out := h.ok("subscriptions", "get", s.ID); strings.Contains(out, "breaker") {
 		t.Fatalf("get with Redis unreachable:\n%s\nwant no breaker row", out)
 	}

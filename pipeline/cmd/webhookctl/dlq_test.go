@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // dlqSeed is a dlq topic as the pipeline leaves it: dead letters of two

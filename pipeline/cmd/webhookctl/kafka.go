@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hookpipe/hookpipe/topics"
+	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // kafka is a connected client with the pipeline's topic names.
@@ -19,7 +24,7 @@ type kafka struct {
 	adm  *kadm.Client
 	opts []kgo.Opt
 	// conn are the options that reach the brokers (seed brokers, TLS,
-	// SASL: topics.Kafka.ClientOpts), for clients not bound to ctx.
+	// SASL: kafkaconfig.Config.ClientOpts), for clients not bound to ctx.
 	conn  []kgo.Opt
 	names topics.Names
 	// keys seal and open subscription secrets (WEBHOOKS_SECRETS_KEY);
@@ -34,7 +39,7 @@ type kafka struct {
 // default), a produced record is sent at once, and when ctx is done every
 // request in flight fails, even one still connecting, which bounds the
 // command by ctx's deadline.
-func clientOpts(ctx context.Context, cfg topics.Kafka) []kgo.Opt {
+func clientOpts(ctx context.Context, cfg kafkaconfig.Config) []kgo.Opt {
 	return append(cfg.ClientOpts(),
 		kgo.ProducerLinger(0),
 		kgo.WithContext(ctx),
@@ -49,17 +54,17 @@ func (c *cli) connect(ctx context.Context) (*kafka, error) {
 	getenv := c.getenv
 	if c.brokers != "" {
 		getenv = func(k string) string {
-			if k == topics.EnvBrokers {
+			if k == kafkaconfig.EnvBrokers {
 				return c.brokers
 			}
 			return c.getenv(k)
 		}
 	}
-	cfg, err := topics.LoadKafka(getenv)
+	cfg, err := kafkaconfig.Load(getenv)
 	if err != nil {
 		return nil, err
 	}
-	keys, keysErr := topics.LoadKeyring(getenv)
+	keys, keysErr := config.LoadKeyring(getenv)
 	opts := clientOpts(ctx, cfg)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -92,12 +97,12 @@ func (k *kafka) produce(ctx context.Context, r *kgo.Record) (*kgo.Record, error)
 
 // subscriptions reads the subscriptions topic up to its current end and
 // returns the table, no longer consuming.
-func (k *kafka) subscriptions(ctx context.Context) (*topics.Table, error) {
+func (k *kafka) subscriptions(ctx context.Context) (*table.Table, error) {
 	if k.keysErr != nil {
 		return nil, k.keysErr
 	}
 	topic := k.names.Subscriptions()
-	t, err := topics.NewTable(k.opts, topic, k.keys, zap.NewNop())
+	t, err := table.NewTable(k.opts, topic, k.keys, zap.NewNop())
 	if err != nil {
 		return nil, err
 	}

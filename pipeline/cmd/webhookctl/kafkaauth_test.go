@@ -10,8 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/testcert"
 )
 
 // TestKafkaMutualTLSAndSCRAM runs webhookctl, including the subscription
@@ -26,7 +27,7 @@ func TestKafkaMutualTLSAndSCRAM(t *testing.T) {
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.EnableSASL(),
-		kfake.Superuser(topics.SASLScramSHA512, "hooks", password),
+		kfake.Superuser(kafkaconfig.SASLScramSHA512, "hooks", password),
 		kfake.TLS(&tls.Config{
 			Certificates: []tls.Certificate{server.TLS},
 			ClientAuth:   tls.RequireAndVerifyClientCert,
@@ -39,19 +40,19 @@ func TestKafkaMutualTLSAndSCRAM(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	dir := t.TempDir()
-	for name, data := range map[string][]byte{topics.TLSCAFile: server.CertPEM, topics.TLSCertFile: client.CertPEM, topics.TLSKeyFile: client.KeyPEM} {
+	for name, data := range map[string][]byte{kafkaconfig.TLSCAFile: server.CertPEM, kafkaconfig.TLSCertFile: client.CertPEM, kafkaconfig.TLSKeyFile: client.KeyPEM} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h := newHarness(t, false) // its plaintext cluster goes unused
 	h.brokers = strings.Join(c.ListenAddrs(), ",")
-	h.env[topics.EnvBrokers] = h.brokers
-	h.env[topics.EnvKafkaTLS] = "true"
-	h.env[topics.EnvKafkaTLSDir] = dir
-	h.env[topics.EnvKafkaSASLMechanism] = topics.SASLScramSHA512
-	h.env[topics.EnvKafkaSASLUsername] = "hooks"
-	h.env[topics.EnvKafkaSASLPassword] = password
+	h.env[kafkaconfig.EnvBrokers] = h.brokers
+	h.env[kafkaconfig.EnvKafkaTLS] = "true"
+	h.env[kafkaconfig.EnvKafkaTLSDir] = dir
+	h.env[kafkaconfig.EnvKafkaSASLMechanism] = kafkaconfig.SASLScramSHA512
+	h.env[kafkaconfig.EnvKafkaSASLUsername] = "hooks"
+	h.env[kafkaconfig.EnvKafkaSASLPassword] = password
 
 	h.ok("topics", "ensure", "--partitions", "2")
 	var sub topics.Subscription
@@ -65,14 +66,14 @@ func TestKafkaMutualTLSAndSCRAM(t *testing.T) {
 		t.Errorf("redrive of an empty dlq: %+v", sum)
 	}
 
-	h.env[topics.EnvKafkaSASLPassword] = "wrong-" + password
+	h.env[kafkaconfig.EnvKafkaSASLPassword] = "wrong-" + password
 	line := h.fails(1, "subscriptions", "list")
 	if !strings.Contains(line, "cannot reach Kafka") || strings.Contains(line, password) {
 		t.Errorf("wrong password: %q, want a failure to reach Kafka that does not show the password", line)
 	}
-	h.env[topics.EnvKafkaSASLPassword] = password
-	h.env[topics.EnvKafkaSASLMechanism] = "OAUTHBEARER"
-	if line := h.fails(1, "subscriptions", "list"); !strings.Contains(line, topics.EnvKafkaSASLMechanism) {
-		t.Errorf("unknown mechanism: %q does not name %s", line, topics.EnvKafkaSASLMechanism)
+	h.env[kafkaconfig.EnvKafkaSASLPassword] = password
+	h.env[kafkaconfig.EnvKafkaSASLMechanism] = "OAUTHBEARER"
+	if line := h.fails(1, "subscriptions", "list"); !strings.Contains(line, kafkaconfig.EnvKafkaSASLMechanism) {
+		t.Errorf("unknown mechanism: %q does not name %s", line, kafkaconfig.EnvKafkaSASLMechanism)
 	}
 }

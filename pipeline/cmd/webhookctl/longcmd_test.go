@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // produce writes records as the pipeline's components do (deliveries,
@@ -97,7 +99,7 @@ func (h *harness) okLong(args ...string) string {
 
 func TestLongCommandUsage(t *testing.T) {
 	// Nothing here may need a broker: point at one that does not exist.
-	h := &harness{t: t, env: map[string]string{topics.EnvBrokers: "127.0.0.1:1"}}
+	h := &harness{t: t, env: map[string]string{kafkaconfig.EnvBrokers: "127.0.0.1:1"}}
 	out := h.ok("help")
 	for _, want := range []string{"dlq list", "dlq redrive", "replay", "duration ago"} {
 		if !strings.Contains(out, want) {

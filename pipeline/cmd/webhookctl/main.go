@@ -25,8 +25,9 @@ import (
 	"syscall"
 	"time"
 
+	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
 )
 
 func main() {
@@ -232,7 +233,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 		fs.StringVar(&c.output, "o", c.output, "output format: text or json")
 	}
 	if fs.Lookup("brokers") == nil {
-		fs.StringVar(&c.brokers, "brokers", c.brokers, "comma-separated Kafka brokers (overrides "+topics.EnvBrokers+")")
+		fs.StringVar(&c.brokers, "brokers", c.brokers, "comma-separated Kafka brokers (overrides "+kafkaconfig.EnvBrokers+")")
 	}
 	if fs.Lookup("timeout") == nil {
 		fs.DurationVar(&c.timeout, "timeout", c.timeout, timeoutUsage)
@@ -303,8 +304,8 @@ ClickHouse (stats, clickhouse): %s (default %s),
 %s (default %s), %s, %s
 
 "webhookctl <command> -h" lists a command's flags.
-`, topics.EnvBrokers, topics.DefaultBrokers, topics.EnvBrokers, topics.EnvPrefix, topics.EnvRetryTiers,
-		topics.EnvKafkaTLS, topics.EnvKafkaTLSDir, topics.EnvKafkaSASLMechanism, topics.EnvKafkaSASLUsername, topics.EnvKafkaSASLPassword,
+`, kafkaconfig.EnvBrokers, kafkaconfig.DefaultBrokers, kafkaconfig.EnvBrokers, kafkaconfig.EnvPrefix, kafkaconfig.EnvRetryTiers,
+		kafkaconfig.EnvKafkaTLS, kafkaconfig.EnvKafkaTLSDir, kafkaconfig.EnvKafkaSASLMechanism, kafkaconfig.EnvKafkaSASLUsername, kafkaconfig.EnvKafkaSASLPassword,
 		envClickHouseAddr, defaultClickHouseAddr, envClickHouseDatabase, defaultDatabase, envClickHouseUser, envClickHousePassword)
 }
 

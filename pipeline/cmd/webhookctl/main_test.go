@@ -11,10 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/runtime/config"
+	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // harness runs webhookctl against an in-process Kafka cluster.
@@ -34,13 +38,13 @@ func newHarness(t *testing.T, ensure bool) *harness {
 	}
 	t.Cleanup(c.Close)
 	brokers := strings.Join(c.ListenAddrs(), ",")
-	k, err := topics.LoadKafka(func(string) string { return "" })
+	k, err := kafkaconfig.Load(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, brokers: brokers, names: k.Names,
-		env: map[string]string{topics.EnvBrokers: brokers, topics.EnvSecretsKey: testSecretsKey,
-			topics.EnvRedisURL: "-"}} // no breaker state unless a test asks for it
+		env: map[string]string{kafkaconfig.EnvBrokers: brokers, config.EnvSecretsKey: testSecretsKey,
+			redisstate.EnvURL: "-"}} // no breaker state unless a test asks for it
 	if ensure {
 		h.ok("topics", "ensure", "--partitions", "2")
 	}
@@ -164,7 +168,7 @@ func (h *harness) stored(id string) *topics.Subscription {
 
 func TestUsage(t *testing.T) {
 	// Nothing here may need a broker: point at one that does not exist.
-	h := &harness{t: t, env: map[string]string{topics.EnvBrokers: "127.0.0.1:1"}}
+	h := &harness{t: t, env: map[string]string{kafkaconfig.EnvBrokers: "127.0.0.1:1"}}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -237,7 +241,7 @@ func TestUnreachableBroker(t *testing.T) {
 		{name: "silent", addr: silent.Addr().String(), args: []string{"publish", "--type", "a", "--data", "{}"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &harness{t: t, env: map[string]string{topics.EnvBrokers: tc.addr}}
+			h := &harness{t: t, env: map[string]string{kafkaconfig.EnvBrokers: tc.addr}}
 			done := make(chan result, 1)
 			go func() { done <- h.run(append([]string{"--timeout", "1s"}, tc.args...)...) }()
 			select {
@@ -269,7 +273,7 @@ func TestMissingTopics(t *testing.T) {
 func TestGlobalFlagPositions(t *testing.T) {
 	h := newHarness(t, true)
 	good := h.brokers
-	h.env[topics.EnvBrokers] = "127.0.0.1:1" // --brokers must override it
+	h.env[kafkaconfig.EnvBrokers] = "127.0.0.1:1" // --brokers must override it
 	var before, after topics.Subscription
 	out := h.ok("-o", "json", "--brokers", good, "subscriptions", "create", "--url", "https://a.example/", "--events", "a")
 	if err := json.Unmarshal([]byte(out), &before); err != nil {

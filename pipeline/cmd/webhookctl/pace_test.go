@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
 // TestPaceSpacesBatches: at --rate 10, 45 records go in batches of 10, the

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 func publishCmd(fs *flag.FlagSet) runFunc {

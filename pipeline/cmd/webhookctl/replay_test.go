@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // publishAt writes event values to the events topic with the given

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -157,7 +158,7 @@ func TestSecretsSealedAtRest(t *testing.T) {
 // work; WEBHOOKS_DEV=1 writes plaintext.
 func TestSecretsKeyRequired(t *testing.T) {
 	h := newHarness(t, true)
-	delete(h.env, topics.EnvSecretsKey)
+	delete(h.env, config.EnvSecretsKey)
 	for _, args := range [][]string{
 		{"subscriptions", "create", "--url", "https://a.example/", "--events", "a"},
 		{"subscriptions", "list"},
@@ -173,15 +174,15 @@ func TestSecretsKeyRequired(t *testing.T) {
 	h.ok("publish", "--type", "a", "--data", "{}")
 	h.ok("topics", "ensure")
 
-	h.env[topics.EnvSecretsKey] = "c2hvcnQ="
+	h.env[config.EnvSecretsKey] = "c2hvcnQ="
 	r := h.run("subscriptions", "list")
 	checkFailure(t, r, 1)
 	if !strings.Contains(r.stderr, "WEBHOOKS_SECRETS_KEY: key: decodes to 5 bytes, want 32") {
 		t.Errorf("short key: stderr %q", r.stderr)
 	}
 
-	delete(h.env, topics.EnvSecretsKey)
-	h.env[topics.EnvDev] = "1"
+	delete(h.env, config.EnvSecretsKey)
+	h.env[config.EnvDev] = "1"
 	s := h.create("--id", "sub_dev", "--url", "https://a.example/", "--events", "a")
 	if raw := h.rawSubscription("sub_dev"); raw["secret"] != s.Secret {
 		t.Errorf("dev mode stored secret %v, want the plaintext %s", raw["secret"], s.Secret)
@@ -195,20 +196,20 @@ func TestSecretsKeyRotation(t *testing.T) {
 	h := newHarness(t, true)
 	s := h.create("--id", "sub_k", "--url", "https://a.example/", "--events", "a")
 
-	h.env[topics.EnvSecretsKey] = otherSecretsKey
+	h.env[config.EnvSecretsKey] = otherSecretsKey
 	h.fails(1, "subscriptions", "get", "sub_k") // sealed with a key it does not hold: ignored
 
-	h.env[topics.EnvSecretsKey] = "new:" + otherSecretsKey + "," + testSecretsKey
+	h.env[config.EnvSecretsKey] = "new:" + otherSecretsKey + "," + testSecretsKey
 	h.ok("subscriptions", "get", "sub_k")
 	h.ok("subscriptions", "update", "sub_k", "--events", "b")
 	if v, _ := h.rawSubscription("sub_k")["secret"].(string); !strings.HasPrefix(v, "enc:v1:new:") {
 		t.Errorf("after update, stored secret %q, want sealed with key new", v)
 	}
 
-	h.env[topics.EnvSecretsKey] = "new:" + otherSecretsKey
+	h.env[config.EnvSecretsKey] = "new:" + otherSecretsKey
 	var got topics.Subscription
 	h.json(&got, "subscriptions", "rotate-secret", "sub_k")
-	k, err := topics.ParseKeyring(h.env[topics.EnvSecretsKey])
+	k, err := topics.ParseKeyring(h.env[config.EnvSecretsKey])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 func createCmd(fs *flag.FlagSet) runFunc {

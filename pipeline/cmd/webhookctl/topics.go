@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/hookpipe/hookpipe/topics"
+	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
 )
 
 func ensureCmd(fs *flag.FlagSet) runFunc {
@@ -24,7 +24,7 @@ func ensureCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer k.close()
-		res, err := topics.Ensure(ctx, k.adm, k.names, topics.Layout{
+		res, err := kafkaconfig.Ensure(ctx, k.adm, k.names, kafkaconfig.Layout{
 			Partitions:        int32(*partitions),
 			ReplicationFactor: int16(*rf),
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -52,6 +53,6 @@ func EnsureTopics(ctx context.Context, brokers []string, names topics.Names, par
 		return err
 	}
 	defer cl.Close()
-	_, err = topics.Ensure(ctx, kadm.NewClient(cl), names, topics.Layout{Partitions: partitions, ReplicationFactor: -1})
+	_, err = kafka.Ensure(ctx, kadm.NewClient(cl), names, kafka.Layout{Partitions: partitions, ReplicationFactor: -1})
 	return err
 }

@@ -5,7 +5,7 @@ package main
 
 import (
 	"github.com/hookpipe/hookpipe/recorder"
-	"github.com/hookpipe/hookpipe/topics/cmd"
+	"github.com/hookpipe/hookpipe/runtime/process"
 )
 
-func main() { cmd.Main("recorder", recorder.LoadConfig, recorder.Run) }
+func main() { process.Main("recorder", recorder.LoadConfig, recorder.Run) }

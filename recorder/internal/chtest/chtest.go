@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"

@@ -4,7 +4,7 @@ package main
 
 import (
 	"github.com/hookpipe/hookpipe/retrier"
-	"github.com/hookpipe/hookpipe/topics/cmd"
+	"github.com/hookpipe/hookpipe/runtime/process"
 )
 
-func main() { cmd.Main("retrier", retrier.LoadConfig, retrier.Run) }
+func main() { process.Main("retrier", retrier.LoadConfig, retrier.Run) }

@@ -1,13 +1,13 @@
-package topics
+package kafka
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,34 +22,6 @@ type Layout struct {
 	ReplicationFactor int16
 }
 
-const day = 24 * time.Hour
-
-// TopicConfigs returns the configs a topic is created with.
-func (n Names) TopicConfigs(topic string) map[string]*string {
-	ms := func(d time.Duration) *string { s := strconv.FormatInt(d.Milliseconds(), 10); return &s }
-	switch topic {
-	case n.Subscriptions(), n.Holds():
-		compact := "compact"
-		return map[string]*string{"cleanup.policy": &compact}
-	case n.Parked():
-		// A key can be held for the whole retry schedule (about 28 h) and
-		// then some; parked records must outlive any hold.
-		return map[string]*string{"retention.ms": ms(30 * day)}
-	case n.Events():
-		// Events are the replay store: keep a week.
-		return map[string]*string{"retention.ms": ms(7 * day)}
-	case n.DLQ():
-		return map[string]*string{"retention.ms": ms(30 * day)}
-	}
-	for _, d := range n.Tiers {
-		if topic == n.Retry(d) {
-			// A record must outlive its hold-back by a wide margin.
-			return map[string]*string{"retention.ms": ms(max(7*day, 4*d))}
-		}
-	}
-	return map[string]*string{"retention.ms": ms(7 * day)}
-}
-
 // EnsureResult reports what Ensure found and did.
 type EnsureResult struct {
 	Created  []string
@@ -58,7 +30,7 @@ type EnsureResult struct {
 
 // Ensure creates every missing pipeline topic and verifies the ones that
 // exist: the subscriptions topic must be compacted.
-func Ensure(ctx context.Context, adm *kadm.Client, n Names, l Layout) (EnsureResult, error) {
+func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (EnsureResult, error) {
 	var res EnsureResult
 	if l.Partitions <= 0 {
 		return res, errors.New("ensure topics: partitions must be positive")

@@ -1,4 +1,4 @@
-package topics
+package table
 
 import (
 	"context"
@@ -6,14 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/topics"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // catchUpTimeout bounds every WaitCaughtUp that is expected to succeed.
@@ -86,12 +92,12 @@ func (e *tableEnv) put(tb testing.TB, key string, value []byte) *kgo.Record {
 	return r
 }
 
-func (e *tableEnv) putSub(tb testing.TB, s Subscription) {
+func (e *tableEnv) putSub(tb testing.TB, s topics.Subscription) {
 	tb.Helper()
 	e.put(tb, s.ID, subValue(tb, s))
 }
 
-func subValue(tb testing.TB, s Subscription) []byte {
+func subValue(tb testing.TB, s topics.Subscription) []byte {
 	tb.Helper()
 	if err := s.Validate(); err != nil {
 		tb.Fatalf("test subscription %s is invalid: %v", s.ID, err)
@@ -100,9 +106,9 @@ func subValue(tb testing.TB, s Subscription) []byte {
 }
 
 // sub returns a valid enabled subscription with the given id and patterns.
-func sub(tb testing.TB, id string, patterns ...string) Subscription {
+func sub(tb testing.TB, id string, patterns ...string) topics.Subscription {
 	tb.Helper()
-	return Subscription{
+	return topics.Subscription{
 		ID: id, URL: "https://example.com/" + id, EventTypes: patterns, Enabled: true, Secret: mustSecret(tb),
 	}
 }
@@ -114,7 +120,7 @@ func waitCaughtUp(tb testing.TB, tbl *Table) {
 	}
 }
 
-func ids(subs []*Subscription) []string {
+func ids(subs []*topics.Subscription) []string {
 	out := make([]string, 0, len(subs))
 	for _, s := range subs {
 		out = append(out, s.ID)
@@ -141,7 +147,7 @@ func TestTableLoadsSubscriptions(t *testing.T) {
 	for _, parts := range []int32{1, 3} {
 		t.Run(fmt.Sprintf("%d partitions", parts), func(t *testing.T) {
 			e := newTableEnv(t, parts)
-			want := map[string]Subscription{}
+			want := map[string]topics.Subscription{}
 			for i, patterns := range [][]string{{"order.created"}, {"order.*"}, {"*"}, {"invoice.paid", "invoice.*"}} {
 				s := sub(t, fmt.Sprintf("sub_%d", i), patterns...)
 				want[s.ID] = s
@@ -169,7 +175,7 @@ func TestTableLoadsSubscriptions(t *testing.T) {
 			if _, ok := tbl.Get("sub_404"); ok {
 				t.Fatal("Get of an unknown id succeeded")
 			}
-			if got := ids(tbl.Match(&Event{ID: "e", Type: "order.created"})); !slices.Equal(got, []string{"sub_0", "sub_1", "sub_2"}) {
+			if got := ids(tbl.Match(&topics.Event{ID: "e", Type: "order.created"})); !slices.Equal(got, []string{"sub_0", "sub_1", "sub_2"}) {
 				t.Fatalf("Match(order.created) = %q", got)
 			}
 		})
@@ -203,10 +209,10 @@ func TestTableUpdatesAndDeletes(t *testing.T) {
 			t.Fatalf("Len = %d after an update, want 2", tbl.Len())
 		}
 		// The index follows the update: old pattern gone, new one in.
-		if got := ids(tbl.Match(&Event{ID: "e", Type: "order.created"})); !slices.Equal(got, []string{"sub_b"}) {
+		if got := ids(tbl.Match(&topics.Event{ID: "e", Type: "order.created"})); !slices.Equal(got, []string{"sub_b"}) {
 			t.Fatalf("Match(order.created) = %q after the update, want [sub_b]", got)
 		}
-		if got := ids(tbl.Match(&Event{ID: "e", Type: "invoice.paid"})); !slices.Equal(got, []string{"sub_a", "sub_b"}) {
+		if got := ids(tbl.Match(&topics.Event{ID: "e", Type: "invoice.paid"})); !slices.Equal(got, []string{"sub_a", "sub_b"}) {
 			t.Fatalf("Match(invoice.paid) = %q after the update", got)
 		}
 	})
@@ -219,7 +225,7 @@ func TestTableUpdatesAndDeletes(t *testing.T) {
 		if got, ok := tbl.Get("sub_b"); !ok || got.Enabled {
 			t.Fatalf("Get(sub_b) = %+v, %v; want disabled", got, ok)
 		}
-		if got := ids(tbl.Match(&Event{ID: "e", Type: "invoice.paid"})); !slices.Equal(got, []string{"sub_a"}) {
+		if got := ids(tbl.Match(&topics.Event{ID: "e", Type: "invoice.paid"})); !slices.Equal(got, []string{"sub_a"}) {
 			t.Fatalf("Match = %q, want [sub_a]", got)
 		}
 	})
@@ -233,7 +239,7 @@ func TestTableUpdatesAndDeletes(t *testing.T) {
 		if tbl.Len() != 1 || len(tbl.All()) != 1 {
 			t.Fatalf("Len = %d, All = %q; want only sub_b", tbl.Len(), ids(tbl.All()))
 		}
-		if got := tbl.Match(&Event{ID: "e", Type: "invoice.paid"}); len(got) != 0 {
+		if got := tbl.Match(&topics.Event{ID: "e", Type: "invoice.paid"}); len(got) != 0 {
 			t.Fatalf("Match = %q after the delete, want none", ids(got))
 		}
 	})
@@ -334,7 +340,7 @@ func TestTableWaitCaughtUpSeesPrecedingWrite(t *testing.T) {
 				if !ok || got.Secret != s.Secret {
 					t.Fatalf("iteration %d: Get(%s) = %v, %v right after WaitCaughtUp", i, s.ID, got, ok)
 				}
-				if n := len(tbl.Match(&Event{ID: "e", Type: "order.created"})); n != i+1 {
+				if n := len(tbl.Match(&topics.Event{ID: "e", Type: "order.created"})); n != i+1 {
 					t.Fatalf("iteration %d: Match found %d subscriptions, want %d", i, n, i+1)
 				}
 			}
@@ -477,7 +483,7 @@ func TestTableAfterCompaction(t *testing.T) {
 	if _, ok := fresh.Get("sub_2"); ok {
 		t.Error("deleted sub_2 reappeared after compaction")
 	}
-	if got := ids(fresh.Match(&Event{ID: "e", Type: "order.created"})); !slices.Equal(got, []string{"sub_1", "sub_4"}) {
+	if got := ids(fresh.Match(&topics.Event{ID: "e", Type: "order.created"})); !slices.Equal(got, []string{"sub_1", "sub_4"}) {
 		t.Errorf("Match after compaction = %q", got)
 	}
 
@@ -492,21 +498,21 @@ func TestTableAfterCompaction(t *testing.T) {
 
 func TestTableMatch(t *testing.T) {
 	e := newTableEnv(t, 1)
-	subs := []Subscription{
+	subs := []topics.Subscription{
 		sub(t, "exact", "order.created"),
 		sub(t, "prefix", "order.*"),
 		sub(t, "nested", "order.line.*"),
 		sub(t, "all", "*"),
 		sub(t, "overlap", "order.*", "order.created", "*", "order.line.*"),
 		sub(t, "invoices", "invoice.paid", "invoice.voided"),
-		func() Subscription {
+		func() topics.Subscription {
 			s := sub(t, "disabled", "*", "order.created", "order.*")
 			s.Enabled = false
 			return s
 		}(),
-		func() Subscription { s := sub(t, "acme", "order.*"); s.Tenant = "acme"; return s }(),
-		func() Subscription { s := sub(t, "acme_all", "*"); s.Tenant = "acme"; return s }(),
-		func() Subscription { s := sub(t, "globex", "order.created"); s.Tenant = "globex"; return s }(),
+		func() topics.Subscription { s := sub(t, "acme", "order.*"); s.Tenant = "acme"; return s }(),
+		func() topics.Subscription { s := sub(t, "acme_all", "*"); s.Tenant = "acme"; return s }(),
+		func() topics.Subscription { s := sub(t, "globex", "order.created"); s.Tenant = "globex"; return s }(),
 	}
 	for _, s := range subs {
 		e.putSub(t, s)
@@ -516,20 +522,20 @@ func TestTableMatch(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		event  Event
+		event  topics.Event
 		expect []string
 	}{
-		{"exact and prefix and star", Event{Type: "order.created"}, []string{"all", "exact", "overlap", "prefix"}},
-		{"prefix only", Event{Type: "order.paid"}, []string{"all", "overlap", "prefix"}},
-		{"nested prefix", Event{Type: "order.line.added"}, []string{"all", "nested", "overlap", "prefix"}},
-		{"prefix itself does not match", Event{Type: "order"}, []string{"all", "overlap"}},
-		{"similar prefix does not match", Event{Type: "orders.created"}, []string{"all", "overlap"}},
-		{"second exact pattern", Event{Type: "invoice.voided"}, []string{"all", "invoices", "overlap"}},
-		{"only star", Event{Type: "user.signed_up"}, []string{"all", "overlap"}},
-		{"tenant acme", Event{Type: "order.created", Tenant: "acme"}, []string{"acme", "acme_all", "all", "exact", "overlap", "prefix"}},
-		{"tenant acme, other type", Event{Type: "user.x", Tenant: "acme"}, []string{"acme_all", "all", "overlap"}},
-		{"tenant globex", Event{Type: "order.created", Tenant: "globex"}, []string{"all", "exact", "globex", "overlap", "prefix"}},
-		{"other tenant", Event{Type: "order.created", Tenant: "initech"}, []string{"all", "exact", "overlap", "prefix"}},
+		{"exact and prefix and star", topics.Event{Type: "order.created"}, []string{"all", "exact", "overlap", "prefix"}},
+		{"prefix only", topics.Event{Type: "order.paid"}, []string{"all", "overlap", "prefix"}},
+		{"nested prefix", topics.Event{Type: "order.line.added"}, []string{"all", "nested", "overlap", "prefix"}},
+		{"prefix itself does not match", topics.Event{Type: "order"}, []string{"all", "overlap"}},
+		{"similar prefix does not match", topics.Event{Type: "orders.created"}, []string{"all", "overlap"}},
+		{"second exact pattern", topics.Event{Type: "invoice.voided"}, []string{"all", "invoices", "overlap"}},
+		{"only star", topics.Event{Type: "user.signed_up"}, []string{"all", "overlap"}},
+		{"tenant acme", topics.Event{Type: "order.created", Tenant: "acme"}, []string{"acme", "acme_all", "all", "exact", "overlap", "prefix"}},
+		{"tenant acme, other type", topics.Event{Type: "user.x", Tenant: "acme"}, []string{"acme_all", "all", "overlap"}},
+		{"tenant globex", topics.Event{Type: "order.created", Tenant: "globex"}, []string{"all", "exact", "globex", "overlap", "prefix"}},
+		{"other tenant", topics.Event{Type: "order.created", Tenant: "initech"}, []string{"all", "exact", "overlap", "prefix"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.event.ID = "evt_1"
@@ -539,7 +545,7 @@ func TestTableMatch(t *testing.T) {
 			}
 			// Each at most once (ids() sorts, so a duplicate would show
 			// above, but check by pointer too).
-			seen := map[*Subscription]bool{}
+			seen := map[*topics.Subscription]bool{}
 			for _, s := range got {
 				if seen[s] {
 					t.Fatalf("%s returned twice", s.ID)
@@ -550,7 +556,7 @@ func TestTableMatch(t *testing.T) {
 				}
 			}
 			// Match agrees with a brute-force scan of All.
-			var brute []*Subscription
+			var brute []*topics.Subscription
 			for _, s := range tbl.All() {
 				if s.Matches(&tc.event) {
 					brute = append(brute, s)
@@ -574,7 +580,7 @@ func TestTableConcurrentReads(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ev := &Event{ID: "e", Type: "order.created"}
+			ev := &topics.Event{ID: "e", Type: "order.created"}
 			for ctx.Err() == nil {
 				for _, s := range tbl.Match(ev) {
 					_ = s.URL
@@ -715,5 +721,84 @@ func TestTableOpenTransaction(t *testing.T) {
 	}
 	if _, ok := tbl.Get(open.ID); ok {
 		t.Fatal("a subscription from a transaction that is still open was applied")
+	}
+}
+
+// TestTableSecrets: the table opens sealed secrets, accepts plaintext ones
+// with one warning, and ignores (with a warning naming no secret) records it
+// cannot open, keeping the previous state.
+func TestTableSecrets(t *testing.T) {
+	e := newTableEnv(t, 1)
+	core, logs := observer.New(zapcore.DebugLevel)
+	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, testKeys(t), zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tbl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; tbl.Close() })
+
+	sealed := rotated(t, "sub_sealed")
+	plain1, plain2 := rotated(t, "sub_plain1"), rotated(t, "sub_plain2")
+	foreign := rotated(t, "sub_foreign")
+	copied := rotated(t, "sub_copied")
+	e.put(t, sealed.ID, sealed.EncodeWith(testKeys(t)))
+	e.put(t, plain1.ID, plain1.Encode())
+	e.put(t, plain2.ID, plain2.Encode())
+	e.put(t, copied.ID, copied.EncodeWith(testKeys(t)))
+	e.put(t, foreign.ID, foreign.EncodeWith(mustKeyring(t, keyB)))
+	m := storedSecrets(t, copied.EncodeWith(testKeys(t)))
+	m["secret"] = storedSecrets(t, sealed.EncodeWith(testKeys(t)))["secret"]
+	b, _ := json.Marshal(m)
+	e.put(t, copied.ID, b)
+	waitCaughtUp(t, tbl)
+
+	for _, want := range []topics.Subscription{sealed, plain1, plain2, copied} {
+		got, ok := tbl.Get(want.ID)
+		if !ok || got.Secret != want.Secret || got.PreviousSecret != want.PreviousSecret {
+			t.Errorf("Get(%s) = %v, %v; want its secrets opened (copied: the state before the bad record)", want.ID, got != nil, ok)
+		}
+	}
+	if _, ok := tbl.Get(foreign.ID); ok {
+		t.Error("a record sealed with an unknown key was applied")
+	}
+	if n := logs.FilterMessageSnippet("plaintext").Len(); n != 1 {
+		t.Errorf("%d plaintext warnings, want 1", n)
+	}
+	if n := logs.FilterMessage("ignoring invalid subscription record").Len(); n != 2 {
+		t.Errorf("%d ignored records logged, want 2 (unknown key, copied ciphertext)", n)
+	}
+	var all strings.Builder
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	for _, l := range logs.All() {
+		buf, err := enc.EncodeEntry(l.Entry, l.Context)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(buf.Bytes())
+	}
+	for _, s := range []topics.Subscription{sealed, plain1, plain2, foreign, copied} {
+		for _, sec := range []string{s.Secret, s.PreviousSecret} {
+			if strings.Contains(all.String(), strings.TrimPrefix(sec, topics.SecretPrefix)[:12]) {
+				t.Fatalf("a secret is in the logs:\n%s", all.String())
+			}
+		}
+	}
+	if !strings.Contains(all.String(), keyBID) {
+		t.Errorf("the warning does not name the unknown key id %s:\n%s", keyBID, all.String())
+	}
+}
+
+func TestNewTableWarnsWithoutKeys(t *testing.T) {
+	e := newTableEnv(t, 1)
+	core, logs := observer.New(zapcore.WarnLevel)
+	tbl, err := NewTable([]kgo.Opt{kgo.SeedBrokers(e.c.ListenAddrs()...)}, e.topic, nil, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl.Close()
+	if logs.FilterMessageSnippet(config.EnvSecretsKey).Len() != 1 {
+		t.Fatalf("logs %v, want one warning naming %s", logs.All(), config.EnvSecretsKey)
 	}
 }

@@ -1,4 +1,4 @@
-package topics
+package config
 
 import (
 	"testing"
@@ -116,4 +116,8 @@ func TestEnvReaderMessage(t *testing.T) {
 	if err := r.Err(); err == nil || err.Error() != `WEBHOOKS_X: "abc" is not an integer` {
 		t.Fatalf("Err = %v", err)
 	}
+}
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
 }

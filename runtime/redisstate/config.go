@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Environment variables of the Redis connection.
 const (
+	// EnvURL locates Redis (Disabled: none).
+	EnvURL = "WEBHOOKS_REDIS_URL"
 	// EnvKeyPrefix starts every key: two pipelines (or two tests) can share
 	// one Redis server under different prefixes.
 	EnvKeyPrefix = "WEBHOOKS_REDIS_KEY_PREFIX"
@@ -86,7 +86,7 @@ func (c Config) Validate() error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		errs = append(errs, fmt.Errorf("%s: not a valid Redis URL: %w", topics.EnvRedisURL, err))
+		errs = append(errs, fmt.Errorf("%s: not a valid Redis URL: %w", EnvURL, err))
 	}
 	if c.Timeout < time.Millisecond {
 		errs = append(errs, fmt.Errorf("%s must be at least 1ms", EnvTimeout))
@@ -102,7 +102,7 @@ func (c Config) Validate() error {
 func Load(getenv func(string) string) (Config, error) {
 	c := Config{URL: DefaultURL}
 	var errs []error
-	switch v := strings.TrimSpace(getenv(topics.EnvRedisURL)); v {
+	switch v := strings.TrimSpace(getenv(EnvURL)); v {
 	case "":
 	case Disabled:
 		c.URL = ""

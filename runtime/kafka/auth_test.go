@@ -1,4 +1,4 @@
-package topics
+package kafka
 
 import (
 	"crypto/ecdsa"
@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/hookpipe/hookpipe/topics/testcert"
+	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 )
 
 // testPassword is the SASL password of these tests: no error may hold it.
@@ -38,7 +38,7 @@ func tlsDir(tb testing.TB, files map[string][]byte) string {
 
 // clientOf builds (without connecting) a client from k.ClientOpts, to read
 // back the options it got.
-func clientOf(t *testing.T, k Kafka) *kgo.Client {
+func clientOf(t *testing.T, k Config) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(k.ClientOpts()...)
 	if err != nil {
@@ -103,7 +103,7 @@ func TestLoadKafkaTLSAndSASL(t *testing.T) {
 			for k, v := range tc.env {
 				m[k] = v
 			}
-			k, err := LoadKafka(env(m))
+			k, err := Load(env(m))
 			if err != nil {
 				t.Fatalf("LoadKafka: %v", err)
 			}
@@ -116,7 +116,7 @@ func TestLoadKafkaTLSAndSASL(t *testing.T) {
 			}
 			got, _ := cl.OptValue(kgo.DialTLSConfig).(*tls.Config)
 			if (got != nil) != tc.wantTLS || (k.TLS != nil) != tc.wantTLS {
-				t.Fatalf("DialTLSConfig = %v, Kafka.TLS = %v, want TLS %v", got, k.TLS, tc.wantTLS)
+				t.Fatalf("DialTLSConfig = %v, Config.TLS = %v, want TLS %v", got, k.TLS, tc.wantTLS)
 			}
 			if tc.wantTLS {
 				if got.MinVersion != tls.VersionTLS12 {
@@ -144,7 +144,7 @@ func TestLoadKafkaTLSAndSASL(t *testing.T) {
 				t.Errorf("SASL mechanisms = %q, want %q", names, tc.wantSASL)
 			}
 			if (k.SASL != nil) != (tc.wantSASL != "") {
-				t.Errorf("Kafka.SASL = %v, want SASL %q", k.SASL, tc.wantSASL)
+				t.Errorf("Config.SASL = %v, want SASL %q", k.SASL, tc.wantSASL)
 			}
 		})
 	}
@@ -205,9 +205,9 @@ func TestLoadKafkaTLSAndSASLErrors(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := LoadKafka(env(tc.env))
+			k, err := Load(env(tc.env))
 			if err == nil {
-				t.Fatalf("LoadKafka = %+v, want an error", k)
+				t.Fatalf("kafka.Load = %+v, want an error", k)
 			}
 			msg := err.Error()
 			for _, s := range tc.wantErr {
@@ -225,13 +225,13 @@ func TestLoadKafkaTLSAndSASLErrors(t *testing.T) {
 	}
 }
 
-// TestKafkaPrintsNoSecret: a Kafka printed by mistake shows neither the
+// TestKafkaPrintsNoSecret: a Config printed by mistake shows neither the
 // SASL password nor the client key.
 func TestKafkaPrintsNoSecret(t *testing.T) {
 	ca := testcert.New(t, "test-ca")
 	dir := tlsDir(t, map[string][]byte{TLSCAFile: ca.CertPEM, TLSCertFile: ca.CertPEM, TLSKeyFile: ca.KeyPEM})
 	for _, mech := range []string{SASLPlain, SASLScramSHA256, SASLScramSHA512} {
-		k, err := LoadKafka(env(map[string]string{EnvKafkaTLS: "true", EnvKafkaTLSDir: dir,
+		k, err := Load(env(map[string]string{EnvKafkaTLS: "true", EnvKafkaTLSDir: dir,
 			EnvKafkaSASLMechanism: mech, EnvKafkaSASLUsername: "u", EnvKafkaSASLPassword: testPassword}))
 		if err != nil {
 			t.Fatalf("LoadKafka: %v", err)
@@ -244,17 +244,17 @@ func TestKafkaPrintsNoSecret(t *testing.T) {
 		for _, verb := range []string{"%v", "%+v", "%#v"} {
 			s := fmt.Sprintf(verb, k)
 			if strings.Contains(s, testPassword) {
-				t.Errorf("%s of Kafka (%s) holds the password: %s", verb, mech, s)
+				t.Errorf("%s of Config (%s) holds the password: %s", verb, mech, s)
 			}
 			if strings.Contains(s, new(big.Int).SetBytes(d).String()) {
-				t.Errorf("%s of Kafka (%s) holds the private key", verb, mech)
+				t.Errorf("%s of Config (%s) holds the private key", verb, mech)
 			}
 		}
 	}
 }
 
 // TestKafkaOverTLSAndSCRAM connects to a broker that requires TLS and
-// SCRAM-SHA-256 with only the settings LoadKafka reads, and checks that a
+// SCRAM-SHA-256 with only the settings kafka.Load reads, and checks that a
 // wrong password is refused.
 func TestKafkaOverTLSAndSCRAM(t *testing.T) {
 	server := testcert.New(t, "kfake")
@@ -281,7 +281,7 @@ func TestKafkaOverTLSAndSCRAM(t *testing.T) {
 	connect := func(t *testing.T, override map[string]string, extra ...kgo.Opt) (*kgo.Client, error) {
 		t.Helper()
 		m := maps(settings, override)
-		k, err := LoadKafka(env(m))
+		k, err := Load(env(m))
 		if err != nil {
 			t.Fatalf("LoadKafka: %v", err)
 		}

@@ -1,6 +1,9 @@
-package topics
+package kafka
 
 import (
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/topics"
+
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -18,19 +21,11 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// Environment variables shared by every binary (DESIGN.md section 3).
+// The Kafka settings every component reads (docs/configuration.md).
 const (
 	EnvBrokers    = "WEBHOOKS_KAFKA_BROKERS"
 	EnvPrefix     = "WEBHOOKS_TOPIC_PREFIX"
 	EnvRetryTiers = "WEBHOOKS_RETRY_TIERS"
-	EnvHTTPAddr   = "WEBHOOKS_HTTP_ADDR"
-	EnvLogLevel   = "WEBHOOKS_LOG_LEVEL"
-	EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
-	EnvRedisURL   = "WEBHOOKS_REDIS_URL"
-	EnvSecretsKey = "WEBHOOKS_SECRETS_KEY"
-	// EnvDev=1 lets a component run without WEBHOOKS_SECRETS_KEY, storing
-	// subscription secrets in plaintext (development only; see LoadKeyring).
-	EnvDev = "WEBHOOKS_DEV"
 	// EnvSessionTimeout is the consumer group session timeout (default 45s).
 	EnvSessionTimeout = "WEBHOOKS_KAFKA_SESSION_TIMEOUT"
 	// EnvKafkaTLS=true dials the brokers over TLS.
@@ -63,14 +58,14 @@ const (
 // DefaultBrokers is used when WEBHOOKS_KAFKA_BROKERS is unset.
 const DefaultBrokers = "127.0.0.1:9092"
 
-// Kafka is the part of every binary's configuration that locates the
+// Config is the part of every binary's configuration that locates the
 // pipeline's topics.
-type Kafka struct {
+type Config struct {
 	// Brokers: WEBHOOKS_KAFKA_BROKERS, comma-separated, default 127.0.0.1:9092.
 	Brokers []string
 	// Names: WEBHOOKS_TOPIC_PREFIX (default "webhooks.") and
 	// WEBHOOKS_RETRY_TIERS (default "5s,5m,30m,2h,5h,10h").
-	Names Names
+	Names topics.Names
 	// SessionTimeout is the consumer group session timeout: how long a
 	// crashed member keeps its partitions. WEBHOOKS_KAFKA_SESSION_TIMEOUT,
 	// default 45s.
@@ -92,7 +87,7 @@ type Kafka struct {
 // configured. Every Kafka client of the pipeline starts from them. With
 // TLS configured they cannot be combined with kgo.Dialer (franz-go refuses
 // both).
-func (k Kafka) ClientOpts() []kgo.Opt {
+func (k Config) ClientOpts() []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
 	if k.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(k.TLS))
@@ -106,36 +101,36 @@ func (k Kafka) ClientOpts() []kgo.Opt {
 // DefaultSessionTimeout is the consumer group session timeout by default.
 const DefaultSessionTimeout = 45 * time.Second
 
-// LoadKafka reads the shared Kafka settings through getenv.
-func LoadKafka(getenv func(string) string) (Kafka, error) {
-	brokers := splitList(or(getenv(EnvBrokers), DefaultBrokers))
+// Load reads the shared Kafka settings through getenv.
+func Load(getenv func(string) string) (Config, error) {
+	brokers := config.SplitList(or(getenv(EnvBrokers), DefaultBrokers))
 	if len(brokers) == 0 {
-		return Kafka{}, fmt.Errorf("%s: no broker address", EnvBrokers)
+		return Config{}, fmt.Errorf("%s: no broker address", EnvBrokers)
 	}
-	prefix := DefaultPrefix
+	prefix := topics.DefaultPrefix
 	if v, ok := lookup(getenv, EnvPrefix); ok {
 		prefix = v
 	}
-	names, err := NewNames(prefix, or(getenv(EnvRetryTiers), DefaultRetryTiers))
+	names, err := topics.NewNames(prefix, or(getenv(EnvRetryTiers), topics.DefaultRetryTiers))
 	if err != nil {
-		return Kafka{}, fmt.Errorf("%s: %w", EnvRetryTiers, err)
+		return Config{}, fmt.Errorf("%s: %w", EnvRetryTiers, err)
 	}
 	session := DefaultSessionTimeout
 	if v := getenv(EnvSessionTimeout); v != "" {
 		session, err = time.ParseDuration(v)
 		if err != nil || session < time.Second {
-			return Kafka{}, fmt.Errorf("WEBHOOKS_KAFKA_SESSION_TIMEOUT: %q is not a duration of at least 1s", v)
+			return Config{}, fmt.Errorf("WEBHOOKS_KAFKA_SESSION_TIMEOUT: %q is not a duration of at least 1s", v)
 		}
 	}
 	tlsCfg, err := loadKafkaTLS(getenv)
 	if err != nil {
-		return Kafka{}, err
+		return Config{}, err
 	}
 	mech, err := loadKafkaSASL(getenv)
 	if err != nil {
-		return Kafka{}, err
+		return Config{}, err
 	}
-	return Kafka{Brokers: brokers, Names: names, SessionTimeout: session, TLS: tlsCfg, SASL: mech}, nil
+	return Config{Brokers: brokers, Names: names, SessionTimeout: session, TLS: tlsCfg, SASL: mech}, nil
 }
 
 // loadKafkaTLS returns the TLS configuration of WEBHOOKS_KAFKA_TLS and
@@ -261,14 +256,4 @@ func lookup(getenv func(string) string, key string) (string, bool) {
 		return "", true
 	}
 	return v, true
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -9,15 +9,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 )
 
 // AuthEnv is an environment with TLS (system roots) and SCRAM-SHA-512 on,
 // in dev mode so that no secrets key is needed.
 func AuthEnv(k string) string {
-	return map[string]string{topics.EnvDev: "1", topics.EnvKafkaTLS: "true",
-		topics.EnvKafkaSASLMechanism: topics.SASLScramSHA512, topics.EnvKafkaSASLUsername: "u",
-		topics.EnvKafkaSASLPassword: "p"}[k]
+	return map[string]string{config.EnvDev: "1", kafka.EnvKafkaTLS: "true",
+		kafka.EnvKafkaSASLMechanism: kafka.SASLScramSHA512, kafka.EnvKafkaSASLUsername: "u",
+		kafka.EnvKafkaSASLPassword: "p"}[k]
 }
 
 // CheckAuth fails t unless a client built from each of clients' options
@@ -33,8 +34,8 @@ func CheckAuth(t *testing.T, clients map[string][]kgo.Opt) {
 		if c, _ := cl.OptValue(kgo.DialTLSConfig).(*tls.Config); c == nil || c.MinVersion != tls.VersionTLS12 {
 			t.Errorf("%s client: DialTLSConfig %v, want TLS 1.2 or later", name, c)
 		}
-		if m, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism); len(m) != 1 || m[0].Name() != topics.SASLScramSHA512 {
-			t.Errorf("%s client: SASL %v, want %s", name, m, topics.SASLScramSHA512)
+		if m, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism); len(m) != 1 || m[0].Name() != kafka.SASLScramSHA512 {
+			t.Errorf("%s client: SASL %v, want %s", name, m, kafka.SASLScramSHA512)
 		}
 		cl.Close()
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/topics/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 
 	"github.com/redis/go-redis/v9"
 )

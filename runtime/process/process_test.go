@@ -1,4 +1,4 @@
-package cmd
+package process
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"go.uber.org/zap"
 )
 
-type config struct{ v string }
+type settings struct{ v string }
 
-func load(getenv func(string) string) (config, error) {
+func load(getenv func(string) string) (settings, error) {
 	if getenv("X") == "bad" {
-		return config{}, errors.New("X is bad")
+		return settings{}, errors.New("X is bad")
 	}
-	return config{v: getenv("X")}, nil
+	return settings{v: getenv("X")}, nil
 }
 
 func TestRun(t *testing.T) {
@@ -27,21 +27,21 @@ func TestRun(t *testing.T) {
 		stderr string
 	}{
 		{"clean", map[string]string{"X": "ok"}, nil, 0, ""},
-		{"bad config", map[string]string{"X": "bad"}, nil, 2, "comp: configuration: X is bad"},
+		{"bad settings", map[string]string{"X": "bad"}, nil, 2, "comp: configuration: X is bad"},
 		{"bad log level", map[string]string{"WEBHOOKS_LOG_LEVEL": "loud"}, nil, 2, "WEBHOOKS_LOG_LEVEL"},
 		{"run fails", nil, errors.New("boom"), 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr strings.Builder
-			var got config
+			var got settings
 			code := Run("comp", func(k string) string { return tt.env[k] }, &stderr, load,
-				func(_ context.Context, c config, _ *zap.Logger) error { got = c; return tt.runErr })
+				func(_ context.Context, c settings, _ *zap.Logger) error { got = c; return tt.runErr })
 			if code != tt.code || !strings.Contains(stderr.String(), tt.stderr) {
 				t.Errorf("code %d stderr %q, want %d containing %q", code, stderr.String(), tt.code, tt.stderr)
 			}
 			if tt.code != 2 && got.v != tt.env["X"] {
-				t.Errorf("run got config %+v", got)
+				t.Errorf("run got settings %+v", got)
 			}
 		})
 	}

@@ -1,7 +1,7 @@
-// Package cmd is the main of every component binary: configuration from
+// Package process is the main of every component binary: configuration from
 // the WEBHOOKS_* environment, a zap logger at WEBHOOKS_LOG_LEVEL, and
 // shutdown on SIGINT or SIGTERM (a second signal exits at once).
-package cmd
+package process
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/runtime/config"
 )
 
 // Main runs a component and exits: 2 for bad configuration, 1 when it
@@ -31,9 +31,9 @@ func Run[C any](name string, getenv func(string) string, stderr io.Writer,
 		fmt.Fprintf(stderr, "%s: configuration: %v\n", name, err)
 		return 2
 	}
-	level, err := zapcore.ParseLevel(getenv(topics.EnvLogLevel))
+	level, err := zapcore.ParseLevel(getenv(config.EnvLogLevel))
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s: %v\n", name, topics.EnvLogLevel, err)
+		fmt.Fprintf(stderr, "%s: %s: %v\n", name, config.EnvLogLevel, err)
 		return 2
 	}
 	zc := zap.NewProductionConfig()

@@ -12,10 +12,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/hookpipe/hookpipe/topics"
-	"github.com/hookpipe/hookpipe/topics/redisstate"
-	"github.com/hookpipe/hookpipe/topics/redisstate/redistest"
-	"github.com/hookpipe/hookpipe/topics/testkit"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 )
 
 // waitFor is the shared one (package testkit).
@@ -178,11 +177,11 @@ func TestLoad(t *testing.T) {
 		err  string
 	}{
 		{"defaults", nil, redisstate.Config{URL: redisstate.DefaultURL, KeyPrefix: "webhooks:", Timeout: 100 * time.Millisecond, RetryInterval: 2 * time.Second}, ""},
-		{"disabled", map[string]string{topics.EnvRedisURL: "-"}, redisstate.Config{KeyPrefix: "webhooks:", Timeout: 100 * time.Millisecond, RetryInterval: 2 * time.Second}, ""},
-		{"set", map[string]string{topics.EnvRedisURL: "redis://h:1/3", redisstate.EnvKeyPrefix: "x:", redisstate.EnvTimeout: "20ms", redisstate.EnvRetryInterval: "5s"},
+		{"disabled", map[string]string{redisstate.EnvURL: "-"}, redisstate.Config{KeyPrefix: "webhooks:", Timeout: 100 * time.Millisecond, RetryInterval: 2 * time.Second}, ""},
+		{"set", map[string]string{redisstate.EnvURL: "redis://h:1/3", redisstate.EnvKeyPrefix: "x:", redisstate.EnvTimeout: "20ms", redisstate.EnvRetryInterval: "5s"},
 			redisstate.Config{URL: "redis://h:1/3", KeyPrefix: "x:", Timeout: 20 * time.Millisecond, RetryInterval: 5 * time.Second}, ""},
-		{"bad url", map[string]string{topics.EnvRedisURL: "h:1"}, redisstate.Config{}, topics.EnvRedisURL},
-		{"bad url with a password", map[string]string{topics.EnvRedisURL: "redis://:s3cretpw@host:po rt/0"}, redisstate.Config{}, topics.EnvRedisURL},
+		{"bad url", map[string]string{redisstate.EnvURL: "h:1"}, redisstate.Config{}, redisstate.EnvURL},
+		{"bad url with a password", map[string]string{redisstate.EnvURL: "redis://:s3cretpw@host:po rt/0"}, redisstate.Config{}, redisstate.EnvURL},
 		{"bad timeout", map[string]string{redisstate.EnvTimeout: "soon"}, redisstate.Config{}, redisstate.EnvTimeout},
 		{"zero timeout", map[string]string{redisstate.EnvTimeout: "0s"}, redisstate.Config{}, redisstate.EnvTimeout},
 		{"retry below timeout", map[string]string{redisstate.EnvTimeout: "1s", redisstate.EnvRetryInterval: "10ms"}, redisstate.Config{}, redisstate.EnvRetryInterval},

@@ -1,4 +1,4 @@
-package topics
+package kafka
 
 import (
 	"slices"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -39,12 +41,12 @@ func TestEnsure(t *testing.T) {
 		tiers  string
 		parts  int32
 	}{
-		{"default names", DefaultPrefix, DefaultRetryTiers, 6},
+		{"default names", topics.DefaultPrefix, topics.DefaultRetryTiers, 6},
 		{"no prefix, two tiers", "", "10s,1m", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, adm := newCluster(t)
-			n, err := NewNames(tc.prefix, tc.tiers)
+			n, err := topics.NewNames(tc.prefix, tc.tiers)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +102,7 @@ func TestEnsure(t *testing.T) {
 
 func TestEnsureCreatesOnlyMissing(t *testing.T) {
 	_, _, adm := newCluster(t)
-	n, err := NewNames(DefaultPrefix, "5s")
+	n, err := topics.NewNames(topics.DefaultPrefix, "5s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func TestEnsureRefusesUncompactedSubscriptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, adm := newCluster(t)
-			n, err := NewNames(DefaultPrefix, DefaultRetryTiers)
+			n, err := topics.NewNames(topics.DefaultPrefix, topics.DefaultRetryTiers)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +154,7 @@ func TestEnsureRefusesUncompactedSubscriptions(t *testing.T) {
 
 func TestEnsureAcceptsCompactDelete(t *testing.T) {
 	_, _, adm := newCluster(t)
-	n, err := NewNames(DefaultPrefix, "5s")
+	n, err := topics.NewNames(topics.DefaultPrefix, "5s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func TestEnsureAcceptsCompactDelete(t *testing.T) {
 
 func TestEnsureRejectsBadLayout(t *testing.T) {
 	_, _, adm := newCluster(t)
-	n, _ := NewNames(DefaultPrefix, "5s")
+	n, _ := topics.NewNames(topics.DefaultPrefix, "5s")
 	for _, parts := range []int32{0, -1} {
 		res, err := Ensure(testCtx(t, 5*time.Second), adm, n, Layout{Partitions: parts, ReplicationFactor: -1})
 		if err == nil || len(res.Created) != 0 {
@@ -187,56 +189,4 @@ func freshAdmin(tb testing.TB, c *kfake.Cluster) *kadm.Client {
 	}
 	tb.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
-}
-
-func TestTopicConfigs(t *testing.T) {
-	n, err := NewNames(DefaultPrefix, "5s,5m,30m,2h,5h,10h,48h,72h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	retention := func(topic string) time.Duration {
-		t.Helper()
-		v := n.TopicConfigs(topic)["retention.ms"]
-		if v == nil {
-			t.Fatalf("%s has no retention.ms", topic)
-		}
-		ms, err := strconv.ParseInt(*v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s retention.ms = %q: %v", topic, *v, err)
-		}
-		return time.Duration(ms) * time.Millisecond
-	}
-	for _, d := range n.Tiers {
-		t.Run(n.Retry(d), func(t *testing.T) {
-			if got := retention(n.Retry(d)); got < 4*d {
-				t.Fatalf("retention %v < 4 x %v", got, d)
-			}
-		})
-	}
-	t.Run("subscriptions", func(t *testing.T) {
-		cfg := n.TopicConfigs(n.Subscriptions())
-		if p := cfg["cleanup.policy"]; p == nil || *p != "compact" {
-			t.Fatalf("subscriptions configs = %v, want cleanup.policy=compact", cfg)
-		}
-		if _, ok := cfg["retention.ms"]; ok {
-			t.Fatal("subscriptions topic must not expire records by time")
-		}
-	})
-	t.Run("events keep a week for replay", func(t *testing.T) {
-		if got := retention(n.Events()); got < 7*24*time.Hour {
-			t.Fatalf("events retention %v < 7 days", got)
-		}
-	})
-	t.Run("dlq outlives events", func(t *testing.T) {
-		if got := retention(n.DLQ()); got < retention(n.Events()) {
-			t.Fatalf("dlq retention %v < events retention", got)
-		}
-	})
-	t.Run("others are not compacted", func(t *testing.T) {
-		for _, topic := range append([]string{n.Events(), n.Deliveries(), n.DLQ(), n.Attempts()}, n.RetryTopics()...) {
-			if p := n.TopicConfigs(topic)["cleanup.policy"]; p != nil && strings.Contains(*p, "compact") {
-				t.Errorf("%s is compacted", topic)
-			}
-		}
-	})
 }

@@ -1,4 +1,4 @@
-package topics
+package table
 
 import (
 	"context"

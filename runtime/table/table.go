@@ -1,10 +1,13 @@
-package topics
+package table
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
+
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/topics"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -20,7 +23,7 @@ import (
 type Table struct {
 	v    *view
 	log  *zap.Logger
-	keys *Keyring
+	keys *topics.Keyring
 	snap atomic.Pointer[snapshot]
 	// plainWarned: a plaintext secret under a keyring was logged once.
 	plainWarned bool
@@ -28,27 +31,27 @@ type Table struct {
 
 // snapshot is an immutable view of the table with a matching index.
 type snapshot struct {
-	byID     map[string]*Subscription
-	exact    map[string][]*Subscription // event type -> subscriptions with that exact pattern
-	prefixes []prefixed                 // "prefix.*" patterns
-	any      []*Subscription            // "*" patterns
+	byID     map[string]*topics.Subscription
+	exact    map[string][]*topics.Subscription // event type -> subscriptions with that exact pattern
+	prefixes []prefixed                        // "prefix.*" patterns
+	any      []*topics.Subscription            // "*" patterns
 }
 
 type prefixed struct {
 	prefix string // with the trailing '.'
-	sub    *Subscription
+	sub    *topics.Subscription
 }
 
 // NewTable starts consuming the subscriptions topic. base are the
 // connection options (seed brokers, TLS, SASL, logger); the table adds its
 // own consuming options. keys opens sealed secrets (nil: plaintext only,
 // for development). Run must be called to apply records.
-func NewTable(base []kgo.Opt, topic string, keys *Keyring, log *zap.Logger) (*Table, error) {
+func NewTable(base []kgo.Opt, topic string, keys *topics.Keyring, log *zap.Logger) (*Table, error) {
 	t := &Table{log: log.Named("subscriptions"), keys: keys}
 	if keys == nil {
-		t.log.Warn("no " + EnvSecretsKey + " (" + EnvDev + "=1): subscription secrets are stored in plaintext")
+		t.log.Warn("no " + config.EnvSecretsKey + " (" + config.EnvDev + "=1): subscription secrets are stored in plaintext")
 	}
-	t.snap.Store(build(map[string]*Subscription{}))
+	t.snap.Store(build(map[string]*topics.Subscription{}))
 	v, err := newView(base, topic, t.apply)
 	if err != nil {
 		return nil, fmt.Errorf("subscription table: %w", err)
@@ -69,7 +72,7 @@ func (t *Table) WaitCaughtUp(ctx context.Context) error { return t.v.waitCaughtU
 
 func (t *Table) apply(recs []*kgo.Record) {
 	cur := t.snap.Load().byID
-	byID := make(map[string]*Subscription, len(cur))
+	byID := make(map[string]*topics.Subscription, len(cur))
 	for k, v := range cur {
 		byID[k] = v
 	}
@@ -79,7 +82,7 @@ func (t *Table) apply(recs []*kgo.Record) {
 			delete(byID, id)
 			continue
 		}
-		s, plaintext, err := decodeSubscription(r.Value, t.keys)
+		s, plaintext, err := topics.DecodeSubscriptionPlain(r.Value, t.keys)
 		if err == nil && s.ID != id {
 			err = fmt.Errorf("record key %q differs from id %q", id, s.ID)
 		}
@@ -91,7 +94,7 @@ func (t *Table) apply(recs []*kgo.Record) {
 		}
 		if plaintext && !t.plainWarned {
 			t.plainWarned = true
-			t.log.Warn("subscription secrets stored in plaintext although "+EnvSecretsKey+" is set; "+
+			t.log.Warn("subscription secrets stored in plaintext although "+config.EnvSecretsKey+" is set; "+
 				"any webhookctl change to a subscription (update, enable, rotate-secret) rewrites it encrypted",
 				zap.String("first", id))
 		}
@@ -101,7 +104,7 @@ func (t *Table) apply(recs []*kgo.Record) {
 }
 
 // Get returns the subscription with the given id.
-func (t *Table) Get(id string) (*Subscription, bool) {
+func (t *Table) Get(id string) (*topics.Subscription, bool) {
 	s, ok := t.snap.Load().byID[id]
 	return s, ok
 }
@@ -110,9 +113,9 @@ func (t *Table) Get(id string) (*Subscription, bool) {
 func (t *Table) Len() int { return len(t.snap.Load().byID) }
 
 // All returns every subscription, in no particular order.
-func (t *Table) All() []*Subscription {
+func (t *Table) All() []*topics.Subscription {
 	byID := t.snap.Load().byID
-	out := make([]*Subscription, 0, len(byID))
+	out := make([]*topics.Subscription, 0, len(byID))
 	for _, s := range byID {
 		out = append(out, s)
 	}
@@ -120,13 +123,13 @@ func (t *Table) All() []*Subscription {
 }
 
 // Match returns the subscriptions that want the event (see
-// Subscription.Matches), each once. The returned subscriptions must not be
+// topics.Subscription.Matches), each once. The returned subscriptions must not be
 // modified.
-func (t *Table) Match(e *Event) []*Subscription {
+func (t *Table) Match(e *topics.Event) []*topics.Subscription {
 	s := t.snap.Load()
-	var out []*Subscription
-	seen := map[*Subscription]bool{}
-	add := func(sub *Subscription) {
+	var out []*topics.Subscription
+	seen := map[*topics.Subscription]bool{}
+	add := func(sub *topics.Subscription) {
 		if !seen[sub] && sub.Matches(e) {
 			seen[sub] = true
 			out = append(out, sub)
@@ -146,8 +149,8 @@ func (t *Table) Match(e *Event) []*Subscription {
 	return out
 }
 
-func build(byID map[string]*Subscription) *snapshot {
-	s := &snapshot{byID: byID, exact: map[string][]*Subscription{}}
+func build(byID map[string]*topics.Subscription) *snapshot {
+	s := &snapshot{byID: byID, exact: map[string][]*topics.Subscription{}}
 	for _, sub := range byID {
 		if !sub.Enabled {
 			continue

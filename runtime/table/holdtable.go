@@ -1,9 +1,11 @@
-package topics
+package table
 
 import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/hookpipe/hookpipe/topics"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -15,12 +17,12 @@ type HoldTable struct {
 	log *zap.Logger
 
 	mu    sync.RWMutex
-	holds map[string]Hold
+	holds map[string]topics.Hold
 }
 
 // NewHoldTable starts consuming the holds topic; Run applies records.
 func NewHoldTable(base []kgo.Opt, topic string, log *zap.Logger) (*HoldTable, error) {
-	t := &HoldTable{log: log.Named("holds"), holds: map[string]Hold{}}
+	t := &HoldTable{log: log.Named("holds"), holds: map[string]topics.Hold{}}
 	v, err := newView(base, topic, t.apply)
 	if err != nil {
 		return nil, fmt.Errorf("hold table: %w", err)
@@ -43,7 +45,7 @@ func (t *HoldTable) WaitCaughtUp(ctx context.Context) error { return t.v.waitCau
 func (t *HoldTable) Applied(partition int32) int64 { return t.v.applied(partition) }
 
 // Get returns the hold of a delivery key.
-func (t *HoldTable) Get(key string) (Hold, bool) {
+func (t *HoldTable) Get(key string) (topics.Hold, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	h, ok := t.holds[key]
@@ -65,7 +67,7 @@ func (t *HoldTable) apply(recs []*kgo.Record) {
 			delete(t.holds, string(r.Key))
 			continue
 		}
-		h, err := DecodeHold(r.Value)
+		h, err := topics.DecodeHold(r.Value)
 		if err != nil {
 			t.log.Warn("ignoring invalid hold record", zap.String("key", string(r.Key)), zap.Error(err))
 			continue

@@ -1,4 +1,4 @@
-package topics
+package kafka
 
 import (
 	"slices"
@@ -65,7 +65,7 @@ func TestLoadKafka(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := LoadKafka(env(tc.env))
+			k, err := Load(env(tc.env))
 			if err != nil {
 				t.Fatalf("LoadKafka: %v", err)
 			}
@@ -106,7 +106,7 @@ func TestLoadKafkaErrors(t *testing.T) {
 		{"session timeout below 1s", map[string]string{"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "500ms"}, []string{"WEBHOOKS_KAFKA_SESSION_TIMEOUT"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := LoadKafka(env(tc.env))
+			k, err := Load(env(tc.env))
 			if err == nil {
 				t.Fatalf("LoadKafka = %+v, want an error", k)
 			}

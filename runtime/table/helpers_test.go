@@ -1,0 +1,93 @@
+package table
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+var testCtx = testkit.Ctx
+
+// newCluster starts an in-process one-broker Kafka and returns it with a
+// client and an admin client on it, all closed at the end of the test.
+func newCluster(tb testing.TB, opts ...kfake.Opt) (*kfake.Cluster, *kgo.Client, *kadm.Client) {
+	tb.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("kfake: %v", err)
+	}
+	tb.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+	tb.Cleanup(cl.Close)
+	return c, cl, kadm.NewClient(cl)
+}
+
+// waitDone waits for ch to be closed within timeout and reports whether it was.
+func waitDone(ch <-chan struct{}, timeout time.Duration) bool {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// keyA and keyB are secrets keys (base64 of 32 bytes).
+const (
+	keyA   = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	keyB   = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
+	keyBID = "72dbb733"
+)
+
+// testKeys is the keyring of the table tests: keyA alone.
+func testKeys(tb testing.TB) *topics.Keyring { return mustKeyring(tb, keyA) }
+
+func mustKeyring(tb testing.TB, s string) *topics.Keyring {
+	tb.Helper()
+	k, err := topics.ParseKeyring(s)
+	if err != nil {
+		tb.Fatalf("ParseKeyring: %v", err)
+	}
+	return k
+}
+
+// mustSecret returns a fresh valid signing secret.
+func mustSecret(tb testing.TB) string {
+	tb.Helper()
+	s, err := topics.NewSecret()
+	if err != nil {
+		tb.Fatalf("NewSecret: %v", err)
+	}
+	return s
+}
+
+// rotated is a subscription in the middle of a secret rotation.
+func rotated(tb testing.TB, id string) topics.Subscription {
+	tb.Helper()
+	return topics.Subscription{
+		ID: id, URL: "https://example.com/" + id, EventTypes: []string{"*"}, Enabled: true,
+		Secret: mustSecret(tb), PreviousSecret: mustSecret(tb), PreviousSecretUntil: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC),
+	}
+}
+
+// storedSecrets decodes the raw JSON of a subscription value.
+func storedSecrets(tb testing.TB, b []byte) map[string]any {
+	tb.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}

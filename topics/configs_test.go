@@ -1,0 +1,60 @@
+package topics
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTopicConfigs(t *testing.T) {
+	n, err := NewNames(DefaultPrefix, "5s,5m,30m,2h,5h,10h,48h,72h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	retention := func(topic string) time.Duration {
+		t.Helper()
+		v := n.TopicConfigs(topic)["retention.ms"]
+		if v == nil {
+			t.Fatalf("%s has no retention.ms", topic)
+		}
+		ms, err := strconv.ParseInt(*v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s retention.ms = %q: %v", topic, *v, err)
+		}
+		return time.Duration(ms) * time.Millisecond
+	}
+	for _, d := range n.Tiers {
+		t.Run(n.Retry(d), func(t *testing.T) {
+			if got := retention(n.Retry(d)); got < 4*d {
+				t.Fatalf("retention %v < 4 x %v", got, d)
+			}
+		})
+	}
+	t.Run("subscriptions", func(t *testing.T) {
+		cfg := n.TopicConfigs(n.Subscriptions())
+		if p := cfg["cleanup.policy"]; p == nil || *p != "compact" {
+			t.Fatalf("subscriptions configs = %v, want cleanup.policy=compact", cfg)
+		}
+		if _, ok := cfg["retention.ms"]; ok {
+			t.Fatal("subscriptions topic must not expire records by time")
+		}
+	})
+	t.Run("events keep a week for replay", func(t *testing.T) {
+		if got := retention(n.Events()); got < 7*24*time.Hour {
+			t.Fatalf("events retention %v < 7 days", got)
+		}
+	})
+	t.Run("dlq outlives events", func(t *testing.T) {
+		if got := retention(n.DLQ()); got < retention(n.Events()) {
+			t.Fatalf("dlq retention %v < events retention", got)
+		}
+	})
+	t.Run("others are not compacted", func(t *testing.T) {
+		for _, topic := range append([]string{n.Events(), n.Deliveries(), n.DLQ(), n.Attempts()}, n.RetryTopics()...) {
+			if p := n.TopicConfigs(topic)["cleanup.policy"]; p != nil && strings.Contains(*p, "compact") {
+				t.Errorf("%s is compacted", topic)
+			}
+		}
+	})
+}
