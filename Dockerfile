@@ -2,11 +2,13 @@
 # recorder, webhookctl) in its PATH; the Helm chart (charts/webhooks) runs
 # each component from it by name.
 #
-#   docker build -t ghcr.io/hookpipe/hookpipe:0.1.0 .
+#   docker build --build-arg VERSION=0.1.0 -t ghcr.io/hookpipe/hookpipe:0.1.0 .
 FROM golang:1.26 AS build
+ARG VERSION=dev
 WORKDIR /src
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags=-s -o /out/ \
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -X github.com/hookpipe/hookpipe/runtime/version.Version=${VERSION}" -o /out/ \
       ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
       ./recorder/cmd/recorder ./pipeline/cmd/webhookctl
 

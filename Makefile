@@ -4,6 +4,7 @@
 #   make test    every test, unit to end-to-end (installs what a fresh Debian machine lacks)
 #   make bench   the benchmark table
 #   make build   binaries into bin/
+#   make docs    regenerate docs/configuration.md from the code
 #   make lint    golangci-lint over every module (make test runs it)
 
 SHELL := /bin/bash
@@ -24,11 +25,19 @@ STOP_TEST_CLICKHOUSE := $(SERVICES) stop clickhouse $(TESTDIR)/clickhouse >/dev/
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
             ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack
 
-.PHONY: build run test bench lint deps fuzz helm
+.PHONY: build run test bench lint deps fuzz helm docs
+
+# Every binary says its version (--version): git describe, or dev.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/hookpipe/hookpipe/runtime/version.Version=$(VERSION)
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(BINARIES)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(BINARIES)
+
+# Pages generated from the code (a test fails when one is stale).
+docs:
+	$(GO) run ./pipeline/cmd/configdoc
 
 # Installs redis-server, clickhouse-server and kcat from Debian when missing.
 deps:

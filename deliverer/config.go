@@ -3,15 +3,16 @@ package deliverer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
+
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -19,62 +20,54 @@ import (
 // reach (comma-separated CIDRs; none by default).
 const EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
 
-// Config is the deliverer's configuration. Every field says its environment
-// variable and default.
+// Config is the deliverer's configuration: LoadConfig reads it from the
+// environment (the tags name each variable, its default and what it does;
+// docs/configuration.md lists them).
 type Config struct {
-	// Kafka: WEBHOOKS_KAFKA_BROKERS, WEBHOOKS_TOPIC_PREFIX, WEBHOOKS_RETRY_TIERS.
-	Kafka kafka.Config
-	// Group is the consumer group: WEBHOOKS_DELIVERER_GROUP, default webhooks-deliverer.
-	Group string
-	// MaxInFlight caps concurrent HTTP requests of the process:
-	// WEBHOOKS_DELIVERER_MAX_IN_FLIGHT, default 256.
-	MaxInFlight int
+	// Kafka locates the brokers and topics (package runtime/kafka).
+	Kafka kafka.Config `env:"-"`
+	// Group is the consumer group.
+	Group string `env:"WEBHOOKS_DELIVERER_GROUP" envDefault:"webhooks-deliverer" desc:"Consumer group of the deliverers."`
+	// MaxInFlight caps concurrent HTTP requests of the process.
+	MaxInFlight int `env:"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT" envDefault:"256" desc:"Concurrent HTTP requests of one process."`
 	// MaxBuffered caps records held in memory (running, ready or waiting
 	// behind their key); fetching pauses at the cap, and due retries from
-	// the redeliveries topic take at most half of it:
-	// WEBHOOKS_DELIVERER_MAX_BUFFERED, default 8192.
-	MaxBuffered int
-	// MaxPerSubscription caps concurrent requests to one subscription:
-	// WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION, default 64.
-	MaxPerSubscription int
+	// the redeliveries topic take at most half of it.
+	MaxBuffered int `env:"WEBHOOKS_DELIVERER_MAX_BUFFERED" envDefault:"8192" desc:"Records held in memory; fetching pauses at the cap, due retries take at most half (at least the in-flight cap)."`
+	// MaxPerSubscription caps concurrent requests to one subscription.
+	MaxPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION" envDefault:"64" desc:"Concurrent requests to one subscription."`
 	// MaxQueuedPerSubscription caps the records of one subscription held
 	// here while it is slow (at the pace its requests run, it needs longer
 	// than the shortest retry delay to finish what it holds); beyond it
 	// they spill to the retry path unattempted, so a slow endpoint never
 	// fills the buffer that other subscriptions share. A busy but
-	// fast subscription keeps its records up to half of MaxBuffered:
-	// WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION, default 1024.
-	MaxQueuedPerSubscription int
-	// RetryFloor is the shortest delay before retrying a 429 or a timeout:
-	// WEBHOOKS_RETRY_FLOOR, default 60s.
-	RetryFloor time.Duration
-	// AllowCIDRs opens blocked address ranges (SSRF guard):
-	// WEBHOOKS_ALLOW_CIDRS, default none.
-	AllowCIDRs []netip.Prefix
-	// Secrets seals and opens subscription secrets: WEBHOOKS_SECRETS_KEY
-	// (see config.LoadKeyring), required unless WEBHOOKS_DEV=1, when nil
-	// means plaintext secrets.
-	Secrets *topics.Keyring
-	// RequireHTTPS refuses http:// endpoints: WEBHOOKS_REQUIRE_HTTPS, default false.
-	RequireHTTPS bool
-	// CommitInterval is how often watermarks are committed:
-	// WEBHOOKS_DELIVERER_COMMIT_INTERVAL, default 1s.
-	CommitInterval time.Duration
+	// fast subscription keeps its records up to half of MaxBuffered.
+	MaxQueuedPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION" envDefault:"1024" desc:"Records of one slow subscription held before the rest spill to the retry path unattempted (at least the per-subscription cap)."`
+	// RetryFloor is the shortest delay before retrying a 429 or a timeout.
+	RetryFloor time.Duration `env:"WEBHOOKS_RETRY_FLOOR" envDefault:"1m" desc:"Shortest delay before retrying a 429 or a timeout."`
+	// AllowCIDRs opens blocked address ranges (SSRF guard).
+	AllowCIDRs []netip.Prefix `env:"WEBHOOKS_ALLOW_CIDRS" desc:"Private ranges deliveries may reach despite the SSRF guard, comma-separated CIDRs."`
+	// Secrets seals and opens subscription secrets (config.LoadKeyring);
+	// nil means plaintext secrets.
+	Secrets *topics.Keyring `env:"-"`
+	// RequireHTTPS refuses http:// endpoints.
+	RequireHTTPS bool `env:"WEBHOOKS_REQUIRE_HTTPS" desc:"Refuse http:// endpoints."`
+	// CommitInterval is how often watermarks are committed.
+	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed."`
 	// ShutdownTimeout bounds how long in-flight requests may finish after
-	// SIGTERM: WEBHOOKS_SHUTDOWN_TIMEOUT, default 30s.
-	ShutdownTimeout time.Duration
+	// SIGTERM.
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"30s" desc:"How long in-flight requests may finish after SIGTERM."`
 	// MaxResponseBytes is how much of a response body is read (then the
-	// connection is dropped if more is left): default 64 KiB.
+	// connection is dropped if more is left); not read from the
+	// environment, default 64 KiB.
 	MaxResponseBytes int64
-	// ConnectTimeout bounds TCP connect plus TLS handshake:
-	// WEBHOOKS_CONNECT_TIMEOUT, default 10s (never more than the
-	// subscription's timeout, which bounds the whole attempt).
-	ConnectTimeout time.Duration
-	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops):
-	// WEBHOOKS_HTTP_ADDR, default empty (not served).
-	HTTPAddr string
+	// ConnectTimeout bounds TCP connect plus TLS handshake (never more
+	// than the subscription's timeout, which bounds the whole attempt).
+	ConnectTimeout time.Duration `env:"WEBHOOKS_CONNECT_TIMEOUT" envDefault:"10s" desc:"Bounds TCP connect plus TLS handshake."`
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
+	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
 	// Protection: circuit breakers, rate limits and auto-disable through
-	// Redis (see Protection for its variables).
+	// Redis.
 	Protection Protection
 
 	// dial, when set, replaces the Kafka clients' dialer, and transport,
@@ -83,20 +76,6 @@ type Config struct {
 	// testing/synctest bubble. No environment variable.
 	dial      func(ctx context.Context, network, host string) (net.Conn, error)
 	transport http.RoundTripper
-}
-
-func (c *Config) defaults() {
-	c.Protection.defaults()
-	c.Group = topics.GroupDeliverer
-	c.MaxInFlight = 256
-	c.MaxBuffered = 8192
-	c.MaxPerSubscription = 64
-	c.MaxQueuedPerSubscription = 1024
-	c.RetryFloor = 60 * time.Second
-	c.CommitInterval = time.Second
-	c.ShutdownTimeout = 30 * time.Second
-	c.MaxResponseBytes = 64 << 10
-	c.ConnectTimeout = 10 * time.Second
 }
 
 func (c *Config) validate() error {
@@ -132,43 +111,18 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// LoadConfig reads the configuration through getenv.
+// LoadConfig reads the configuration through getenv, reporting every bad
+// variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	var c Config
-	c.defaults()
-	k, err := kafka.Load(getenv)
-	if err != nil {
-		return c, err
-	}
-	c.Kafka = k
-	r := config.NewEnvReader(getenv)
-	r.String("WEBHOOKS_DELIVERER_GROUP", &c.Group)
-	r.String(config.EnvHTTPAddr, &c.HTTPAddr)
-	r.Int("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", &c.MaxInFlight)
-	r.Int("WEBHOOKS_DELIVERER_MAX_BUFFERED", &c.MaxBuffered)
-	r.Int("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", &c.MaxPerSubscription)
-	r.Int("WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION", &c.MaxQueuedPerSubscription)
-	r.Duration("WEBHOOKS_RETRY_FLOOR", &c.RetryFloor)
-	r.Duration("WEBHOOKS_DELIVERER_COMMIT_INTERVAL", &c.CommitInterval)
-	r.Duration("WEBHOOKS_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
-	r.Duration("WEBHOOKS_CONNECT_TIMEOUT", &c.ConnectTimeout)
-	r.Bool("WEBHOOKS_REQUIRE_HTTPS", &c.RequireHTTPS)
-	errs := []error{r.Err()}
-	if v := getenv(EnvAllowCIDRs); v != "" {
-		p, err := ssrf.ParseCIDRs(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvAllowCIDRs, err))
-		}
-		c.AllowCIDRs = p
-	}
-	keys, err := config.LoadKeyring(getenv)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	c.Secrets = keys
-	if err := c.Protection.load(getenv); err != nil {
-		errs = append(errs, err)
-	}
+	c := Config{MaxResponseBytes: 64 << 10}
+	errs := []error{config.Parse(getenv, &c, config.ParserFor(ssrf.ParseCIDRs))}
+	var err error
+	c.Kafka, err = kafka.Load(getenv)
+	errs = append(errs, err)
+	c.Protection.Redis, err = redisstate.Load(getenv)
+	errs = append(errs, err)
+	c.Secrets, err = config.LoadKeyring(getenv)
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}

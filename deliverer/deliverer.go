@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
@@ -93,15 +94,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	d.cl = cl
-	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = cl.Ping(pingCtx)
-	cancel()
-	if err != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, d.names.All(), log); err != nil || ctx.Err() != nil {
 		cl.Close()
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
+		return err
 	}
 	// Deliveries are attempted with the subscriptions as they are now: an
 	// older version of one (its URL, secret, enabled flag) may stand in the

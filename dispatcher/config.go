@@ -3,9 +3,9 @@ package dispatcher
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
@@ -15,7 +15,7 @@ import (
 )
 
 // Environment variables read by the dispatcher only; the shared ones are in
-// package topics.
+// package runtime/kafka and runtime/config.
 const (
 	EnvTxnID         = "WEBHOOKS_DISPATCHER_TXN_ID"
 	EnvMaxEventBytes = "WEBHOOKS_MAX_EVENT_BYTES"
@@ -31,53 +31,42 @@ const (
 // max.message.bytes of 1,000,012.
 const maxRecordData = 512 << 10
 
-// Config is the dispatcher's configuration. The zero value of a field means
-// its default.
+// Config is the dispatcher's configuration: LoadConfig reads it from the
+// environment (the tags name each variable, its default and what it does;
+// docs/configuration.md lists them). In a Config built in code, the zero
+// value of a field means its default.
 type Config struct {
-	// Kafka locates the brokers and topics and sets the group session
-	// timeout: WEBHOOKS_KAFKA_BROKERS (default 127.0.0.1:9092),
-	// WEBHOOKS_TOPIC_PREFIX (default "webhooks.") and
-	// WEBHOOKS_KAFKA_SESSION_TIMEOUT (default 45s), read by
-	// kafka.Load. Brokers are required.
-	Kafka kafka.Config
-	// Group is the consumer group on the events topic. Not read from the
+	// Kafka locates the brokers and topics (package runtime/kafka).
+	Kafka kafka.Config `env:"-"`
+	// Group is the consumer group on the events topic; not read from the
 	// environment; default topics.GroupDispatcher.
 	Group string
-	// TransactionalID identifies this process's transactional producer:
-	// WEBHOOKS_DISPATCHER_TXN_ID, default "webhooks-dispatcher-<hostname>-<random>".
+	// TransactionalID identifies this process's transactional producer.
 	// Two dispatchers running at once must not share one: the newer fences
 	// the older, which then stops with an error.
-	TransactionalID string
+	TransactionalID string `env:"WEBHOOKS_DISPATCHER_TXN_ID" desc:"Transactional id of this process; unique per process (default webhooks-dispatcher-<hostname>-<random>)."`
 	// MaxEventBytes is the largest event value dispatched; larger ones are
-	// dead-lettered: WEBHOOKS_MAX_EVENT_BYTES, default
-	// topics.DefaultMaxEventBytes (256 KiB), at most 512 KiB.
-	MaxEventBytes int
-	// Secrets opens the sealed secrets of subscription records:
-	// WEBHOOKS_SECRETS_KEY (see config.LoadKeyring), required unless
-	// WEBHOOKS_DEV=1, when nil means plaintext secrets.
-	Secrets *topics.Keyring
-	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops):
-	// WEBHOOKS_HTTP_ADDR, default empty (not served).
-	HTTPAddr string
-	// Redis holds the idempotency keys of event dedup: WEBHOOKS_REDIS_URL
-	// and the other variables of package redisstate, read by LoadConfig;
-	// an empty URL (or "-" in the environment) means no dedup.
-	Redis redisstate.Config
-	// DedupWindow is how long an idempotency key is remembered:
-	// WEBHOOKS_DEDUP_WINDOW, default 24h.
-	DedupWindow time.Duration
+	// dead-lettered.
+	MaxEventBytes int `env:"WEBHOOKS_MAX_EVENT_BYTES" envDefault:"262144" desc:"Largest event value dispatched (at most 524288); larger ones are dead-lettered."`
+	// Secrets opens the sealed secrets of subscription records
+	// (config.LoadKeyring); nil means plaintext secrets.
+	Secrets *topics.Keyring `env:"-"`
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
+	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
+	// Redis holds the idempotency keys of event dedup (package
+	// redisstate); an empty URL means no dedup.
+	Redis redisstate.Config `env:"-"`
+	// DedupWindow is how long an idempotency key is remembered.
+	DedupWindow time.Duration `env:"WEBHOOKS_DEDUP_WINDOW" envDefault:"24h" desc:"How long an event's idempotency key is remembered (at least 1ms)."`
 	// TransactionTimeout is how long the broker lets a transaction stay
 	// open before aborting it, which bounds how long a crashed dispatcher
 	// holds back read-committed consumers of its partitions. Not read from
 	// the environment; default 10s.
 	TransactionTimeout time.Duration
-	// StartupTimeout is how long Run waits for the brokers and topics
-	// before giving up. Not read from the environment; default 30s.
-	StartupTimeout time.Duration
 	// ShutdownTimeout is how long Run, once its context is done, keeps
 	// finishing the transaction in progress before abandoning it to the
-	// broker's transaction timeout: WEBHOOKS_SHUTDOWN_TIMEOUT, default 10s.
-	ShutdownTimeout time.Duration
+	// broker's transaction timeout.
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long the transaction in progress may finish after SIGTERM."`
 }
 
 func (c *Config) defaults() {
@@ -93,8 +82,8 @@ func (c *Config) defaults() {
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
 	}
-	if c.StartupTimeout == 0 {
-		c.StartupTimeout = 30 * time.Second
+	if c.Kafka.StartupTimeout == 0 {
+		c.Kafka.StartupTimeout = kafka.DefaultStartupTimeout
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
@@ -106,67 +95,47 @@ func (c *Config) defaults() {
 }
 
 func (c *Config) validate() error {
+	var errs []error
 	if len(c.Kafka.Brokers) == 0 {
-		return fmt.Errorf("%s: no broker address", kafka.EnvBrokers)
+		errs = append(errs, fmt.Errorf("%s: no broker address", kafka.EnvBrokers))
 	}
-	if c.MaxEventBytes < 0 || c.MaxEventBytes > maxRecordData {
-		return fmt.Errorf("%s: %d is not within 1..%d", EnvMaxEventBytes, c.MaxEventBytes, maxRecordData)
+	if c.MaxEventBytes <= 0 || c.MaxEventBytes > maxRecordData {
+		errs = append(errs, fmt.Errorf("%s: %d is not within 1..%d", EnvMaxEventBytes, c.MaxEventBytes, maxRecordData))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"transaction timeout", c.TransactionTimeout},
-		{"startup timeout", c.StartupTimeout},
-		{"shutdown timeout", c.ShutdownTimeout},
-		{EnvDedupWindow, c.DedupWindow},
-	} {
-		if d.v < 0 {
-			return fmt.Errorf("%s %v: must not be negative", d.name, d.v)
-		}
+	if c.DedupWindow < time.Millisecond {
+		errs = append(errs, fmt.Errorf("%s: %v is less than 1ms", EnvDedupWindow, c.DedupWindow))
 	}
-	return c.Redis.Validate()
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvShutdownTimeout, c.ShutdownTimeout))
+	}
+	if c.TransactionTimeout < 0 {
+		errs = append(errs, fmt.Errorf("transaction timeout %v: must not be negative", c.TransactionTimeout))
+	}
+	return errors.Join(append(errs, c.Redis.Validate())...)
 }
 
 // LoadConfig reads the configuration through getenv, applies the defaults
-// and validates it. Errors name the offending variable.
+// and validates it. Every bad variable is reported at once, each error
+// naming its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	k, err := kafka.Load(getenv)
-	if err != nil {
+	var c Config
+	errs := []error{config.Parse(getenv, &c)}
+	var err error
+	c.Kafka, err = kafka.Load(getenv)
+	errs = append(errs, err)
+	c.Redis, err = redisstate.Load(getenv)
+	errs = append(errs, err)
+	c.Secrets, err = config.LoadKeyring(getenv)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
-	c := Config{Kafka: k, TransactionalID: getenv(EnvTxnID), HTTPAddr: getenv(config.EnvHTTPAddr)}
-	if c.Redis, err = redisstate.Load(getenv); err != nil {
-		return Config{}, err
-	}
-	if v := getenv(EnvDedupWindow); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Millisecond {
-			return Config{}, fmt.Errorf("%s: %q is not a duration of at least 1ms", EnvDedupWindow, v)
-		}
-		c.DedupWindow = d
-	}
-	if v := getenv(EnvShutdownTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("%s: %q is not a positive duration", EnvShutdownTimeout, v)
-		}
-		c.ShutdownTimeout = d
-	}
-	if v := getenv(EnvMaxEventBytes); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return Config{}, fmt.Errorf("%s: %q is not a positive number of bytes", EnvMaxEventBytes, v)
-		}
-		c.MaxEventBytes = n
-	}
-	c.defaults()
+	// Validated before the defaults fill zero fields: a variable set to 0
+	// is an error, not a request for the default.
 	if err := c.validate(); err != nil {
 		return Config{}, err
 	}
-	if c.Secrets, err = config.LoadKeyring(getenv); err != nil {
-		return Config{}, err
-	}
+	c.defaults()
 	return c, nil
 }
 

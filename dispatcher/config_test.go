@@ -28,7 +28,7 @@ func TestLoadConfig(t *testing.T) {
 				}
 				if c.Kafka.Names.Events() != "webhooks.events" || c.Group != topics.GroupDispatcher ||
 					c.MaxEventBytes != topics.DefaultMaxEventBytes ||
-					c.TransactionTimeout != 10*time.Second || c.StartupTimeout != 30*time.Second ||
+					c.TransactionTimeout != 10*time.Second || c.Kafka.StartupTimeout != 30*time.Second ||
 					c.ShutdownTimeout != 10*time.Second {
 					t.Errorf("defaults %+v", c)
 				}

@@ -9,11 +9,9 @@ package dispatcher
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
@@ -41,7 +39,7 @@ type subscriptionTable interface {
 // Run dispatches events until ctx is done, then finishes the transaction in
 // progress (for at most cfg.ShutdownTimeout), leaves the group, closes its
 // clients and returns nil. It returns an error when the brokers or topics
-// are not ready within cfg.StartupTimeout, or when the transactional
+// are not ready within cfg.Kafka.StartupTimeout, or when the transactional
 // producer fails beyond recovery (for example, fenced by another dispatcher
 // with the same transactional id).
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
@@ -59,7 +57,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer srv.Close() // last: metrics and health outlive the shutdown
 	base, session := kafkaOpts(cfg, log)
 
-	if err := awaitCluster(ctx, base, cfg, log); err != nil || ctx.Err() != nil {
+	ready, err := kgo.NewClient(base...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	n := cfg.Kafka.Names
+	err = kafka.WaitReady(ctx, ready, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ()}, log)
+	ready.Close()
+	if err != nil || ctx.Err() != nil {
 		return err
 	}
 
@@ -124,59 +129,6 @@ func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
 			kgo.HeartbeatInterval(max(cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)))
 	}
 	return base, session
-}
-
-// awaitCluster waits until the brokers answer and the topics the dispatcher
-// uses exist, for at most cfg.StartupTimeout. It returns nil early when ctx
-// is done.
-func awaitCluster(ctx context.Context, base []kgo.Opt, cfg Config, log *zap.Logger) error {
-	cl, err := kgo.NewClient(base...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	n := cfg.Kafka.Names
-	need := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ()}
-
-	startup, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
-	defer cancel()
-	for logged := false; ; logged = true {
-		err := missingTopics(startup, adm, need)
-		if err == nil {
-			return nil
-		}
-		if !logged {
-			log.Warn("waiting for kafka", zap.Strings("brokers", cfg.Kafka.Brokers), zap.Error(err))
-		}
-		select {
-		case <-time.After(retryWait):
-			continue
-		case <-startup.Done():
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("kafka not ready after %v (%s=%s): %w",
-			cfg.StartupTimeout, kafka.EnvBrokers, strings.Join(cfg.Kafka.Brokers, ","), err)
-	}
-}
-
-func missingTopics(ctx context.Context, adm *kadm.Client, need []string) error {
-	details, err := adm.ListTopics(ctx, need...)
-	if err != nil {
-		return fmt.Errorf("brokers unreachable: %w", err)
-	}
-	var missing []string
-	for _, t := range need {
-		if d, ok := details[t]; !ok || d.Err != nil {
-			missing = append(missing, t)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing topics %s (create them with webhookctl topics ensure)", strings.Join(missing, ", "))
-	}
-	return nil
 }
 
 type dispatcher struct {

@@ -70,7 +70,6 @@ func (h *harness) config(txnID string) Config {
 		Kafka:           h.kafka,
 		Secrets:         testKeys(h.t),
 		TransactionalID: txnID,
-		StartupTimeout:  10 * time.Second,
 		ShutdownTimeout: time.Second,
 	}
 }

@@ -53,8 +53,7 @@ func TestRunStartup(t *testing.T) {
 				cancel()
 			}
 			cfg := Config{
-				Kafka:           kafka.Config{Brokers: tc.brokers(t), Names: names},
-				StartupTimeout:  500 * time.Millisecond,
+				Kafka:           kafka.Config{Brokers: tc.brokers(t), Names: names, StartupTimeout: 500 * time.Millisecond},
 				TransactionalID: "startup",
 			}
 			err := Run(ctx, cfg, zaptest.NewLogger(t))

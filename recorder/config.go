@@ -4,17 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/schema"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
-	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Environment variables of the ClickHouse connection, shared with
-// webhookctl (DESIGN.md section 3).
+// webhookctl (docs/configuration.md).
 const (
 	EnvClickHouseAddr     = "WEBHOOKS_CLICKHOUSE_ADDR"
 	EnvClickHouseDatabase = "WEBHOOKS_CLICKHOUSE_DATABASE"
@@ -25,63 +23,43 @@ const (
 // Config is the recorder's configuration. Every field says its environment
 // variable and default.
 type Config struct {
-	// Kafka: WEBHOOKS_KAFKA_BROKERS, WEBHOOKS_TOPIC_PREFIX,
-	// WEBHOOKS_KAFKA_SESSION_TIMEOUT.
-	Kafka kafka.Config
-	// Group is the consumer group: WEBHOOKS_RECORDER_GROUP, default
-	// webhooks-recorder.
-	Group string
+	// Kafka locates the brokers and topics (package runtime/kafka).
+	Kafka kafka.Config `env:"-"`
+	// Group is the consumer group.
+	Group string `env:"WEBHOOKS_RECORDER_GROUP" envDefault:"webhooks-recorder" desc:"Consumer group of the recorders."`
 	// ClickHouse is the native-protocol address (host:port, comma-separated
-	// for several replicas): WEBHOOKS_CLICKHOUSE_ADDR, default 127.0.0.1:9000.
-	ClickHouse []string
-	// Database: WEBHOOKS_CLICKHOUSE_DATABASE, default webhooks. Letters,
-	// digits and underscores.
-	Database string
-	// User and Password: WEBHOOKS_CLICKHOUSE_USER (default "default") and
-	// WEBHOOKS_CLICKHOUSE_PASSWORD (default empty). The password is never
-	// logged.
-	User, Password string
+	// for several replicas).
+	ClickHouse []string `env:"WEBHOOKS_CLICKHOUSE_ADDR" envDefault:"127.0.0.1:9000" desc:"ClickHouse native-protocol addresses, host:port, comma-separated for replicas."`
+	// Database holds the tables: letters, digits and underscores.
+	Database string `env:"WEBHOOKS_CLICKHOUSE_DATABASE" envDefault:"webhooks" desc:"ClickHouse database of the tables (letters, digits, underscores)."`
+	// User and Password authenticate; the password is never logged.
+	User     string `env:"WEBHOOKS_CLICKHOUSE_USER" envDefault:"default" desc:"ClickHouse user."`
+	Password string `env:"WEBHOOKS_CLICKHOUSE_PASSWORD" desc:"ClickHouse password (never logged)."`
 	// BatchRows is the most records one insert carries; one batch is
 	// inserted while the next fills, and fetching pauses while a full batch
-	// waits for ClickHouse: WEBHOOKS_RECORDER_BATCH_ROWS, default 5000.
-	BatchRows int
+	// waits for ClickHouse.
+	BatchRows int `env:"WEBHOOKS_RECORDER_BATCH_ROWS" envDefault:"5000" desc:"Most records one insert carries (1..1000000)."`
 	// BatchWait is the longest a record waits for its batch to fill before
-	// the batch is inserted anyway: WEBHOOKS_RECORDER_BATCH_WAIT, default 1s.
-	BatchWait time.Duration
+	// the batch is inserted anyway.
+	BatchWait time.Duration `env:"WEBHOOKS_RECORDER_BATCH_WAIT" envDefault:"1s" desc:"Longest a record waits for its batch to fill."`
 	// InsertTimeout bounds one insert; a slower one counts as failed and is
-	// retried: WEBHOOKS_RECORDER_INSERT_TIMEOUT, default 30s.
-	InsertTimeout time.Duration
-	// RetryMax caps the backoff between retries while ClickHouse is down:
-	// WEBHOOKS_RECORDER_RETRY_MAX, default 5s (the first retry is after 100ms).
-	RetryMax time.Duration
-	// ShutdownTimeout bounds the last insert and commit on shutdown:
-	// WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT, default 10s.
-	ShutdownTimeout time.Duration
+	// retried.
+	InsertTimeout time.Duration `env:"WEBHOOKS_RECORDER_INSERT_TIMEOUT" envDefault:"30s" desc:"Bounds one insert; a slower one is retried."`
+	// RetryMax caps the backoff between retries while ClickHouse is down
+	// (the first retry is after 100ms).
+	RetryMax time.Duration `env:"WEBHOOKS_RECORDER_RETRY_MAX" envDefault:"5s" desc:"Caps the backoff between inserts while ClickHouse is down (at least 100ms)."`
+	// ShutdownTimeout bounds the last insert and commit on shutdown.
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"Bounds the last insert and commit after SIGTERM."`
 	// RetentionDays is how long rows are kept, as a TTL, on servers that
 	// have TTL (20.1 and later); on older ones run `webhookctl clickhouse
-	// drop-partitions`. 0 leaves existing TTLs as they are:
-	// WEBHOOKS_CLICKHOUSE_RETENTION_DAYS, default 90.
-	RetentionDays int
-	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops):
-	// WEBHOOKS_HTTP_ADDR, default empty (not served).
-	HTTPAddr string
+	// drop-partitions`. 0 leaves existing TTLs as they are.
+	RetentionDays int `env:"WEBHOOKS_CLICKHOUSE_RETENTION_DAYS" envDefault:"90" desc:"Days rows are kept, as a TTL on servers that have one (20.1+); 0 leaves TTLs as they are."`
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
+	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
 
 	// observe, when set, is called after each poll is handled with the
 	// records in hand and whether ClickHouse is down (tests).
 	observe func(records int, down bool)
-}
-
-func (c *Config) defaults() {
-	c.Group = topics.GroupRecorder
-	c.ClickHouse = []string{"127.0.0.1:9000"}
-	c.Database = "webhooks"
-	c.User = "default"
-	c.BatchRows = 5000
-	c.BatchWait = time.Second
-	c.InsertTimeout = 30 * time.Second
-	c.RetryMax = 5 * time.Second
-	c.ShutdownTimeout = 10 * time.Second
-	c.RetentionDays = 90
 }
 
 func (c *Config) validate() error {
@@ -121,36 +99,16 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// LoadConfig reads the configuration through getenv.
+// LoadConfig reads the configuration through getenv, reporting every bad
+// variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
-	c.defaults()
-	k, err := kafka.Load(getenv)
-	if err != nil {
-		return c, err
-	}
-	c.Kafka = k
-	c.HTTPAddr = getenv(config.EnvHTTPAddr)
-	r := config.NewEnvReader(getenv)
-	r.String("WEBHOOKS_RECORDER_GROUP", &c.Group)
-	if v := getenv(EnvClickHouseAddr); v != "" {
-		c.ClickHouse = nil
-		for _, a := range strings.Split(v, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				c.ClickHouse = append(c.ClickHouse, a)
-			}
-		}
-	}
-	r.String(EnvClickHouseDatabase, &c.Database)
-	r.String(EnvClickHouseUser, &c.User)
-	r.String(EnvClickHousePassword, &c.Password)
-	r.Int("WEBHOOKS_RECORDER_BATCH_ROWS", &c.BatchRows)
-	r.Duration("WEBHOOKS_RECORDER_BATCH_WAIT", &c.BatchWait)
-	r.Duration("WEBHOOKS_RECORDER_INSERT_TIMEOUT", &c.InsertTimeout)
-	r.Duration("WEBHOOKS_RECORDER_RETRY_MAX", &c.RetryMax)
-	r.Duration("WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
-	r.Int("WEBHOOKS_CLICKHOUSE_RETENTION_DAYS", &c.RetentionDays)
-	if err := r.Err(); err != nil {
+	list := func(v string) ([]string, error) { return config.SplitList(v), nil }
+	errs := []error{config.Parse(getenv, &c, config.ParserFor(list))}
+	var err error
+	c.Kafka, err = kafka.Load(getenv)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
 	return c, c.validate()

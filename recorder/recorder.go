@@ -28,6 +28,7 @@ import (
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
 	"github.com/hookpipe/hookpipe/recorder/internal/schema"
 	"github.com/hookpipe/hookpipe/recorder/internal/store"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 )
 
@@ -113,15 +114,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	r.cl = cl
-	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = cl.Ping(pingCtx)
-	cancel()
-	if err != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{cfg.Kafka.Names.Attempts()}, r.log); err != nil || ctx.Err() != nil {
 		cl.Close()
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
+		return err
 	}
 	srv.Watch(cl, cfg.Group, r.topic)
 	groupReady := ops.GroupReady(cl, cfg.Group)

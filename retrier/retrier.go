@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -78,15 +79,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	r.cl = cl
-	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = cl.Ping(pingCtx)
-	cancel()
-	if err != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, append(r.names.RetryTopics(), r.names.Redeliveries()), r.log); err != nil || ctx.Err() != nil {
 		cl.Close()
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("cannot reach Kafka at %v: %w", cfg.Kafka.Brokers, err)
+		return err
 	}
 	srv.Watch(cl, cfg.Group, r.names.RetryTopics()...)
 	r.log.Info("started", zap.Strings("tiers", r.names.RetryTopics()), zap.String("group", cfg.Group))

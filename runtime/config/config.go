@@ -5,7 +5,6 @@ package config
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/hookpipe/hookpipe/topics"
@@ -21,6 +20,13 @@ const (
 	EnvDev = "WEBHOOKS_DEV"
 )
 
+// Secrets are the variables of the keyring that seals subscription
+// secrets at rest.
+type Secrets struct {
+	Key string `env:"WEBHOOKS_SECRETS_KEY" desc:"Keyring sealing subscription secrets at rest: base64 of 32 random bytes (openssl rand -base64 32), or id:key pairs, comma-separated, the first sealing (rotation). Never logged."`
+	Dev bool   `env:"WEBHOOKS_DEV" desc:"Development only: run without WEBHOOKS_SECRETS_KEY, storing secrets in plaintext."`
+}
+
 // LoadKeyring is the secrets-at-rest check every component that reads or
 // writes subscriptions makes in its LoadConfig: it parses
 // WEBHOOKS_SECRETS_KEY, and without it returns a nil keyring (plaintext
@@ -28,24 +34,19 @@ const (
 // WEBHOOKS_SECRETS_KEY, so no component starts without encryption by
 // accident.
 func LoadKeyring(getenv func(string) string) (*topics.Keyring, error) {
-	dev := false
-	if v := getenv(EnvDev); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a boolean", EnvDev, v)
-		}
-		dev = b
+	var s Secrets
+	if err := Parse(getenv, &s); err != nil {
+		return nil, err
 	}
-	v := getenv(EnvSecretsKey)
-	if v == "" {
-		if dev {
+	if s.Key == "" {
+		if s.Dev {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("%s is not set: it encrypts subscription secrets at rest "+
 			"(base64 of 32 random bytes, e.g. `openssl rand -base64 32`); set %s=1 to run without it in development",
 			EnvSecretsKey, EnvDev)
 	}
-	k, err := topics.ParseKeyring(v)
+	k, err := topics.ParseKeyring(s.Key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsKey, err)
 	}

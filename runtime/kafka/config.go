@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +27,8 @@ const (
 	EnvRetryTiers = "WEBHOOKS_RETRY_TIERS"
 	// EnvSessionTimeout is the consumer group session timeout (default 45s).
 	EnvSessionTimeout = "WEBHOOKS_KAFKA_SESSION_TIMEOUT"
+	// EnvStartupTimeout bounds the wait for brokers and topics at start.
+	EnvStartupTimeout = "WEBHOOKS_KAFKA_STARTUP_TIMEOUT"
 	// EnvKafkaTLS=true dials the brokers over TLS.
 	EnvKafkaTLS = "WEBHOOKS_KAFKA_TLS"
 	// EnvKafkaTLSDir is a directory with ca.crt (the CA that signed the
@@ -55,8 +56,12 @@ const (
 	SASLScramSHA512 = "SCRAM-SHA-512"
 )
 
-// DefaultBrokers is used when WEBHOOKS_KAFKA_BROKERS is unset.
-const DefaultBrokers = "127.0.0.1:9092"
+// Defaults of Settings (their envDefault tags say the same).
+const (
+	DefaultBrokers        = "127.0.0.1:9092"
+	DefaultSessionTimeout = 45 * time.Second
+	DefaultStartupTimeout = 30 * time.Second
+)
 
 // Config is the part of every binary's configuration that locates the
 // pipeline's topics.
@@ -80,6 +85,9 @@ type Config struct {
 	// (WEBHOOKS_KAFKA_SASL_MECHANISM with _USERNAME and _PASSWORD). It holds
 	// the password: never log it, print only SASL.Name().
 	SASL sasl.Mechanism
+	// StartupTimeout is how long WaitReady waits for the brokers and
+	// topics: WEBHOOKS_KAFKA_STARTUP_TIMEOUT, default 30s.
+	StartupTimeout time.Duration
 }
 
 // ClientOpts are the options that connect a franz-go client to the
@@ -98,54 +106,59 @@ func (k Config) ClientOpts() []kgo.Opt {
 	return opts
 }
 
-// DefaultSessionTimeout is the consumer group session timeout by default.
-const DefaultSessionTimeout = 45 * time.Second
-
-// Load reads the shared Kafka settings through getenv.
-func Load(getenv func(string) string) (Config, error) {
-	brokers := config.SplitList(or(getenv(EnvBrokers), DefaultBrokers))
-	if len(brokers) == 0 {
-		return Config{}, fmt.Errorf("%s: no broker address", EnvBrokers)
-	}
-	prefix := topics.DefaultPrefix
-	if v, ok := lookup(getenv, EnvPrefix); ok {
-		prefix = v
-	}
-	names, err := topics.NewNames(prefix, or(getenv(EnvRetryTiers), topics.DefaultRetryTiers))
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", EnvRetryTiers, err)
-	}
-	session := DefaultSessionTimeout
-	if v := getenv(EnvSessionTimeout); v != "" {
-		session, err = time.ParseDuration(v)
-		if err != nil || session < time.Second {
-			return Config{}, fmt.Errorf("WEBHOOKS_KAFKA_SESSION_TIMEOUT: %q is not a duration of at least 1s", v)
-		}
-	}
-	tlsCfg, err := loadKafkaTLS(getenv)
-	if err != nil {
-		return Config{}, err
-	}
-	mech, err := loadKafkaSASL(getenv)
-	if err != nil {
-		return Config{}, err
-	}
-	return Config{Brokers: brokers, Names: names, SessionTimeout: session, TLS: tlsCfg, SASL: mech}, nil
+// Settings are the Kafka variables every component reads; Load turns
+// them into a Config.
+type Settings struct {
+	Brokers string `env:"WEBHOOKS_KAFKA_BROKERS" envDefault:"127.0.0.1:9092" desc:"Bootstrap brokers, comma-separated."`
+	Prefix  string `env:"WEBHOOKS_TOPIC_PREFIX" envDefault:"webhooks." desc:"Starts every topic name; - for none."`
+	Tiers   string `env:"WEBHOOKS_RETRY_TIERS" envDefault:"5s,5m,30m,2h,5h,10h" desc:"Delays of the retry tiers, one topic each, ascending, at least 1s; every component must agree."`
+	// SessionTimeout is how long a crashed member keeps its partitions.
+	SessionTimeout time.Duration `env:"WEBHOOKS_KAFKA_SESSION_TIMEOUT" envDefault:"45s" desc:"Consumer group session timeout: how long a crashed member keeps its partitions (at least 1s)."`
+	StartupTimeout time.Duration `env:"WEBHOOKS_KAFKA_STARTUP_TIMEOUT" envDefault:"30s" desc:"How long a component waits at start for the brokers to answer and its topics to exist before it exits with an error."`
+	TLS            bool          `env:"WEBHOOKS_KAFKA_TLS" desc:"Dial the brokers over TLS (1.2 or later)."`
+	TLSDir         string        `env:"WEBHOOKS_KAFKA_TLS_DIR" desc:"Directory with ca.crt (the brokers' CA; default the system roots) and, for mutual TLS, tls.crt and tls.key."`
+	SASLMechanism  string        `env:"WEBHOOKS_KAFKA_SASL_MECHANISM" desc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; then the username and password are required."`
+	SASLUsername   string        `env:"WEBHOOKS_KAFKA_SASL_USERNAME" desc:"SASL username."`
+	SASLPassword   string        `env:"WEBHOOKS_KAFKA_SASL_PASSWORD" desc:"SASL password (never logged)."`
 }
 
-// loadKafkaTLS returns the TLS configuration of WEBHOOKS_KAFKA_TLS and
-// WEBHOOKS_KAFKA_TLS_DIR, nil when TLS is off.
-func loadKafkaTLS(getenv func(string) string) (*tls.Config, error) {
-	on := false
-	if v := getenv(EnvKafkaTLS); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not true or false", EnvKafkaTLS, v)
-		}
-		on = b
+// Load reads the shared Kafka settings through getenv, reporting every
+// bad one at once.
+func Load(getenv func(string) string) (Config, error) {
+	var s Settings
+	errs := []error{config.Parse(getenv, &s)}
+	var c Config
+	if c.Brokers = config.SplitList(s.Brokers); len(c.Brokers) == 0 {
+		errs = append(errs, fmt.Errorf("%s: no broker address", EnvBrokers))
 	}
-	dir := getenv(EnvKafkaTLSDir)
-	if !on {
+	prefix := s.Prefix
+	if prefix == "-" {
+		prefix = ""
+	}
+	var err error
+	if c.Names, err = topics.NewNames(prefix, s.Tiers); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", EnvRetryTiers, err))
+	}
+	if c.SessionTimeout = s.SessionTimeout; c.SessionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("%s: %v is less than 1s", EnvSessionTimeout, c.SessionTimeout))
+	}
+	if c.StartupTimeout = s.StartupTimeout; c.StartupTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvStartupTimeout, c.StartupTimeout))
+	}
+	if c.TLS, err = loadTLS(s); err != nil {
+		errs = append(errs, err)
+	}
+	if c.SASL, err = loadSASL(s); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+// loadTLS returns the TLS configuration of WEBHOOKS_KAFKA_TLS and
+// WEBHOOKS_KAFKA_TLS_DIR, nil when TLS is off.
+func loadTLS(s Settings) (*tls.Config, error) {
+	dir := s.TLSDir
+	if !s.TLS {
 		if dir != "" {
 			return nil, fmt.Errorf("%s is set but %s is not true: set %s=true to dial the brokers over TLS",
 				EnvKafkaTLSDir, EnvKafkaTLS, EnvKafkaTLS)
@@ -204,11 +217,11 @@ func exists(path string) (bool, error) {
 	return err == nil, err
 }
 
-// loadKafkaSASL returns the SASL mechanism of WEBHOOKS_KAFKA_SASL_*, nil
-// when SASL is off. Its errors never include the password.
-func loadKafkaSASL(getenv func(string) string) (sasl.Mechanism, error) {
-	name := strings.ToUpper(strings.TrimSpace(getenv(EnvKafkaSASLMechanism)))
-	user, pass := getenv(EnvKafkaSASLUsername), getenv(EnvKafkaSASLPassword)
+// loadSASL returns the SASL mechanism of WEBHOOKS_KAFKA_SASL_*, nil when
+// SASL is off. Its errors never include the password.
+func loadSASL(s Settings) (sasl.Mechanism, error) {
+	name := strings.ToUpper(strings.TrimSpace(s.SASLMechanism))
+	user, pass := s.SASLUsername, s.SASLPassword
 	if name == "" {
 		if user != "" || pass != "" {
 			return nil, fmt.Errorf("%s is required when %s or %s is set (%s, %s or %s)",
@@ -220,7 +233,7 @@ func loadKafkaSASL(getenv func(string) string) (sasl.Mechanism, error) {
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 	default:
 		return nil, fmt.Errorf("%s: %q is not %s, %s or %s",
-			EnvKafkaSASLMechanism, getenv(EnvKafkaSASLMechanism), SASLPlain, SASLScramSHA256, SASLScramSHA512)
+			EnvKafkaSASLMechanism, s.SASLMechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
 	if user == "" {
 		return nil, fmt.Errorf("%s: required with %s=%s", EnvKafkaSASLUsername, EnvKafkaSASLMechanism, name)
@@ -236,24 +249,4 @@ func loadKafkaSASL(getenv func(string) string) (sasl.Mechanism, error) {
 	default:
 		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
 	}
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-// lookup treats a set-but-empty prefix as "no prefix" only when written as
-// the single character "-", since getenv cannot tell unset from empty.
-func lookup(getenv func(string) string, key string) (string, bool) {
-	v := getenv(key)
-	switch v {
-	case "":
-		return "", false
-	case "-":
-		return "", true
-	}
-	return v, true
 }

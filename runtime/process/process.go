@@ -5,11 +5,14 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/hookpipe/hookpipe/runtime/version"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -17,23 +20,48 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/config"
 )
 
+// Settings are the variables of the process itself.
+type Settings struct {
+	LogLevel string `env:"WEBHOOKS_LOG_LEVEL" envDefault:"info" desc:"Log level: debug, info, warn or error (JSON logs on stderr)."`
+}
+
 // Main runs a component and exits: 2 for bad configuration, 1 when it
-// failed, 0 after a clean shutdown.
+// failed, 0 after a clean shutdown. With the argument --version it prints
+// the component's name and version and exits 0; any other argument is an
+// error (components take their configuration from the environment).
 func Main[C any](name string, load func(func(string) string) (C, error), run func(context.Context, C, *zap.Logger) error) {
+	if code, done := args(name, os.Args[1:], os.Stdout, os.Stderr); done {
+		os.Exit(code)
+	}
 	os.Exit(Run(name, os.Getenv, os.Stderr, load, run))
+}
+
+// args handles the command line: --version, or nothing.
+func args(name string, argv []string, stdout, stderr io.Writer) (code int, done bool) {
+	switch {
+	case len(argv) == 0:
+		return 0, false
+	case len(argv) == 1 && (argv[0] == "--version" || argv[0] == "-version"):
+		fmt.Fprintf(stdout, "%s %s\n", name, version.Version)
+		return 0, true
+	}
+	fmt.Fprintf(stderr, "%s: unexpected arguments %q: the only flag is --version; "+
+		"configuration comes from WEBHOOKS_* environment variables (docs/configuration.md)\n", name, argv)
+	return 2, true
 }
 
 // Run is Main without the exit, for tests.
 func Run[C any](name string, getenv func(string) string, stderr io.Writer,
 	load func(func(string) string) (C, error), run func(context.Context, C, *zap.Logger) error) int {
 	cfg, err := load(getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: configuration: %v\n", name, err)
-		return 2
+	var ps Settings
+	perr := config.Parse(getenv, &ps)
+	level, lerr := zapcore.ParseLevel(ps.LogLevel)
+	if lerr != nil {
+		lerr = fmt.Errorf("%s: %w", config.EnvLogLevel, lerr)
 	}
-	level, err := zapcore.ParseLevel(getenv(config.EnvLogLevel))
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s: %v\n", name, config.EnvLogLevel, err)
+	if err := errors.Join(err, perr, lerr); err != nil {
+		fmt.Fprintf(stderr, "%s: configuration: %v\n", name, err)
 		return 2
 	}
 	zc := zap.NewProductionConfig()

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hookpipe/hookpipe/runtime/config"
 )
 
 // Environment variables of the Redis connection.
@@ -44,17 +46,16 @@ const Disabled = "-"
 
 // Config locates Redis. The zero value is "no Redis".
 type Config struct {
-	// URL: WEBHOOKS_REDIS_URL, default redis://127.0.0.1:6379/0; "-" (or an
-	// empty URL in a Config built in code) runs without Redis.
-	URL string
-	// KeyPrefix starts every key: WEBHOOKS_REDIS_KEY_PREFIX, default "webhooks:".
-	KeyPrefix string
-	// Timeout bounds every call: WEBHOOKS_REDIS_TIMEOUT, default 100ms.
-	Timeout time.Duration
+	// URL locates Redis; "-" (or an empty URL in a Config built in code)
+	// runs without Redis.
+	URL string `env:"WEBHOOKS_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0" desc:"Redis shared by the replicas (breakers, rate limits, dedup, recovery marks); - for none. Every feature fails open when Redis is down."`
+	// KeyPrefix starts every key.
+	KeyPrefix string `env:"WEBHOOKS_REDIS_KEY_PREFIX" envDefault:"webhooks:" desc:"Starts every Redis key, so two pipelines can share a server."`
+	// Timeout bounds every call.
+	Timeout time.Duration `env:"WEBHOOKS_REDIS_TIMEOUT" envDefault:"100ms" desc:"Bounds every Redis call (at least 1ms)."`
 	// RetryInterval is how long Redis is skipped (failing open at once)
-	// after a call failed; then one call probes it:
-	// WEBHOOKS_REDIS_RETRY_INTERVAL, default 2s.
-	RetryInterval time.Duration
+	// after a call failed; then one call probes it.
+	RetryInterval time.Duration `env:"WEBHOOKS_REDIS_RETRY_INTERVAL" envDefault:"2s" desc:"How long Redis is skipped after a failed call before one call probes it (at least the timeout)."`
 }
 
 // Enabled reports whether a Redis URL is configured.
@@ -98,30 +99,21 @@ func (c Config) Validate() error {
 }
 
 // Load reads the Redis settings through getenv, applies the defaults and
-// validates them.
+// validates them, reporting every bad variable at once.
 func Load(getenv func(string) string) (Config, error) {
-	c := Config{URL: DefaultURL}
-	var errs []error
-	switch v := strings.TrimSpace(getenv(EnvURL)); v {
-	case "":
-	case Disabled:
-		c.URL = ""
-	default:
-		c.URL = v
+	var c Config
+	if err := config.Parse(getenv, &c); err != nil {
+		return c, err
 	}
-	c.KeyPrefix = getenv(EnvKeyPrefix)
-	for _, d := range []struct {
-		env string
-		dst *time.Duration
-	}{{EnvTimeout, &c.Timeout}, {EnvRetryInterval, &c.RetryInterval}} {
-		if v := getenv(d.env); v != "" {
-			t, err := time.ParseDuration(v)
-			if err != nil || t <= 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", d.env, v))
-				continue
-			}
-			*d.dst = t
-		}
+	if c.URL = strings.TrimSpace(c.URL); c.URL == Disabled {
+		c.URL = ""
+	}
+	var errs []error
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvTimeout, c.Timeout))
+	}
+	if c.RetryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvRetryInterval, c.RetryInterval))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, err

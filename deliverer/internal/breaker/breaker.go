@@ -33,21 +33,16 @@ import (
 // Config sets the breaker. Environment variables are read by the
 // deliverer's configuration.
 type Config struct {
-	// ThresholdPercent of failed attempts in the window opens the breaker:
-	// WEBHOOKS_BREAKER_THRESHOLD, default 50.
-	ThresholdPercent int
-	// MinCalls is the fewest attempts in the window that can open it:
-	// WEBHOOKS_BREAKER_MIN_CALLS, default 10.
-	MinCalls int
-	// Window is the time window of the error rate: WEBHOOKS_BREAKER_WINDOW,
-	// default 60s (counted in 12 buckets).
-	Window time.Duration
-	// SleepWindow is how long it stays open before probing:
-	// WEBHOOKS_BREAKER_SLEEP, default 30s.
-	SleepWindow time.Duration
-	// Probes is how many half-open attempts must all succeed to close it:
-	// WEBHOOKS_BREAKER_PROBES, default 3.
-	Probes int
+	// ThresholdPercent of failed attempts in the window opens the breaker.
+	ThresholdPercent int `env:"WEBHOOKS_BREAKER_THRESHOLD" envDefault:"50" desc:"Percent of failed attempts in the window that opens a subscription's breaker (1..100)."`
+	// MinCalls is the fewest attempts in the window that can open it.
+	MinCalls int `env:"WEBHOOKS_BREAKER_MIN_CALLS" envDefault:"10" desc:"Fewest attempts in the window that can open the breaker."`
+	// Window is the time window of the error rate (counted in 12 buckets).
+	Window time.Duration `env:"WEBHOOKS_BREAKER_WINDOW" envDefault:"1m" desc:"Time window of the error rate."`
+	// SleepWindow is how long it stays open before probing.
+	SleepWindow time.Duration `env:"WEBHOOKS_BREAKER_SLEEP" envDefault:"30s" desc:"How long an open breaker waits before probing."`
+	// Probes is how many half-open attempts must all succeed to close it.
+	Probes int `env:"WEBHOOKS_BREAKER_PROBES" envDefault:"3" desc:"Half-open attempts that must all succeed to close the breaker."`
 }
 
 // Defaults fills zero fields.

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/version"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/deliverer"
@@ -55,7 +57,12 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of each topic created")
 	flag.BoolVar(&o.demo, "demo", os.Getenv("DEMO") != "0", "run the demo receiver and producer (DEMO=0 disables)")
 	flag.IntVar(&o.rate, "rate", 200, "demo events per second")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("stack", version.Version)
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	go func() {
