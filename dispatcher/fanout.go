@@ -22,29 +22,10 @@ func fanOut(r *kgo.Record, subs matcher, names topics.Names, maxEventBytes int, 
 	if err != nil {
 		return []*kgo.Record{deadLetter(r, err, names, now)}, err
 	}
-	ts := ev.CreatedAt
-	if ts == "" {
-		ts = r.Timestamp.UTC().Format(time.RFC3339Nano)
-	}
 	matched := subs.Match(&ev)
 	out := make([]*kgo.Record, 0, len(matched))
-	for _, s := range matched {
-		d := topics.Delivery{
-			SubscriptionID: s.ID,
-			EventID:        ev.ID,
-			EventType:      ev.Type,
-			Tenant:         ev.Tenant,
-			Key:            ev.Key,
-			Timestamp:      ts,
-			Data:           ev.Data,
-			Attempt:        1,
-			PublishedAt:    r.Timestamp.UTC(),
-		}
-		out = append(out, &kgo.Record{
-			Topic: names.Deliveries(),
-			Key:   []byte(s.DeliveryKey(&ev)),
-			Value: d.Encode(),
-		})
+	for _, sub := range matched {
+		out = append(out, topics.DeliveryRecord(r, &ev, sub, names))
 	}
 	return out, nil
 }

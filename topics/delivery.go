@@ -127,3 +127,28 @@ func NotBeforeOf(r *kgo.Record) (t time.Time, ok bool) {
 	}
 	return time.Time{}, false
 }
+
+// DeliveryRecord is the record an event record makes for one subscription:
+// the first attempt, on the deliveries topic, keyed by
+// Subscription.DeliveryKey so that the subscription's deliveries share a
+// partition and a key's stay in order. The dispatcher and replays build it
+// with this one function: a replayed delivery is the record the
+// dispatcher made.
+func DeliveryRecord(r *kgo.Record, ev *Event, sub *Subscription, names Names) *kgo.Record {
+	ts := ev.CreatedAt
+	if ts == "" {
+		ts = r.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	d := Delivery{
+		SubscriptionID: sub.ID,
+		EventID:        ev.ID,
+		EventType:      ev.Type,
+		Tenant:         ev.Tenant,
+		Key:            ev.Key,
+		Timestamp:      ts,
+		Data:           ev.Data,
+		Attempt:        1,
+		PublishedAt:    r.Timestamp.UTC(),
+	}
+	return &kgo.Record{Topic: names.Deliveries(), Key: []byte(sub.DeliveryKey(ev)), Value: d.Encode()}
+}

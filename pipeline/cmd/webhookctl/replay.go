@@ -133,7 +133,7 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 				st.notMatching.Add(1)
 				return nil
 			}
-			batch = append(batch, delivery(r, &ev, sub, k.names))
+			batch = append(batch, topics.DeliveryRecord(r, &ev, sub, k.names))
 			if len(batch) < p.batch {
 				return nil
 			}
@@ -158,25 +158,4 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 			sum.Replayed, sum.Subscription, sum.Scanned, sum.NotMatching+sum.Undecodable, sum.NotMatching, sum.Undecodable)
 		return nil
 	}
-}
-
-// delivery is the record the dispatcher makes of an event record for one
-// subscription: the first attempt, keyed and valued the same way.
-func delivery(r *kgo.Record, ev *topics.Event, sub *topics.Subscription, names topics.Names) *kgo.Record {
-	ts := ev.CreatedAt
-	if ts == "" {
-		ts = r.Timestamp.UTC().Format(time.RFC3339Nano)
-	}
-	d := topics.Delivery{
-		SubscriptionID: sub.ID,
-		EventID:        ev.ID,
-		EventType:      ev.Type,
-		Tenant:         ev.Tenant,
-		Key:            ev.Key,
-		Timestamp:      ts,
-		Data:           ev.Data,
-		Attempt:        1,
-		PublishedAt:    r.Timestamp.UTC(),
-	}
-	return &kgo.Record{Topic: names.Deliveries(), Key: []byte(sub.DeliveryKey(ev)), Value: d.Encode()}
 }

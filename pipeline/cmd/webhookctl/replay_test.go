@@ -10,7 +10,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
 
+	"github.com/hookpipe/hookpipe/dispatcher"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -164,4 +167,45 @@ func (h *harness) partitions(topic string) int {
 		h.t.Fatal(err)
 	}
 	return len(details[topic].Partitions)
+}
+
+// TestReplayedIsDispatched: a replayed delivery is the record the
+// dispatcher made of the same event for the same subscription: key, value,
+// headers and partition.
+func TestReplayedIsDispatched(t *testing.T) {
+	h := newHarness(t, true)
+	h.create("--id", "sub_same", "--url", "https://same.example/", "--events", "order.*", "--ordering", "key")
+	h.publishAt([]string{`{"id":"evt_same","type":"order.created","tenant":"acme","key":"k7","data":{"n":1}}`},
+		[]string{"k7"}, []time.Time{time.Now().Add(-time.Minute).Truncate(time.Millisecond)})
+
+	cfg, err := dispatcher.LoadConfig(func(k string) string { return h.env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- dispatcher.Run(ctx, cfg, zaptest.NewLogger(t)) }()
+	testkit.WaitFor(t, 20*time.Second, "the dispatcher's delivery", func() bool {
+		return len(h.committed(h.names.Deliveries())) > 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("dispatcher: %v", err)
+	}
+
+	var sum replaySummary
+	h.json(&sum, "replay", "--subscription", "sub_same", "--since", "1h", "--rate", "1000")
+	if sum.Replayed != 1 {
+		t.Fatalf("replay: %+v, want one", sum)
+	}
+	got := h.committed(h.names.Deliveries())
+	if len(got) != 2 {
+		t.Fatalf("%d deliveries, want the dispatched one and the replayed one", len(got))
+	}
+	d, r := got[0], got[1]
+	if !bytes.Equal(d.Key, r.Key) || !bytes.Equal(d.Value, r.Value) || !reflect.DeepEqual(d.Headers, r.Headers) ||
+		d.Partition != r.Partition {
+		t.Fatalf("dispatched  %q %s %v on %d\nreplayed as %q %s %v on %d",
+			d.Key, d.Value, d.Headers, d.Partition, r.Key, r.Value, r.Headers, r.Partition)
+	}
 }
