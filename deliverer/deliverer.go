@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
@@ -41,8 +40,8 @@ type deliverer struct {
 	m      *metrics
 	prot   *protection // circuit breakers, rate limits, auto-disable; nil without Redis
 
-	commitMu  sync.Mutex
-	committed map[lanes.TP]int64
+	commitMu sync.Mutex
+	wms      *kafka.Watermarks
 }
 
 // Run delivers until ctx is done, then shuts down in order: stop fetching,
@@ -57,14 +56,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer srv.Close() // last: metrics and health outlive the shutdown
 	d := &deliverer{
-		m:         newMetrics(reg, cfg.Kafka.Names),
-		cfg:       cfg,
-		names:     cfg.Kafka.Names,
-		log:       log,
-		lanes:     lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]),
-		sender:    newSender(cfg),
-		fatal:     make(chan error, 1),
-		committed: map[lanes.TP]int64{},
+		m:      newMetrics(reg, cfg.Kafka.Names),
+		cfg:    cfg,
+		names:  cfg.Kafka.Names,
+		log:    log,
+		lanes:  lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]),
+		sender: newSender(cfg),
+		fatal:  make(chan error, 1),
 	}
 	if d.prot, err = newProtection(cfg.Protection, cfg.MaxInFlight, log); err != nil {
 		return err
@@ -94,6 +92,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	d.cl = cl
+	d.wms = kafka.NewWatermarks(cl, d.log)
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, d.names.All(), log); err != nil || ctx.Err() != nil {
 		cl.Close()
 		return err
@@ -396,34 +395,14 @@ func (d *deliverer) commit(ctx context.Context, parts []lanes.TP) {
 }
 
 func (d *deliverer) commitLocked(ctx context.Context, parts []lanes.TP) {
-	offsets := map[string]map[int32]kgo.EpochOffset{}
+	wms := map[string]map[int32]kgo.EpochOffset{}
 	for tp, wm := range d.lanes.Watermarks(parts) {
-		if last, ok := d.committed[tp]; !ok || wm.Offset > last {
-			if offsets[tp.Topic] == nil {
-				offsets[tp.Topic] = map[int32]kgo.EpochOffset{}
-			}
-			offsets[tp.Topic][tp.Partition] = wm
+		if wms[tp.Topic] == nil {
+			wms[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
+		wms[tp.Topic][tp.Partition] = wm
 	}
-	if len(offsets) == 0 {
-		return
-	}
-	d.cl.CommitOffsetsSync(ctx, offsets,
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				if ctx.Err() == nil {
-					d.log.Warn("commit failed", zap.Error(err))
-				}
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if p.ErrorCode == 0 {
-						d.committed[lanes.TP{Topic: t.Topic, Partition: p.Partition}] = offsets[t.Topic][p.Partition].Offset
-					}
-				}
-			}
-		})
+	d.wms.Commit(ctx, wms)
 }
 
 // revoked hands partitions over cleanly: records not started are dropped
@@ -444,9 +423,7 @@ func (d *deliverer) revoked(ctx context.Context, _ *kgo.Client, lost map[string]
 	d.commitLocked(ctx, parts)
 	d.lanes.Forget(parts)
 	d.holds.forget(parts)
-	for _, p := range parts {
-		delete(d.committed, p)
-	}
+	d.wms.Forget(lost)
 	d.log.Info("partitions revoked", zap.Any("partitions", lost), zap.Int("dropped_unstarted", dropped))
 }
 
@@ -473,8 +450,6 @@ func (d *deliverer) lost(_ context.Context, _ *kgo.Client, lost map[string][]int
 	d.lanes.Drop(parts)
 	d.lanes.Forget(parts)
 	d.holds.forget(parts)
-	for _, p := range parts {
-		delete(d.committed, p)
-	}
+	d.wms.Forget(lost)
 	d.log.Warn("partitions lost", zap.Any("partitions", lost))
 }

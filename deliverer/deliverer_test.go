@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -681,11 +682,12 @@ func TestPollBackpressure(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]), holds: newHolds(nil),
-				fatal: make(chan error, 1), committed: map[lanes.TP]int64{}}
+				fatal: make(chan error, 1)}
 			d.cl, err = kgo.NewClient(d.opts(baseOpts(cfg, h.log))...)
 			if err != nil {
 				t.Fatal(err)
 			}
+			d.wms = kafka.NewWatermarks(d.cl, h.log)
 			defer d.cl.Close()
 			h.deliver(func() []topics.Delivery {
 				var ds []topics.Delivery

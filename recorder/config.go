@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/hookpipe/hookpipe/recorder/internal/schema"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 )
@@ -18,6 +18,12 @@ const (
 	EnvClickHouseDatabase = "WEBHOOKS_CLICKHOUSE_DATABASE"
 	EnvClickHouseUser     = "WEBHOOKS_CLICKHOUSE_USER"
 	EnvClickHousePassword = "WEBHOOKS_CLICKHOUSE_PASSWORD"
+)
+
+// Defaults of the ClickHouse connection (the Config tags say the same).
+const (
+	DefaultClickHouseAddr = "127.0.0.1:9000"
+	DefaultDatabase       = "webhooks"
 )
 
 // Config is the recorder's configuration. Every field says its environment

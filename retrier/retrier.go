@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
@@ -43,26 +42,25 @@ type retrier struct {
 
 	tiers map[string]time.Duration // by topic
 
-	mu        sync.Mutex
-	held      map[tp]*hold.Partition
-	paused    map[tp]bool
-	overrun   map[tp]bool // paused past the horizon: records behind may be late
-	atBound   bool        // holding MaxHeld records or MaxHeldMB
-	committed map[tp]int64
+	mu      sync.Mutex
+	held    map[tp]*hold.Partition
+	paused  map[tp]bool
+	overrun map[tp]bool // paused past the horizon: records behind may be late
+	atBound bool        // holding MaxHeld records or MaxHeldMB
+	wms     *kafka.Watermarks
 }
 
 // Run releases due retries until ctx is done, then commits what it
 // released and leaves the group.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	r := &retrier{
-		cfg:       cfg,
-		names:     cfg.Kafka.Names,
-		log:       log.Named("retrier"),
-		tiers:     map[string]time.Duration{},
-		held:      map[tp]*hold.Partition{},
-		paused:    map[tp]bool{},
-		overrun:   map[tp]bool{},
-		committed: map[tp]int64{},
+		cfg:     cfg,
+		names:   cfg.Kafka.Names,
+		log:     log.Named("retrier"),
+		tiers:   map[string]time.Duration{},
+		held:    map[tp]*hold.Partition{},
+		paused:  map[tp]bool{},
+		overrun: map[tp]bool{},
 	}
 	for _, t := range r.names.Tiers {
 		r.tiers[r.names.Retry(t)] = t
@@ -79,6 +77,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	r.cl = cl
+	r.wms = kafka.NewWatermarks(cl, r.log)
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, append(r.names.RetryTopics(), r.names.Redeliveries()), r.log); err != nil || ctx.Err() != nil {
 		cl.Close()
 		return err
@@ -331,41 +330,20 @@ func add(m map[string][]int32, k tp) map[string][]int32 {
 // held ones when nil).
 func (r *retrier) commit(ctx context.Context, only map[string][]int32) {
 	r.mu.Lock()
-	offsets := map[string]map[int32]kgo.EpochOffset{}
+	wms := map[string]map[int32]kgo.EpochOffset{}
 	for k, h := range r.held {
 		if only != nil && !contains(only[k.topic], k.partition) {
 			continue
 		}
-		wm, ok := h.Watermark()
-		if !ok || wm.Offset <= r.committed[k] {
-			continue
+		if wm, ok := h.Watermark(); ok {
+			if wms[k.topic] == nil {
+				wms[k.topic] = map[int32]kgo.EpochOffset{}
+			}
+			wms[k.topic][k.partition] = wm
 		}
-		if offsets[k.topic] == nil {
-			offsets[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		offsets[k.topic][k.partition] = wm
 	}
 	r.mu.Unlock()
-	if len(offsets) == 0 {
-		return
-	}
-	r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("commit failed", zap.Error(err))
-			}
-			return
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode == 0 {
-					r.committed[tp{t.Topic, p.Partition}] = offsets[t.Topic][p.Partition].Offset
-				}
-			}
-		}
-	})
+	r.wms.Commit(ctx, wms)
 }
 
 func contains(ps []int32, p int32) bool {
@@ -401,10 +379,10 @@ func (r *retrier) forget(gone map[string][]int32) {
 			delete(r.held, k)
 			delete(r.paused, k)
 			delete(r.overrun, k)
-			delete(r.committed, k)
 		}
 	}
 	r.mu.Unlock()
+	r.wms.Forget(gone)
 	// The client keeps a pause across rebalances: lift it, or a partition
 	// assigned back to this member would never be fetched again.
 	if resume != nil {

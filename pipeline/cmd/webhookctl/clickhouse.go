@@ -7,28 +7,30 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/hookpipe/hookpipe/recorder"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// The ClickHouse connection, as the recorder reads it (recorder/README.md).
+// The ClickHouse connection, as the recorder reads it (docs/configuration.md).
 const (
-	envClickHouseAddr     = "WEBHOOKS_CLICKHOUSE_ADDR"
-	envClickHouseDatabase = "WEBHOOKS_CLICKHOUSE_DATABASE"
-	envClickHouseUser     = "WEBHOOKS_CLICKHOUSE_USER"
-	envClickHousePassword = "WEBHOOKS_CLICKHOUSE_PASSWORD"
-	defaultClickHouseAddr = "127.0.0.1:9000"
-	defaultDatabase       = "webhooks"
+	envClickHouseAddr     = recorder.EnvClickHouseAddr
+	envClickHouseDatabase = recorder.EnvClickHouseDatabase
+	envClickHouseUser     = recorder.EnvClickHouseUser
+	envClickHousePassword = recorder.EnvClickHousePassword
+	defaultClickHouseAddr = recorder.DefaultClickHouseAddr
+	defaultDatabase       = recorder.DefaultDatabase
 )
 
 // The tables the recorder creates; each is partitioned by month
 // (toYYYYMM of its time column).
-var partitionedTables = []string{"attempts", "attempts_per_minute", "latency_per_minute"}
+var partitionedTables = []string{schema.TableAttempts, schema.TableOutcomes, schema.TableLatency}
 
 // clickhouseFlags are the connection flags of the ClickHouse commands.
 type clickhouseFlags struct {
@@ -39,8 +41,6 @@ func (f *clickhouseFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "clickhouse", "", "ClickHouse native-protocol host:port (default $"+envClickHouseAddr+" or "+defaultClickHouseAddr+")")
 	fs.StringVar(&f.database, "database", "", "ClickHouse database (default $"+envClickHouseDatabase+" or "+defaultDatabase+")")
 }
-
-var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // clickhouseConn is a connection checked to answer, and its database.
 type clickhouseConn struct {
@@ -57,8 +57,8 @@ func (c *cli) connectClickHouse(ctx context.Context, f *clickhouseFlags) (*click
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, usagef("ClickHouse address %q: want host:port", addr)
 	}
-	if !identRe.MatchString(db) {
-		return nil, usagef("ClickHouse database %q: want letters, digits and underscores", db)
+	if err := schema.ValidDatabase(db); err != nil {
+		return nil, usagef("ClickHouse %v", err)
 	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:        []string{addr},

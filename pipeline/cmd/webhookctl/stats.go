@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -128,7 +129,7 @@ func boolInt(b bool) int64 {
 // key, then the failures per key and category. FINAL folds copies of
 // replayed attempts, so the numbers are exact.
 func (ch *clickhouseConn) stats(ctx context.Context, key, where string, args []any) ([]statsRow, error) {
-	from := " FROM " + ch.db + ".attempts FINAL WHERE " + where
+	from := " FROM " + ch.db + "." + schema.TableAttempts + " FINAL WHERE " + where
 	q := `SELECT ` + key + ` AS k,
     countIf(` + requested + `) AS requests,
     countIf(outcome = 'success') AS succeeded,

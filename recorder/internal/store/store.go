@@ -13,7 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
-	"github.com/hookpipe/hookpipe/recorder/internal/schema"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 )
 
 // Writer inserts batches into db.attempts.

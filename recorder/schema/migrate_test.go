@@ -8,7 +8,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
-	"github.com/hookpipe/hookpipe/recorder/internal/schema"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 )
 
 // TestMigrateTwice: the first run on an empty server applies every
