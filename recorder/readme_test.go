@@ -12,8 +12,8 @@ import (
 
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
 	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
-	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/recorder/internal/store"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/topics"
 )
 

@@ -26,8 +26,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
-	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/recorder/internal/store"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 )

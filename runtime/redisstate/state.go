@@ -109,10 +109,10 @@ func (g *Guard) ClearRecovering(ctx context.Context, sub string) error {
 func (g *Guard) Recovering(ctx context.Context, since time.Time) (map[string]time.Time, error) {
 	var zs []redis.Z
 	err := g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
-		min := strconv.FormatInt(since.UnixMilli(), 10)
+		from := strconv.FormatInt(since.UnixMilli(), 10)
 		p := rdb.Pipeline()
-		p.ZRemRangeByScore(ctx, g.keys.Recovering(), "-inf", "("+min)
-		r := p.ZRangeByScoreWithScores(ctx, g.keys.Recovering(), &redis.ZRangeBy{Min: min, Max: "+inf"})
+		p.ZRemRangeByScore(ctx, g.keys.Recovering(), "-inf", "("+from)
+		r := p.ZRangeByScoreWithScores(ctx, g.keys.Recovering(), &redis.ZRangeBy{Min: from, Max: "+inf"})
 		if _, err := p.Exec(ctx); err != nil {
 			return err
 		}

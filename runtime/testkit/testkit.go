@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// EnvRequireServices, when set (`make test` sets it), turns the skip of a
+// EnvRequireServices names the variable that, when set (`make test` sets it), turns the skip of a
 // test whose service (redis-server, clickhouse-server) is missing into a
 // failure: under `make test` and in CI the real thing always runs.
 const EnvRequireServices = "WEBHOOKS_TEST_REQUIRE_SERVICES"

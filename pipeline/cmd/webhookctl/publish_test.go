@@ -97,7 +97,7 @@ func TestPublishRejects(t *testing.T) {
 		{"bad created-at", []string{"--type", "a", "--data", "{}", "--created-at", "yesterday"}},
 		{"too big", []string{"--type", "a", "--data", `"` + strings.Repeat("x", topics.DefaultMaxEventBytes) + `"`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(*testing.T) {
 			h.fails(2, append([]string{"publish"}, tc.args...)...)
 		})
 	}

@@ -136,7 +136,7 @@ func TestCreateRejects(t *testing.T) {
 		{"bad id", base("--id", "sub 1"), 2},
 		{"duplicate id", base("--id", "sub_taken"), 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) { h.fails(tc.code, tc.args...) })
+		t.Run(tc.name, func(*testing.T) { h.fails(tc.code, tc.args...) })
 	}
 	if n := len(h.records(h.names.Subscriptions())); n != 1 {
 		t.Errorf("%d records on the subscriptions topic, want only the first create", n)

@@ -37,13 +37,13 @@ func Shared(tb testing.TB) (url, prefix string) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	prefix = "test:" + hex.EncodeToString(b) + ":"
-	tb.Cleanup(func() { deleteKeys(tb, url, prefix) })
+	tb.Cleanup(func() { deleteKeys(url, prefix) })
 	return url, prefix
 }
 
 // deleteKeys removes every key under prefix (and redis_rate's "rate:"
 // copies of them).
-func deleteKeys(tb testing.TB, url, prefix string) {
+func deleteKeys(url, prefix string) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		return
