@@ -4,12 +4,13 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/hookpipe/hookpipe/recorder"
 	"github.com/hookpipe/hookpipe/recorder/schema"

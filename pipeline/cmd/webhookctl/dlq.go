@@ -3,13 +3,14 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 

@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 

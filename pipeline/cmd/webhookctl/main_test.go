@@ -175,9 +175,9 @@ func TestUsage(t *testing.T) {
 		code int
 		out  string // in stdout when code is 0
 	}{
-		{name: "no args", code: 0, out: "usage: webhookctl"},
+		{name: "no args", code: 0, out: "Usage:\n  webhookctl"},
 		{name: "help", args: []string{"help"}, code: 0, out: "subscriptions rotate-secret ID"},
-		{name: "-h", args: []string{"-h"}, code: 0, out: "usage: webhookctl"},
+		{name: "-h", args: []string{"-h"}, code: 0, out: "Usage:\n  webhookctl"},
 		{name: "command -h", args: []string{"subscriptions", "create", "-h"}, code: 0, out: "-retry-schedule"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2},
 		{name: "missing subcommand", args: []string{"subscriptions"}, code: 2},
@@ -283,10 +283,10 @@ func TestGlobalFlagPositions(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &after); err != nil {
 		t.Fatalf("-o json after the command: %v in %q", err, out)
 	}
-	// A --timeout after "update" is the subscription's; before, the command's.
-	h.ok("--timeout", "20s", "subscriptions", "update", before.ID, "--brokers", good, "--timeout", "30s")
+	// --timeout is the command's wherever it stands; --http-timeout the subscription's.
+	h.ok("--timeout", "20s", "subscriptions", "update", before.ID, "--brokers", good, "--http-timeout", "30s", "--timeout", "25s")
 	if got := h.stored(before.ID).TimeoutMS; got != 30_000 {
-		t.Errorf("timeout_ms %d after update --timeout 30s, want 30000", got)
+		t.Errorf("timeout_ms %d after update --http-timeout 30s, want 30000", got)
 	}
 	// Flags may follow the positional argument, and "--" ends the flags.
 	h.ok("subscriptions", "get", "--brokers", good, after.ID, "-o", "json")

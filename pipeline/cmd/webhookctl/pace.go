@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math"
 	"sync"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"golang.org/x/time/rate"
 )

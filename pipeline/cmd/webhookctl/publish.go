@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 

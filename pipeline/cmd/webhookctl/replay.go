@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -31,7 +32,7 @@ type subFlags struct {
 }
 
 // subFlagNames are the flags define registers, for telling which were given.
-var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate", "timeout", "retry-schedule", "retry-statuses", "disabled"}
+var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "disabled"}
 
 func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	secretHelp := "signing secret, whsec_ + base64 of 24-64 bytes (default: generated)"
@@ -46,8 +47,8 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.StringVar(&f.tenant, "tenant", "", "match only this tenant's events (empty: every tenant)")
 	fs.StringVar(&f.ordering, "ordering", topics.OrderingNone, "none, or key: deliver events with the same key in publish order")
 	fs.Var(&f.headers, "header", "K:V header sent with every request; repeatable; an empty value clears the headers")
-	fs.Float64Var(&f.rate, "rate", 0, "max requests per second; 0 is unlimited")
-	fs.DurationVar(&f.timeout, "timeout", topics.DefaultTimeout, "HTTP timeout of one attempt")
+	fs.Float64Var(&f.rate, "rate-limit", 0, "max requests per second to the endpoint; 0 is unlimited")
+	fs.DurationVar(&f.timeout, "http-timeout", topics.DefaultTimeout, "HTTP timeout of one attempt")
 	fs.StringVar(&f.schedule, "retry-schedule", "", "comma-separated delays of the retries after the first attempt (empty: 5s,5m,30m,2h,5h,10h,10h)")
 	fs.StringVar(&f.statuses, "retry-statuses", "", "comma-separated permanent statuses to retry instead of dead-lettering at once, e.g. 404 (empty: none)")
 	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
@@ -75,15 +76,15 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 	if given("header") {
 		s.Headers = f.headers.m
 	}
-	if given("rate") {
+	if given("rate-limit") {
 		if math.IsNaN(f.rate) || math.IsInf(f.rate, 0) {
-			return usagef("--rate %v: want a number", f.rate)
+			return usagef("--rate-limit %v: want a number", f.rate)
 		}
 		s.RateLimitPerS = f.rate
 	}
-	if given("timeout") {
+	if given("http-timeout") {
 		if f.timeout%time.Millisecond != 0 {
-			return usagef("--timeout %s: want whole milliseconds", f.timeout)
+			return usagef("--http-timeout %s: want whole milliseconds", f.timeout)
 		}
 		s.TimeoutMS = int(f.timeout.Milliseconds())
 	}
@@ -140,6 +141,9 @@ func (h *headerFlag) String() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Type names the value in --help.
+func (h *headerFlag) Type() string { return "K:V" }
 
 func (h *headerFlag) Set(v string) error {
 	if v == "" {

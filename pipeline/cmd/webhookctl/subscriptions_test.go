@@ -22,8 +22,8 @@ func TestCreateGetList(t *testing.T) {
 	h := newHarness(t, true)
 	start := time.Now().Add(-time.Second)
 	s := h.create("--url", "https://hooks.example/in?token=1", "--events", "order.*, invoice.paid",
-		"--tenant", "acme", "--header", "X-Team: payments", "--ordering", "key", "--rate", "2.5",
-		"--timeout", "5s", "--retry-schedule", "10s,1m")
+		"--tenant", "acme", "--header", "X-Team: payments", "--ordering", "key", "--rate-limit", "2.5",
+		"--http-timeout", "5s", "--retry-schedule", "10s,1m")
 
 	if !idRE.MatchString(s.ID) || !strings.HasPrefix(s.ID, "sub_") {
 		t.Errorf("generated id %q, want sub_ + 20 lowercase letters and digits", s.ID)
@@ -131,8 +131,8 @@ func TestCreateRejects(t *testing.T) {
 		{"bad retry schedule", base("--retry-schedule", "5s,forever"), 2},
 		{"retry status not a number", base("--retry-statuses", "404,gone"), 2},
 		{"retry status not permanent", base("--retry-statuses", "503"), 2},
-		{"timeout too long", base("--timeout", "10m"), 2},
-		{"negative rate", base("--rate", "-1"), 2},
+		{"timeout too long", base("--http-timeout", "10m"), 2},
+		{"negative rate", base("--rate-limit", "-1"), 2},
 		{"bad id", base("--id", "sub 1"), 2},
 		{"duplicate id", base("--id", "sub_taken"), 1},
 	} {
@@ -149,7 +149,7 @@ func TestCreateRejects(t *testing.T) {
 func TestUpdate(t *testing.T) {
 	h := newHarness(t, true)
 	h.create("--id", "sub_u", "--url", "https://a.example/", "--events", "a.*", "--tenant", "acme",
-		"--header", "X-A: 1", "--ordering", "key", "--rate", "5", "--retry-schedule", "1s,2s")
+		"--header", "X-A: 1", "--ordering", "key", "--rate-limit", "5", "--retry-schedule", "1s,2s")
 	before := h.stored("sub_u")
 
 	for _, tc := range []struct {
@@ -160,7 +160,7 @@ func TestUpdate(t *testing.T) {
 		{"url", []string{"--url", "https://b.example/"}, func(s *topics.Subscription) { s.URL = "https://b.example/" }},
 		{"headers replaced", []string{"--header", "X-B: 2"}, func(s *topics.Subscription) { s.Headers = map[string]string{"X-B": "2"} }},
 		{"headers cleared", []string{"--header", ""}, func(s *topics.Subscription) { s.Headers = nil }},
-		{"events and timeout", []string{"--events", "b,c", "--timeout", "1m"}, func(s *topics.Subscription) {
+		{"events and timeout", []string{"--events", "b,c", "--http-timeout", "1m"}, func(s *topics.Subscription) {
 			s.EventTypes = []string{"b", "c"}
 			s.TimeoutMS = 60_000
 		}},

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"strconv"
 	"strings"
 	"time"
+
+	flag "github.com/spf13/pflag"
 )
 
 // timeRange holds the --since and --until flags of the dlq and replay

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math"
+
+	flag "github.com/spf13/pflag"
 
 	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
 )
