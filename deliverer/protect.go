@@ -18,7 +18,7 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// Endpoint protection around an attempt (DESIGN.md "Endpoint protection",
+// Endpoint protection around an attempt (docs/design.md, "Endpoint protection",
 // invariants 5 and 7). Before an attempt, gate asks the subscription's
 // circuit breaker and rate limit; a delivery they hold back is not
 // attempted and does not use up its schedule: it goes to a retry tier with

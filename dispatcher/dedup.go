@@ -17,7 +17,7 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// Event dedup (DESIGN.md "Endpoint protection"): an event whose
+// Event dedup (docs/design.md, "Endpoint protection"): an event whose
 // idempotency_key was used by another event record of the same tenant
 // within the window is not fanned out again.
 //

@@ -3,6 +3,7 @@ package recorder
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,10 +18,10 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// readmeQueries returns the ```sql blocks of README.md.
+// readmeQueries returns the ```sql blocks of docs/analytics.md.
 func readmeQueries(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile(filepath.Join("..", "docs", "analytics.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func analystData(now time.Time) []topics.Attempt {
 	return out
 }
 
-// TestReadmeQueries runs every query of README.md, as written but for the
+// TestReadmeQueries runs every query of docs/analytics.md, as written but for the
 // database name, against the test server with a day of traffic recorded:
 // each must run and return rows.
 func TestReadmeQueries(t *testing.T) {
@@ -82,13 +83,13 @@ func TestReadmeQueries(t *testing.T) {
 	}
 	qs := readmeQueries(t)
 	if len(qs) < 10 {
-		t.Fatalf("README.md has %d sql blocks, want at least ten", len(qs))
+		t.Fatalf("docs/analytics.md has %d sql blocks, want at least ten", len(qs))
 	}
 	for i, q := range qs {
 		q = strings.ReplaceAll(q, "webhooks.", db+".")
 		rows, err := conn.Query(ctx, q)
 		if err != nil {
-			t.Errorf("README query %d failed: %v\n%s", i+1, err, q)
+			t.Errorf("analytics.md query %d failed: %v\n%s", i+1, err, q)
 			continue
 		}
 		n := 0
@@ -96,11 +97,11 @@ func TestReadmeQueries(t *testing.T) {
 			n++
 		}
 		if err := rows.Err(); err != nil {
-			t.Errorf("README query %d: %v", i+1, err)
+			t.Errorf("analytics.md query %d: %v", i+1, err)
 		}
 		rows.Close()
 		if n == 0 {
-			t.Errorf("README query %d returned no rows on a day of traffic:\n%s", i+1, q)
+			t.Errorf("analytics.md query %d returned no rows on a day of traffic:\n%s", i+1, q)
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// Recovery acceleration (DESIGN.md "Retries"). When a subscription's
+// Recovery acceleration (docs/design.md, "Endpoint protection"). When a subscription's
 // circuit breaker closes after being open, the deliverer that closed it
 // writes a recovery mark (redisstate.Guard.MarkRecovering: the
 // subscription and when). The retrier reads the marks once a second and

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// designEvent is the example of DESIGN.md section 3.
+// designEvent is the example event of docs/design.md (Contract).
 const designEvent = `{"id": "evt_123", "type": "order.created", "tenant": "acme", "key": "order_42",
  "idempotency_key": "optional", "created_at": "2026-11-22T10:00:00Z", "data": {"any": "json"}}`
 

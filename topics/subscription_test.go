@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// designSubscription is the example of DESIGN.md section 3 plus a secret.
+// designSubscription is the example subscription of docs/design.md (Contract) plus a secret.
 func designSubscription(secret string) string {
 	return `{"id": "sub_1", "tenant": "acme", "url": "https://example.com/hooks", "event_types": ["order.*"],
  "enabled": true, "ordering": "none", "headers": {"X-Team": "x"}, "timeout_ms": 15000,
@@ -272,7 +272,7 @@ func TestParseScheduleDefault(t *testing.T) {
 		total += d
 	}
 	if total < 27*time.Hour || total > 28*time.Hour {
-		t.Fatalf("default schedule totals %v, DESIGN.md says about 27.6h", total)
+		t.Fatalf("default schedule totals %v, docs/design.md says about 27.6h", total)
 	}
 	got, err = ParseSchedule([]string{"1s", "90s", "48h"})
 	if err != nil || !slices.Equal(got, []time.Duration{time.Second, 90 * time.Second, 48 * time.Hour}) {
@@ -375,7 +375,7 @@ func TestSubscriptionSecrets(t *testing.T) {
 		})
 	}
 	if RotationGrace != 24*time.Hour {
-		t.Errorf("RotationGrace = %v, DESIGN.md says 24h", RotationGrace)
+		t.Errorf("RotationGrace = %v, docs/design.md says 24h", RotationGrace)
 	}
 }
 

@@ -926,7 +926,8 @@ func TestCPUAutoscaling(t *testing.T) {
 }
 
 // TestMonitoring: the ServiceMonitor scrapes every component's Service;
-// every alert rule uses metrics the components export (charts README).
+// every alert rule uses metrics the components export and has a runbook
+// (docs/operations.md).
 func TestMonitoring(t *testing.T) {
 	m := render(t, "serviceMonitor.enabled=true", "prometheusRule.enabled=true", "prometheusRule.labels.release=prom")
 	if len(m.monitors) != 1 || len(m.rules) != 1 {
@@ -941,7 +942,7 @@ func TestMonitoring(t *testing.T) {
 	if ep := sm.Spec.Endpoints; len(ep) != 1 || ep[0].Port != "http" || ep[0].Path != "/metrics" {
 		t.Errorf("ServiceMonitor endpoints %+v", ep)
 	}
-	readme, err := os.ReadFile(filepath.Join(chart, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(chart, "..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -956,8 +957,11 @@ func TestMonitoring(t *testing.T) {
 			alerts[rule.Alert] = true
 			for _, name := range metric.FindAllString(rule.Expr, -1) {
 				if !strings.Contains(string(readme), "`"+name+"`") {
-					t.Errorf("alert %s uses %s, which the README does not list as a metric", rule.Alert, name)
+					t.Errorf("alert %s uses %s, which docs/operations.md does not list as a metric", rule.Alert, name)
 				}
+			}
+			if !strings.Contains(string(readme), "\n### "+rule.Alert+"\n") {
+				t.Errorf("alert %s has no runbook (### %s) in docs/operations.md", rule.Alert, rule.Alert)
 			}
 			if rule.Annotations["summary"] == "" || rule.Labels["severity"] == "" {
 				t.Errorf("alert %s lacks a summary or severity", rule.Alert)

@@ -66,7 +66,7 @@ func TestFanOut(t *testing.T) {
 	r.checkSignatures(t)
 }
 
-// TestRequestFormat: body, headers and data bytes are exactly as DESIGN.md
+// TestRequestFormat: body, headers and data bytes are exactly as docs/design.md
 // section 3 says; signatures verify with the official library; during a
 // secret rotation both secrets' signatures are present and each verifies.
 func TestRequestFormat(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package ops serves a component's operational endpoints on
-// WEBHOOKS_HTTP_ADDR (DESIGN.md section 3):
+// WEBHOOKS_HTTP_ADDR (docs/operations.md):
 //
 //   - /metrics: Prometheus text format for the component's registry; every
 //     metric name starts with webhooks_.

@@ -1,5 +1,5 @@
 // Package redisstate is the state the pipeline's replicas share through
-// Redis (DESIGN.md "Endpoint protection"): the key layout every component
+// Redis (docs/design.md, "Endpoint protection"): the key layout every component
 // and webhookctl agree on, and Guard, the fail-open access to Redis that
 // every component uses (invariant 7): each call has a short deadline, and
 // once Redis failed it is skipped for a retry interval, so a dead Redis

@@ -324,7 +324,7 @@ func TestTableWaitCaughtUpEmptyTopic(t *testing.T) {
 	}
 }
 
-// The dispatcher's promise (DESIGN.md, webhookctl): an event produced after
+// The dispatcher's promise (docs/webhookctl.md): an event produced after
 // `subscriptions create` returns is matched against the new subscription,
 // because the dispatcher calls WaitCaughtUp before each batch.
 func TestTableWaitCaughtUpSeesPrecedingWrite(t *testing.T) {

@@ -1,5 +1,5 @@
 // Command deliverer POSTs delivery records to subscribers' endpoints.
-// Configuration comes from the WEBHOOKS_* environment (DESIGN.md section 3).
+// Configuration comes from the WEBHOOKS_* environment (docs/configuration.md).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Package breaker is the per-subscription circuit breaker that every
-// deliverer replica shares through Redis (DESIGN.md "Endpoint protection").
+// deliverer replica shares through Redis (docs/design.md, "Endpoint protection").
 //
 // It counts attempts in buckets over a time window; when at least MinCalls
 // were made in the window and at least ThresholdPercent of them failed, it

@@ -1,5 +1,5 @@
 // Command dispatcher fans events out to deliveries; see package dispatcher.
-// Configuration comes from the WEBHOOKS_* environment (DESIGN.md section 3).
+// Configuration comes from the WEBHOOKS_* environment (docs/configuration.md).
 package main
 
 import (

@@ -1,6 +1,6 @@
 // Command recorder copies the attempts topic into ClickHouse in batches,
 // committing offsets only after each insert was acknowledged.
-// Configuration comes from the WEBHOOKS_* environment (DESIGN.md section 3).
+// Configuration comes from the WEBHOOKS_* environment (docs/configuration.md).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command retrier releases due retries from the retry tiers to the redeliveries topic.
-// Configuration comes from the WEBHOOKS_* environment (DESIGN.md section 3).
+// Configuration comes from the WEBHOOKS_* environment (docs/configuration.md).
 package main
 
 import (

@@ -1,0 +1,114 @@
+package docstest
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const root = "../.."
+
+// TestRepositoryLinks: every relative link of every markdown file of the
+// repository leads to a file of it (and, with #, to a heading there).
+func TestRepositoryLinks(t *testing.T) {
+	files, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := files["docs/design.md"]; !ok {
+		t.Fatalf("no docs/design.md under %s", root)
+	}
+	for _, p := range Check(files) {
+		t.Error(p)
+	}
+}
+
+// TestNothingPointsOutside: no file of the repository names the design
+// document this project started from, which is not part of it.
+func TestNothingPointsOutside(t *testing.T) {
+	files, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(files, "pipeline/docstest/docstest.go")      // the pattern itself
+	delete(files, "pipeline/docstest/docstest_test.go") // and its test
+	for _, f := range Outside(files) {
+		t.Errorf("%s refers to a document outside the repository", f)
+	}
+}
+
+// TestDocsNameExistingTests: every test the documentation names (TestXxx)
+// is a test function of the repository, so "pinned by" cannot rot.
+func TestDocsNameExistingTests(t *testing.T) {
+	files, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	def := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+)\(`)
+	for name, text := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			for _, m := range def.FindAllStringSubmatch(text, -1) {
+				defined[m[1]] = true
+			}
+		}
+	}
+	named := regexp.MustCompile("`(Test[A-Z][A-Za-z0-9_]*)`")
+	n := 0
+	for name, text := range files {
+		if !strings.HasSuffix(name, ".md") {
+			continue
+		}
+		for _, m := range named.FindAllStringSubmatch(text, -1) {
+			n++
+			if !defined[m[1]] {
+				t.Errorf("%s names %s, which no test file defines", name, m[1])
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("the documentation names %d tests; docs/design.md alone pins each invariant with several", n)
+	}
+}
+
+// TestCheckerFindsProblems: the checker reports a missing file, a missing
+// heading, an escaping link and an absolute one, and accepts good links,
+// links in code blocks and web links.
+func TestCheckerFindsProblems(t *testing.T) {
+	files := map[string]string{
+		"README.md": "[ok](docs/a.md) [dir](docs) [head](docs/a.md#second-part) [self](#top) [web](https://example.com/x)\n" +
+			"[gone](docs/missing.md) [nohead](docs/a.md#nowhere) [out](../shared/x.md) [abs](/etc/passwd)\n" +
+			"```\n[in code](nowhere.md)\n```\n# Top\n",
+		"docs/a.md": "# A\n## Second part\n[up](../README.md#top) [dup](#a-1)\n## A\n",
+		"docs/b.go": "package b\n",
+	}
+	var got []string
+	for _, p := range Check(files) {
+		got = append(got, p.File+" "+p.Link)
+	}
+	slices.Sort(got)
+	want := []string{"README.md ../shared/x.md", "README.md /etc/passwd", "README.md docs/a.md#nowhere", "README.md docs/missing.md"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems %q, want %q", got, want)
+	}
+	if out := Outside(map[string]string{"a.go": "// see DESIGN.md", "b.md": "fine"}); !slices.Equal(out, []string{"a.go"}) {
+		t.Fatalf("Outside = %v", out)
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"4. Retries":                        "4-retries",
+		"Invariant 1: Nothing is lost":      "invariant-1-nothing-is-lost",
+		"Event (value on `events`)":         "event-value-on-events",
+		"What an endpoint receives":         "what-an-endpoint-receives",
+		"WebhooksRetrierWindowOverrun":      "webhooksretrierwindowoverrun",
+		"make run":                          "make-run",
+		"Secrets at rest / keys_and-hyphen": "secrets-at-rest--keys_and-hyphen",
+	} {
+		if got := Slug(in); got != want {
+			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
