@@ -43,7 +43,7 @@ var (
 // harness is one in-process Kafka with the pipeline topics, a client to
 // produce and inspect, and a tail of everything the deliverer writes.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	cluster *kfake.Cluster
 	cl      *kgo.Client
 	adm     *kadm.Client
@@ -74,7 +74,7 @@ func baseEnv(brokers string) map[string]string {
 	}
 }
 
-func newHarness(t *testing.T, env map[string]string) *harness {
+func newHarness(t testing.TB, env map[string]string) *harness {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {

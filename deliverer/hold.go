@@ -287,6 +287,7 @@ func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *
 		if ctx.Err() != nil {
 			return nil, false
 		}
+		d.m.readParked(fs.NumRecords())
 		for _, r := range fs.Records() {
 			if r.Offset >= end.Offset {
 				break

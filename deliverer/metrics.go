@@ -26,6 +26,7 @@ type metrics struct {
 	inFlight   prometheus.Gauge
 	retries    *prometheus.CounterVec // tier
 	dlq        *prometheus.CounterVec // category
+	parkedRead prometheus.Counter
 }
 
 // responseClasses label webhooks_http_responses_total: the status class, or
@@ -56,7 +57,9 @@ func newMetrics(reg prometheus.Registerer, names topics.Names) *metrics {
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Name: "dlq_total",
 			Help: "Records written to the dead-letter topic, by failure category."}, []string{"category"}),
 	}
-	reg.MustRegister(m.deliveries, m.responses, m.duration, m.inFlight, m.retries, m.dlq)
+	m.parkedRead = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Name: "parked_records_read_total",
+		Help: "Records read from the parked topic to release ordered keys: what releases cost the broker."})
+	reg.MustRegister(m.deliveries, m.responses, m.duration, m.inFlight, m.retries, m.dlq, m.parkedRead)
 	// Series that exist from the start, so that rate() sees their first
 	// increase.
 	for _, o := range []string{topics.OutcomeSuccess, topics.OutcomeRetry, topics.OutcomeDead, topics.OutcomeBlocked,
@@ -205,5 +208,12 @@ func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.ok {
 		ch <- prometheus.MustNewConstMetric(breakersOpenDesc, prometheus.GaugeValue, float64(c.open))
 		ch <- prometheus.MustNewConstMetric(breakerOpenLongestDesc, prometheus.GaugeValue, c.longest.Seconds())
+	}
+}
+
+// readParked counts records read from the parked topic.
+func (m *metrics) readParked(n int) {
+	if m != nil {
+		m.parkedRead.Add(float64(n))
 	}
 }
