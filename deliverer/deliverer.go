@@ -34,6 +34,7 @@ type deliverer struct {
 	cl     *kgo.Client
 	table  *table.Table
 	holds  *holds
+	parked *parkedReader // releases of ordered keys read the parked topic through it
 	lanes  *lanes.Lanes
 	sender *sender
 	fatal  chan error
@@ -93,6 +94,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	d.cl = cl
 	d.wms = kafka.NewWatermarks(cl, d.log)
+	d.parked = newParkedReader(cl, d.names.Parked())
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, d.names.All(), log); err != nil || ctx.Err() != nil {
 		cl.Close()
 		return err

@@ -2,12 +2,11 @@ package deliverer
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -97,7 +96,7 @@ func (h *holds) forget(parts []lanes.TP) {
 func (d *deliverer) holdRecord(key []byte, h *topics.Hold) *kgo.Record {
 	r := &kgo.Record{Topic: d.names.Holds(), Key: key}
 	if h != nil {
-		r.Value = h.Encode()
+		r.Value, r.Headers = h.Encode(), h.Headers()
 	}
 	return r
 }
@@ -143,7 +142,7 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	}
 	next := &topics.Hold{Head: del.EventID, ParkedFrom: -1, Through: through, Since: time.Now()}
 	if isHead {
-		next.ParkedFrom, next.ParkedPartition, next.Since = held.ParkedFrom, held.ParkedPartition, held.Since
+		next.ParkedFrom, next.ParkedPartition, next.ParkedLast, next.Since = held.ParkedFrom, held.ParkedPartition, held.ParkedLast, held.Since
 		next.Through = max(held.Through, through)
 	}
 	if it.Spill {
@@ -191,22 +190,34 @@ func (d *deliverer) produceHold(ctx context.Context, recs []*kgo.Record, key []b
 	return true
 }
 
-// park appends a delivery of a held key to the parked topic and moves the
-// hold's Through past it.
+// park appends a delivery of a held key to the parked topic, chained to the
+// key's previous parked delivery (topics.Hold.ParkedLast), and then moves
+// the hold's Through past it and its ParkedLast to it. A crash between the
+// two leaves a parked copy no chain reaches; the delivery, redone, is
+// parked again.
 func (d *deliverer) park(ctx context.Context, rec *kgo.Record, del *topics.Delivery, held *topics.Hold) bool {
 	parked := &kgo.Record{Topic: d.names.Parked(), Key: rec.Key, Value: rec.Value}
+	chained := held.ParkedFrom < 0 || held.ParkedLast >= 0
+	switch {
+	case held.ParkedFrom < 0:
+		parked.Headers = []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAfter, -1)}
+	case chained:
+		parked.Headers = []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAfter, held.ParkedLast)}
+	}
 	att := newAttempt(del, time.Now())
 	att.Outcome, att.FailureCategory = topics.OutcomeBlocked, topics.FailureKeyHeld
 	att.Error = "waiting behind event " + held.Head + " of the same ordering key"
-	h := *held
-	h.Through = max(h.Through, d.through(rec))
-	if held.ParkedFrom >= 0 {
-		return d.produceHold(ctx, []*kgo.Record{parked, d.attemptRecord(&att)}, rec.Key, &h)
-	}
 	if !d.produce(ctx, []*kgo.Record{parked, d.attemptRecord(&att)}) {
 		return false
 	}
-	h.ParkedFrom, h.ParkedPartition = parked.Offset, parked.Partition
+	h := *held
+	h.Through = max(h.Through, d.through(rec))
+	if held.ParkedFrom < 0 {
+		h.ParkedFrom, h.ParkedPartition = parked.Offset, parked.Partition
+	}
+	if chained {
+		h.ParkedLast = parked.Offset
+	}
 	return d.writeHold(ctx, rec.Key, &h)
 }
 
@@ -251,74 +262,119 @@ const (
 const drainUpdateEvery = 100
 
 // drain attempts a released key's parked deliveries in order. It returns
-// the key's next hold (nil: released) once every parked delivery up to the
-// end of the parked partition was attempted, or at the first one that went
-// to a retry tier, which becomes the new head.
+// the key's next hold (nil: released) once every parked delivery was
+// attempted, or at the first one that went to a retry tier, which becomes
+// the new head.
 func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *rand.Rand) (*topics.Hold, bool) {
 	if h.ParkedFrom < 0 {
 		return nil, true
 	}
-	topic := d.names.Parked()
-	var end kadm.ListedOffset
-	if !d.persist(ctx, "listing the end of the parked topic", func() error {
-		ends, err := kadm.NewClient(d.cl).ListEndOffsets(ctx, topic)
-		if err != nil {
-			return err
-		}
-		var ok bool
-		if end, ok = ends.Lookup(topic, h.ParkedPartition); !ok {
-			return fmt.Errorf("no end offset for partition %d", h.ParkedPartition)
-		}
-		return end.Err
+	var parked []*kgo.Record
+	if !d.persist(ctx, "reading the parked deliveries of an ordering key", func() (err error) {
+		parked, err = d.parkedOf(ctx, key, h)
+		return err
 	}) {
 		return nil, false
 	}
-	cl, err := kgo.NewClient(append(baseOpts(d.cfg, d.log),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {h.ParkedPartition: kgo.NewOffset().At(h.ParkedFrom)}}),
-		kgo.FetchMaxWait(200*time.Millisecond))...)
-	if err != nil {
-		return nil, false
-	}
-	defer cl.Close()
 	progress := *h
-	drained := 0
-	for off := h.ParkedFrom; off < end.Offset; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, false
-		}
-		d.m.readParked(fs.NumRecords())
-		for _, r := range fs.Records() {
-			if r.Offset >= end.Offset {
-				break
-			}
-			off = r.Offset + 1
-			if string(r.Key) != string(key) {
-				continue
-			}
-			del, dead := d.decode(r)
-			if dead != nil {
-				if !d.produce(ctx, []*kgo.Record{dead}) {
-					return nil, false
-				}
-				continue
-			}
-			recs, v := d.attempt(ctx, r, del, rng)
-			if v == cut || !d.produce(ctx, recs) {
+	for i, r := range parked {
+		del, dead := d.decode(r)
+		if dead != nil {
+			if !d.produce(ctx, []*kgo.Record{dead}) {
 				return nil, false
 			}
-			if v == retried || v == delayed {
-				return &topics.Hold{Head: del.EventID, HeadAttempt: headAttempt(del, v), ParkedFrom: off,
-					ParkedPartition: h.ParkedPartition, Through: h.Through, Since: h.Since}, true
-			}
-			if drained++; drained%drainUpdateEvery == 0 {
-				progress.ParkedFrom = off
-				if !d.writeHold(ctx, key, &progress) {
-					return nil, false
-				}
+			continue
+		}
+		recs, v := d.attempt(ctx, r, del, rng)
+		if v == cut || !d.produce(ctx, recs) {
+			return nil, false
+		}
+		if v == retried || v == delayed {
+			next := progress
+			next.Head, next.HeadAttempt, next.ParkedFrom = del.EventID, headAttempt(del, v), r.Offset+1
+			return &next, true
+		}
+		if (i+1)%drainUpdateEvery == 0 {
+			progress.ParkedFrom = r.Offset + 1
+			if !d.writeHold(ctx, key, &progress) {
+				return nil, false
 			}
 		}
 	}
-	d.log.Debug("released ordered key", zap.String("key", string(key)), zap.Int("drained", drained))
+	d.log.Debug("released ordered key", zap.String("key", string(key)), zap.Int("drained", len(parked)))
 	return nil, true
+}
+
+// parkedOf returns the key's parked deliveries from h.ParkedFrom on, in
+// order: by walking the chain back from h.ParkedLast, reading the key's own
+// records only; or, for deliveries parked before the chain (or a chain that
+// does not hold), by reading the partition from h.ParkedFrom to its end.
+func (d *deliverer) parkedOf(ctx context.Context, key []byte, h *topics.Hold) ([]*kgo.Record, error) {
+	if h.ParkedLast >= 0 {
+		recs, ok, err := d.walkParked(ctx, key, h)
+		if err != nil || ok {
+			return recs, err
+		}
+		d.log.Warn("parked deliveries of an ordering key are not chained; reading the partition",
+			zap.String("key", string(key)), zap.Int64("from", h.ParkedFrom))
+	}
+	return d.scanParked(ctx, key, h)
+}
+
+// walkParked follows the chain; ok is false when it breaks (a record
+// without the header, or another key's).
+func (d *deliverer) walkParked(ctx context.Context, key []byte, h *topics.Hold) (recs []*kgo.Record, ok bool, err error) {
+	for off := h.ParkedLast; off >= h.ParkedFrom; {
+		r, read, err := d.parked.at(ctx, h.ParkedPartition, off)
+		d.m.readParked(read)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case r == nil:
+			// Deleted by retention (30 days): so is everything before it.
+			d.log.Warn("parked delivery gone", zap.String("key", string(key)), zap.Int64("offset", off))
+			slices.Reverse(recs)
+			return recs, true, nil
+		case string(r.Key) != string(key):
+			return nil, false, nil
+		}
+		prev, chained := topics.OffsetOf(r.Headers, topics.HeaderParkedAfter)
+		if !chained || prev >= off {
+			return nil, false, nil
+		}
+		recs = append(recs, r)
+		off = prev
+	}
+	slices.Reverse(recs)
+	return recs, true, nil
+}
+
+// scanParked reads the key's parked deliveries from h.ParkedFrom to the
+// partition's end as it is when the scan starts.
+func (d *deliverer) scanParked(ctx context.Context, key []byte, h *topics.Hold) ([]*kgo.Record, error) {
+	var recs []*kgo.Record
+	end := int64(-1)
+	for off := h.ParkedFrom; end < 0 || off < end; {
+		batch, hw, err := d.parked.fetch(ctx, h.ParkedPartition, off, scanBytes)
+		if err != nil {
+			return nil, err
+		}
+		d.m.readParked(len(batch))
+		if end < 0 {
+			end = hw
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, r := range batch {
+			if r.Offset >= end {
+				break
+			}
+			if string(r.Key) == string(key) {
+				recs = append(recs, r)
+			}
+		}
+		off = batch[len(batch)-1].Offset + 1
+	}
+	return recs, nil
 }

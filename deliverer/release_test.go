@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,9 +43,10 @@ func newReleaser(tb testing.TB, h *harness) *deliverer {
 	go d.table.Run(ctx)
 	go holdTable.Run(ctx)
 	d.holds = newHolds(holdTable)
-	if d.cl, err = kgo.NewClient(base...); err != nil {
+	if d.cl, err = kgo.NewClient(append(base, kgo.RecordPartitioner(topics.Partitioner()), kgo.ProducerLinger(2*time.Millisecond))...); err != nil {
 		tb.Fatal(err)
 	}
+	d.parked = newParkedReader(d.cl, d.names.Parked())
 	tb.Cleanup(func() { cancel(); d.cl.Close(); d.table.Close(); holdTable.Close() })
 	if err := d.table.WaitCaughtUp(testCtx(tb, 10*time.Second)); err != nil {
 		tb.Fatal(err)
@@ -122,4 +126,162 @@ func BenchmarkRelease(b *testing.B) {
 		b.ReportMetric(float64(keys)/elapsed.Seconds(), "keys/s")
 		b.ReportMetric((testutil.ToFloat64(d.m.parkedRead)-before)/keys, "records-read/release")
 	}
+}
+
+// parkedFiller writes n parked deliveries of other keys of sub (the parked
+// partition is the subscription's), as other held keys would.
+func (h *harness) parkedFiller(sub string, n int) {
+	h.t.Helper()
+	var recs []*kgo.Record
+	for i := range n {
+		del := newDelivery(sub, fmt.Sprintf("evt_filler_%d", i))
+		recs = append(recs, &kgo.Record{Topic: h.names.Parked(), Key: []byte(sub + "/filler" + strconv.Itoa(i%50)), Value: del.Encode()})
+	}
+	h.produce(recs...)
+}
+
+// receivedIDs are the webhook-ids the endpoint received, in order.
+func receivedIDs(rc *receiver) []string {
+	var ids []string
+	for _, r := range rc.all() {
+		ids = append(ids, r.id())
+	}
+	return ids
+}
+
+// orderedSetup is a releaser with one ordered subscription on rc.
+func orderedSetup(t *testing.T, rc *receiver) (*harness, *deliverer, string) {
+	h := newHarness(t, nil)
+	sub := newSub(t, "sub_o", rc.url())
+	sub.Ordering = topics.OrderingKey
+	h.putSub(sub)
+	return h, newReleaser(t, h), sub.ID
+}
+
+// TestReleaseReadsOnlyItsKey: a released key's parked deliveries are
+// attempted in order, and the release reads those records only, however
+// many other keys' parked records stand between and after them.
+func TestReleaseReadsOnlyItsKey(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	h, d, sub := orderedSetup(t, rc)
+	held := heldKey("a")
+	for i, id := range []string{"a1", "a2", "a3"} {
+		h.parkedFiller(sub, 500)
+		held = h.park(t, d, held, sub, "a", id, int64(i))
+	}
+	h.parkedFiller(sub, 500)
+	before := testutil.ToFloat64(d.m.parkedRead)
+	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/a"), held, rand.New(rand.NewPCG(1, 2)))
+	if !ok || next != nil {
+		t.Fatalf("drain = %v, %v; want the key released", next, ok)
+	}
+	if got := receivedIDs(rc); !slices.Equal(got, []string{"a1", "a2", "a3"}) {
+		t.Fatalf("endpoint received %v, want a1, a2, a3", got)
+	}
+	if read := testutil.ToFloat64(d.m.parkedRead) - before; read != 3 {
+		t.Fatalf("the release read %v parked records, want the key's 3 (2,000 others are parked around them)", read)
+	}
+}
+
+// TestReleaseOfUnchainedParks: deliveries parked before the chain (no
+// header, a hold without ParkedLast) are still released in order, by
+// reading the partition; a delivery parked after them by this version
+// keeps the hold unchained, so it is found the same way.
+func TestReleaseOfUnchainedParks(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	h, d, sub := orderedSetup(t, rc)
+	var offsets []int64
+	for _, id := range []string{"b1", "b2"} {
+		h.parkedFiller(sub, 100)
+		del := newDelivery(sub, id)
+		del.Key = "b"
+		r := &kgo.Record{Topic: h.names.Parked(), Key: []byte(sub + "/b"), Value: del.Encode()}
+		h.produce(r)
+		offsets = append(offsets, r.Offset)
+	}
+	// The hold as the previous version wrote it: no ParkedLast header.
+	old := &topics.Hold{Head: "evt_head_b", HeadAttempt: 2, ParkedFrom: offsets[0], ParkedPartition: 0, Since: time.Now()}
+	h.produce(&kgo.Record{Topic: h.names.Holds(), Key: []byte(sub + "/b"), Value: old.Encode()})
+	decoded, err := topics.DecodeHold(old.Encode(), nil)
+	if err != nil || decoded.ParkedLast != -1 {
+		t.Fatalf("an old hold decodes as %+v, %v; want ParkedLast -1", decoded, err)
+	}
+	decoded.ParkedPartition = h.parkedPartition(sub)
+	held := h.park(t, d, &decoded, sub, "b", "b3", 1)
+	if held.ParkedLast != -1 {
+		t.Fatalf("parked behind unchained deliveries, the hold has ParkedLast %d, want -1", held.ParkedLast)
+	}
+	h.parkedFiller(sub, 100)
+	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/b"), held, rand.New(rand.NewPCG(1, 2)))
+	if !ok || next != nil {
+		t.Fatalf("drain = %v, %v; want the key released", next, ok)
+	}
+	if got := receivedIDs(rc); !slices.Equal(got, []string{"b1", "b2", "b3"}) {
+		t.Fatalf("endpoint received %v, want b1, b2, b3", got)
+	}
+}
+
+// TestParkRedoneAfterCrash: a delivery parked again after a crash between
+// its parked record and its hold is released once, in order: the chain
+// reaches the second copy only.
+func TestParkRedoneAfterCrash(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	h, d, sub := orderedSetup(t, rc)
+	held := h.park(t, d, heldKey("c"), sub, "c", "c1", 0)
+	// The crash: c2's parked record is written, the hold is not.
+	del := newDelivery(sub, "c2")
+	del.Key = "c"
+	h.produce(&kgo.Record{Topic: h.names.Parked(), Key: []byte(sub + "/c"), Value: del.Encode(),
+		Headers: []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAfter, held.ParkedLast)}})
+	held = h.park(t, d, held, sub, "c", "c2", 1) // redone by the next owner
+	held = h.park(t, d, held, sub, "c", "c3", 2)
+	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/c"), held, rand.New(rand.NewPCG(1, 2)))
+	if !ok || next != nil {
+		t.Fatalf("drain = %v, %v; want the key released", next, ok)
+	}
+	if got := receivedIDs(rc); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("endpoint received %v, want c1, c2, c3 once each", got)
+	}
+}
+
+// TestReleaseStopsAtAFailure: a parked delivery that fails becomes the
+// key's new head; the hold still reaches the deliveries parked after it,
+// and the next release attempts exactly those.
+func TestReleaseStopsAtAFailure(t *testing.T) {
+	t.Parallel()
+	var failed atomic.Bool
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if r.Header.Get("webhook-id") == "d2" && failed.CompareAndSwap(false, true) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	h, d, sub := orderedSetup(t, rc)
+	held := heldKey("d")
+	for i, id := range []string{"d1", "d2", "d3", "d4"} {
+		h.parkedFiller(sub, 50)
+		held = h.park(t, d, held, sub, "d", id, int64(i))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/d"), held, rng)
+	if !ok || next == nil || next.Head != "d2" || next.HeadAttempt != 2 || next.ParkedLast != held.ParkedLast {
+		t.Fatalf("drain = %+v, %v; want d2 the head at attempt 2, the chain kept", next, ok)
+	}
+	next, ok = d.drain(testCtx(t, 20*time.Second), []byte(sub+"/d"), next, rng)
+	if !ok || next != nil {
+		t.Fatalf("second drain = %v, %v; want the key released", next, ok)
+	}
+	if got := receivedIDs(rc); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
+		t.Fatalf("endpoint received %v, want d1, d2 (failed), d3, d4", got)
+	}
+}
+
+// parkedPartition is the parked partition of sub's keys.
+func (h *harness) parkedPartition(sub string) int32 {
+	h.t.Helper()
+	r := &kgo.Record{Topic: h.names.Parked(), Key: []byte(sub + "/probe")}
+	h.produce(r)
+	return r.Partition
 }

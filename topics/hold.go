@@ -2,7 +2,10 @@ package topics
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Hold is the value on the holds topic, keyed by the delivery key of an
@@ -26,6 +29,41 @@ type Hold struct {
 	// ParkedPartition is the key's partition of the parked topic.
 	ParkedPartition int32     `json:"parked_partition"`
 	Since           time.Time `json:"since"`
+	// ParkedLast is the offset of the key's last parked delivery, where a
+	// release starts: each parked delivery names the key's previous one
+	// (HeaderParkedAfter), so a release reads the key's own records only,
+	// walking back to ParkedFrom. It travels in the hold record's header
+	// HeaderParkedLast, not in the value, so deliverers of every version
+	// read the hold. -1 when unknown (a hold or parked delivery written
+	// before the chain): the release then reads the partition from
+	// ParkedFrom on. Meaningful only while ParkedFrom >= 0; below
+	// ParkedFrom, nothing is parked after ParkedFrom.
+	ParkedLast int64 `json:"-"`
+}
+
+// Headers of the parked chain (see Hold.ParkedLast): on a parked delivery,
+// the offset of the same key's previous parked delivery (-1: none before
+// it); on a hold record, Hold.ParkedLast.
+const (
+	HeaderParkedAfter = "webhooks-parked-after"
+	HeaderParkedLast  = "webhooks-parked-last"
+)
+
+// OffsetHeader is a header holding an offset in decimal.
+func OffsetHeader(key string, offset int64) kgo.RecordHeader {
+	return kgo.RecordHeader{Key: key, Value: []byte(strconv.FormatInt(offset, 10))}
+}
+
+// OffsetOf returns the offset in header key of headers; false when absent
+// or malformed.
+func OffsetOf(headers []kgo.RecordHeader, key string) (int64, bool) {
+	for _, h := range headers {
+		if h.Key == key {
+			n, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return n, err == nil && n >= -1
+		}
+	}
+	return 0, false
 }
 
 // Encode renders the record value.
@@ -37,11 +75,22 @@ func (h *Hold) Encode() []byte {
 	return b
 }
 
-// DecodeHold decodes a holds value.
-func DecodeHold(b []byte) (Hold, error) {
-	var h Hold
+// Headers are the record headers of the hold: ParkedLast when known.
+func (h *Hold) Headers() []kgo.RecordHeader {
+	if h.ParkedFrom < 0 || h.ParkedLast < 0 {
+		return nil
+	}
+	return []kgo.RecordHeader{OffsetHeader(HeaderParkedLast, h.ParkedLast)}
+}
+
+// DecodeHold decodes a holds record: its value and headers.
+func DecodeHold(b []byte, headers []kgo.RecordHeader) (Hold, error) {
+	h := Hold{ParkedLast: -1}
 	if err := decodeStrict("hold", b, &h); err != nil {
 		return Hold{}, err
+	}
+	if last, ok := OffsetOf(headers, HeaderParkedLast); ok {
+		h.ParkedLast = last
 	}
 	if h.Head == "" || h.HeadAttempt < 1 {
 		return Hold{}, invalid("hold", "head", "head and head_attempt are required")

@@ -67,7 +67,7 @@ func (t *HoldTable) apply(recs []*kgo.Record) {
 			delete(t.holds, string(r.Key))
 			continue
 		}
-		h, err := topics.DecodeHold(r.Value)
+		h, err := topics.DecodeHold(r.Value, r.Headers)
 		if err != nil {
 			t.log.Warn("ignoring invalid hold record", zap.String("key", string(r.Key)), zap.Error(err))
 			continue
