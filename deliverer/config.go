@@ -3,6 +3,7 @@ package deliverer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -81,31 +82,31 @@ type Config struct {
 func (c *Config) validate() error {
 	var errs []error
 	if c.MaxInFlight < 1 {
-		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_IN_FLIGHT must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxInFlight)))
 	}
 	if c.MaxBuffered < c.MaxInFlight {
-		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_BUFFERED must be at least WEBHOOKS_DELIVERER_MAX_IN_FLIGHT"))
+		errs = append(errs, fmt.Errorf("%s must be at least %s", config.Name(c, &c.MaxBuffered), config.Name(c, &c.MaxInFlight)))
 	}
 	if c.MaxPerSubscription < 1 {
-		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxPerSubscription)))
 	}
 	if c.MaxQueuedPerSubscription < c.MaxPerSubscription {
-		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION must be at least WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION"))
+		errs = append(errs, fmt.Errorf("%s must be at least %s", config.Name(c, &c.MaxQueuedPerSubscription), config.Name(c, &c.MaxPerSubscription)))
 	}
 	if c.RetryFloor < 0 {
-		errs = append(errs, errors.New("WEBHOOKS_RETRY_FLOOR must not be negative"))
+		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.RetryFloor)))
 	}
 	if c.CommitInterval <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_COMMIT_INTERVAL must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.CommitInterval)))
 	}
 	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_SHUTDOWN_TIMEOUT must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
 	}
 	if c.ConnectTimeout <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_CONNECT_TIMEOUT must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ConnectTimeout)))
 	}
 	if c.Group == "" {
-		errs = append(errs, errors.New("WEBHOOKS_DELIVERER_GROUP must not be empty"))
+		errs = append(errs, fmt.Errorf("%s must not be empty", config.Name(c, &c.Group)))
 	}
 	errs = append(errs, c.Protection.validate())
 	return errors.Join(errs...)

@@ -2,7 +2,10 @@ package deliverer
 
 import (
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/hookpipe/hookpipe/runtime/config"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -29,10 +32,10 @@ func (p *Protection) validate() error {
 	var errs []error
 	errs = append(errs, p.Redis.Validate(), p.Breaker.Validate())
 	if p.RateLimitMaxWait < 0 {
-		errs = append(errs, errors.New("WEBHOOKS_RATE_LIMIT_MAX_WAIT must not be negative"))
+		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(p, &p.RateLimitMaxWait)))
 	}
 	if p.AutoDisableAfter < 0 {
-		errs = append(errs, errors.New("WEBHOOKS_AUTO_DISABLE_AFTER must not be negative"))
+		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(p, &p.AutoDisableAfter)))
 	}
 	return errors.Join(errs...)
 }

@@ -71,7 +71,7 @@ type Config struct {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Group == "" {
-		errs = append(errs, errors.New("WEBHOOKS_RECORDER_GROUP must not be empty"))
+		errs = append(errs, fmt.Errorf("%s must not be empty", config.Name(c, &c.Group)))
 	}
 	if len(c.ClickHouse) == 0 {
 		errs = append(errs, errors.New(EnvClickHouseAddr+": no address"))
@@ -85,22 +85,22 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvClickHouseDatabase, err))
 	}
 	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
-		errs = append(errs, errors.New("WEBHOOKS_RECORDER_BATCH_ROWS must be between 1 and 1000000"))
+		errs = append(errs, fmt.Errorf("%s must be between 1 and 1000000", config.Name(c, &c.BatchRows)))
 	}
 	if c.BatchWait <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_RECORDER_BATCH_WAIT must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.BatchWait)))
 	}
 	if c.InsertTimeout <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_RECORDER_INSERT_TIMEOUT must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.InsertTimeout)))
 	}
 	if c.RetryMax < 100*time.Millisecond {
-		errs = append(errs, errors.New("WEBHOOKS_RECORDER_RETRY_MAX must be at least 100ms"))
+		errs = append(errs, fmt.Errorf("%s must be at least 100ms", config.Name(c, &c.RetryMax)))
 	}
 	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
 	}
 	if c.RetentionDays < 0 {
-		errs = append(errs, errors.New("WEBHOOKS_CLICKHOUSE_RETENTION_DAYS must not be negative"))
+		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.RetentionDays)))
 	}
 	return errors.Join(errs...)
 }

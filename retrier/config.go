@@ -3,6 +3,7 @@ package retrier
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"time"
@@ -58,25 +59,25 @@ type Config struct {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Group == "" {
-		errs = append(errs, errors.New("WEBHOOKS_RETRIER_GROUP must not be empty"))
+		errs = append(errs, fmt.Errorf("%s must not be empty", config.Name(c, &c.Group)))
 	}
 	if c.MaxHeldPerPartition < 1 {
-		errs = append(errs, errors.New("WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxHeldPerPartition)))
 	}
 	if c.MaxHeld < c.MaxHeldPerPartition {
-		errs = append(errs, errors.New("WEBHOOKS_RETRIER_MAX_HELD must be at least WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION"))
+		errs = append(errs, fmt.Errorf("%s must be at least %s", config.Name(c, &c.MaxHeld), config.Name(c, &c.MaxHeldPerPartition)))
 	}
 	if c.MaxHeldMB < 1 {
-		errs = append(errs, errors.New("WEBHOOKS_RETRIER_MAX_HELD_MB must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxHeldMB)))
 	}
 	if c.CommitInterval <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_RETRIER_COMMIT_INTERVAL must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.CommitInterval)))
 	}
 	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("WEBHOOKS_SHUTDOWN_TIMEOUT must be positive"))
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
 	}
 	if c.RecoveryRate < 0 || math.IsNaN(c.RecoveryRate) || math.IsInf(c.RecoveryRate, 0) {
-		errs = append(errs, errors.New("WEBHOOKS_RECOVERY_RATE must be a finite number, not negative"))
+		errs = append(errs, fmt.Errorf("%s must be a finite number, not negative", config.Name(c, &c.RecoveryRate)))
 	}
 	errs = append(errs, c.Redis.Validate())
 	return errors.Join(errs...)

@@ -24,6 +24,10 @@ import (
 // is always the plaintext "whsec_" value; only the codec (EncodeWith,
 // DecodeSubscriptionWith) sees the sealed form.
 
+// EnvSecretsKey is the variable that holds the keyring
+// (runtime/config.LoadKeyring reads it).
+const EnvSecretsKey = "WEBHOOKS_SECRETS_KEY"
+
 // encPrefix starts every sealed secret; encV1 is the only format so far.
 const (
 	encPrefix = "enc:"
@@ -156,11 +160,11 @@ func (k *Keyring) open(subID, field, v string) (string, error) {
 		return "", invalid("subscription", field, "sealed value has no valid key id")
 	}
 	if k == nil {
-		return "", invalid("subscription", field, "sealed with key %s, but no %s is configured", id, "WEBHOOKS_SECRETS_KEY")
+		return "", invalid("subscription", field, "sealed with key %s, but no %s is configured", id, EnvSecretsKey)
 	}
 	aead, ok := k.aeads[id]
 	if !ok {
-		return "", invalid("subscription", field, "sealed with key %s, which %s does not hold", id, "WEBHOOKS_SECRETS_KEY")
+		return "", invalid("subscription", field, "sealed with key %s, which %s does not hold", id, EnvSecretsKey)
 	}
 	sealed, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {

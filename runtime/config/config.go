@@ -14,7 +14,7 @@ import (
 const (
 	EnvHTTPAddr   = "WEBHOOKS_HTTP_ADDR"
 	EnvLogLevel   = "WEBHOOKS_LOG_LEVEL"
-	EnvSecretsKey = "WEBHOOKS_SECRETS_KEY"
+	EnvSecretsKey = topics.EnvSecretsKey
 	// EnvDev=1 lets a component run without WEBHOOKS_SECRETS_KEY, storing
 	// subscription secrets in plaintext (development only; see LoadKeyring).
 	EnvDev = "WEBHOOKS_DEV"

@@ -116,3 +116,35 @@ func expected(t reflect.Type) string {
 	}
 	return ""
 }
+
+// Name returns the variable that sets the field at address field of cfg, a
+// pointer to a struct tagged as Vars reads it (nested structs too), so that
+// checks name variables without repeating them. It panics when field is no
+// tagged field of cfg: a mistake in the code, which any test of the check
+// finds.
+func Name(cfg, field any) string {
+	f := reflect.ValueOf(field)
+	if name, ok := nameIn(reflect.ValueOf(cfg).Elem(), f.Pointer(), f.Type().Elem()); ok {
+		return name
+	}
+	panic(fmt.Sprintf("config.Name: no tagged field of %T at %p", cfg, field))
+}
+
+func nameIn(v reflect.Value, addr uintptr, t reflect.Type) (string, bool) {
+	for i := range v.NumField() {
+		f, fv := v.Type().Field(i), v.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		switch {
+		case name == "-":
+		case name != "":
+			if f.Type == t && fv.Addr().Pointer() == addr {
+				return name, true
+			}
+		case f.Type.Kind() == reflect.Struct:
+			if n, ok := nameIn(fv, addr, t); ok {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}

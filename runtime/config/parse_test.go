@@ -102,3 +102,18 @@ func TestVars(t *testing.T) {
 		t.Fatalf("Vars[0] = %+v, Vars[6] = %+v", got[0], got[6])
 	}
 }
+
+func TestName(t *testing.T) {
+	var s settings
+	for want, field := range map[string]any{"T_S": &s.S, "T_N": &s.N, "T_WAIT": &s.In.Wait, "T_CIDRS": &s.CIDRs} {
+		if got := Name(&s, field); got != want {
+			t.Errorf("Name = %q, want %q", got, want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Name of an untagged field did not panic")
+		}
+	}()
+	Name(&s, &s.Plain)
+}

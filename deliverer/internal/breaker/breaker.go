@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -68,19 +70,19 @@ func (c *Config) Defaults() {
 func (c Config) Validate() error {
 	var errs []error
 	if c.ThresholdPercent < 1 || c.ThresholdPercent > 100 {
-		errs = append(errs, errors.New("WEBHOOKS_BREAKER_THRESHOLD must be within 1..100 (percent)"))
+		errs = append(errs, fmt.Errorf("%s must be within 1..100 (percent)", config.Name(&c, &c.ThresholdPercent)))
 	}
 	if c.MinCalls < 1 {
-		errs = append(errs, errors.New("WEBHOOKS_BREAKER_MIN_CALLS must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(&c, &c.MinCalls)))
 	}
 	if c.Window < buckets*time.Millisecond {
-		errs = append(errs, fmt.Errorf("WEBHOOKS_BREAKER_WINDOW must be at least %dms", buckets))
+		errs = append(errs, fmt.Errorf("%s must be at least %dms", config.Name(&c, &c.Window), buckets))
 	}
 	if c.SleepWindow < time.Millisecond {
-		errs = append(errs, errors.New("WEBHOOKS_BREAKER_SLEEP must be at least 1ms"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1ms", config.Name(&c, &c.SleepWindow)))
 	}
 	if c.Probes < 1 {
-		errs = append(errs, errors.New("WEBHOOKS_BREAKER_PROBES must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(&c, &c.Probes)))
 	}
 	return errors.Join(errs...)
 }

@@ -201,9 +201,9 @@ func childEnv(brokers []string, redisPort, httpPort int, secretsKey string) []st
 		config.EnvSecretsKey+"="+secretsKey,
 	)
 	defaults := map[string]string{
-		deliverer.EnvAllowCIDRs:          "127.0.0.0/8,::1/128",
-		redisstate.EnvURL:                fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
-		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "6s",
+		deliverer.EnvAllowCIDRs: "127.0.0.0/8,::1/128",
+		redisstate.EnvURL:       fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
+		kafka.EnvSessionTimeout: "6s",
 	}
 	for k, v := range defaults {
 		if os.Getenv(k) == "" {

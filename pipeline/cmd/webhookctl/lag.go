@@ -8,6 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/recorder"
+	"github.com/hookpipe/hookpipe/retrier"
+	"github.com/hookpipe/hookpipe/runtime/config"
+
 	flag "github.com/spf13/pflag"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -48,11 +53,14 @@ type consumerGroup struct {
 // deliverer's, retrier's and recorder's group names follow the same environment
 // variables as the components.
 func groupTopics(n topics.Names, getenv func(string) string) []consumerGroup {
+	var dc deliverer.Config
+	var rc retrier.Config
+	var ac recorder.Config
 	return []consumerGroup{
 		{group: topics.GroupDispatcher, topics: []string{n.Events()}},
-		{group: or(getenv("WEBHOOKS_DELIVERER_GROUP"), topics.GroupDeliverer), topics: []string{n.Deliveries(), n.Redeliveries()}},
-		{group: or(getenv("WEBHOOKS_RETRIER_GROUP"), topics.GroupRetrier), topics: n.RetryTopics(), tiers: true},
-		{group: or(getenv("WEBHOOKS_RECORDER_GROUP"), topics.GroupRecorder), topics: []string{n.Attempts()}},
+		{group: or(getenv(config.Name(&dc, &dc.Group)), topics.GroupDeliverer), topics: []string{n.Deliveries(), n.Redeliveries()}},
+		{group: or(getenv(config.Name(&rc, &rc.Group)), topics.GroupRetrier), topics: n.RetryTopics(), tiers: true},
+		{group: or(getenv(config.Name(&ac, &ac.Group)), topics.GroupRecorder), topics: []string{n.Attempts()}},
 	}
 }
 
