@@ -10,7 +10,7 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags="-s -X github.com/hookpipe/hookpipe/runtime/version.Version=${VERSION}" -o /out/ \
       ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
-      ./recorder/cmd/recorder ./pipeline/cmd/webhookctl
+      ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./api/cmd/api
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/

@@ -23,7 +23,7 @@ TEST_CLICKHOUSE := $(SERVICES) start clickhouse $(TEST_CLICKHOUSE_PORT) $(TEST_C
 STOP_TEST_CLICKHOUSE := $(SERVICES) stop clickhouse $(TESTDIR)/clickhouse >/dev/null 2>&1 || true
 
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
-            ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack
+            ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack ./api/cmd/api
 
 .PHONY: build run test bench lint deps fuzz helm docs
 

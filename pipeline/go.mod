@@ -3,10 +3,11 @@ module github.com/hookpipe/hookpipe/pipeline
 go 1.26.8
 
 require (
+	github.com/hookpipe/hookpipe/api v0.0.0
 	github.com/hookpipe/hookpipe/runtime v0.0.0
 	github.com/hookpipe/hookpipe/topics v0.0.0
 	github.com/spf13/cobra v1.10.2
-	github.com/spf13/pflag v1.0.9
+	github.com/spf13/pflag v1.0.10
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -17,6 +18,7 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
+	github.com/danielgtaylor/huma/v2 v2.37.2 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
@@ -92,3 +94,5 @@ replace github.com/hookpipe/hookpipe/retrier => ../retrier
 replace github.com/hookpipe/hookpipe/recorder => ../recorder
 
 replace github.com/hookpipe/hookpipe/runtime => ../runtime
+
+replace github.com/hookpipe/hookpipe/api => ../api

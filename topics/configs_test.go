@@ -31,15 +31,17 @@ func TestTopicConfigs(t *testing.T) {
 			}
 		})
 	}
-	t.Run("subscriptions", func(t *testing.T) {
-		cfg := n.TopicConfigs(n.Subscriptions())
-		if p := cfg["cleanup.policy"]; p == nil || *p != "compact" {
-			t.Fatalf("subscriptions configs = %v, want cleanup.policy=compact", cfg)
-		}
-		if _, ok := cfg["retention.ms"]; ok {
-			t.Fatal("subscriptions topic must not expire records by time")
-		}
-	})
+	for _, topic := range []string{n.Subscriptions(), n.Holds(), n.APIKeys()} {
+		t.Run(topic, func(t *testing.T) {
+			cfg := n.TopicConfigs(topic)
+			if p := cfg["cleanup.policy"]; p == nil || *p != "compact" {
+				t.Fatalf("%s configs = %v, want cleanup.policy=compact", topic, cfg)
+			}
+			if _, ok := cfg["retention.ms"]; ok {
+				t.Fatalf("%s must not expire records by time", topic)
+			}
+		})
+	}
 	t.Run("events keep a week for replay", func(t *testing.T) {
 		if got := retention(n.Events()); got < 7*24*time.Hour {
 			t.Fatalf("events retention %v < 7 days", got)

@@ -73,6 +73,10 @@ func (e Event) Validate() error {
 	return nil
 }
 
+// ValidateID checks an id (of an event, a subscription, a tenant, a key)
+// as the codecs do, naming record and field in its error.
+func ValidateID(record, field, s string) error { return checkID(record, field, s) }
+
 // checkID accepts 1-255 printable ASCII characters without spaces or '/',
 // which keeps ids safe in HTTP headers and in delivery keys.
 func checkID(record, field, s string) error {

@@ -65,6 +65,9 @@ func (n Names) Parked() string { return n.Prefix + "parked" }
 // Holds is the compacted topic of held ordered keys: delivery key -> Hold.
 func (n Names) Holds() string { return n.Prefix + "holds" }
 
+// APIKeys is the compacted topic of the control plane's API keys.
+func (n Names) APIKeys() string { return n.Prefix + "apikeys" }
+
 // Retry is the topic of the tier with the given delay.
 func (n Names) Retry(d time.Duration) string { return n.Prefix + "retry." + FormatDelay(d) }
 
@@ -96,7 +99,7 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys()}
 	return append(out, n.RetryTopics()...)
 }
 

@@ -61,10 +61,12 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 			res.Created = append(res.Created, t)
 		}
 	}
-	if err := verifyCompacted(ctx, adm, n.Subscriptions()); err != nil {
-		return res, err
+	for _, t := range []string{n.Subscriptions(), n.Holds(), n.APIKeys()} {
+		if err := verifyCompacted(ctx, adm, t); err != nil {
+			return res, err
+		}
 	}
-	return res, verifyCompacted(ctx, adm, n.Holds())
+	return res, nil
 }
 
 func verifyCompacted(ctx context.Context, adm *kadm.Client, topic string) error {

@@ -40,6 +40,7 @@ type options struct {
 	redisPort  int
 	partitions int
 	demo       bool
+	apiAddr    string
 	rate       int
 
 	clickhousePort, clickhouseHTTPPort int
@@ -55,6 +56,7 @@ func main() {
 	flag.IntVar(&o.clickhousePort, "clickhouse-port", 9000, "native-protocol port of clickhouse-server on 127.0.0.1")
 	flag.IntVar(&o.clickhouseHTTPPort, "clickhouse-http-port", 8123, "HTTP port of clickhouse-server on 127.0.0.1")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of each topic created")
+	flag.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:8080", "address of the HTTP API")
 	flag.BoolVar(&o.demo, "demo", os.Getenv("DEMO") != "0", "run the demo receiver and producer (DEMO=0 disables)")
 	flag.IntVar(&o.rate, "rate", 200, "demo events per second")
 	showVersion := flag.Bool("version", false, "print the version and exit")
@@ -80,7 +82,7 @@ func main() {
 var components = []struct {
 	name string
 	port int // metrics and health on 127.0.0.1
-}{{"dispatcher", 9101}, {"deliverer", 9102}, {"retrier", 9103}, {"recorder", 9104}}
+}{{"dispatcher", 9101}, {"deliverer", 9102}, {"retrier", 9103}, {"recorder", 9104}, {"api", 9105}}
 
 func run(ctx context.Context, o options, out io.Writer) error {
 	logDir := filepath.Join(o.dataDir, "logs")
@@ -103,6 +105,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "secrets   subscription secrets sealed with key %s (from %s)\n", keys.KeyID(), keyFrom)
+	adminKey, adminKeyFrom, err := apiKey(os.Getenv, o.dataDir)
+	if err != nil {
+		return err
+	}
 
 	redis, err := stack.StartRedis(ctx, o.redisPort, filepath.Join(o.dataDir, "redis"), logDir)
 	switch {
@@ -132,13 +138,20 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			fmt.Fprintf(out, "%-9s not built (%s missing), skipped\n", c.name, bin)
 			continue
 		}
-		p, err := stack.Start(c.name, bin, nil, childEnv(brokers, o.redisPort, c.port, secretsKeyValue), logDir)
+		env := childEnv(brokers, o.redisPort, c.port, secretsKeyValue)
+		if c.name == "api" {
+			env = append(env, "WEBHOOKS_API_ADMIN_KEY="+adminKey, "WEBHOOKS_API_ADDR="+o.apiAddr)
+		}
+		p, err := stack.Start(c.name, bin, nil, env, logDir)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
 		go func() { <-p.Done(); exited <- p }()
 		fmt.Fprintf(out, "%-9s pid %d, metrics and health on 127.0.0.1:%d, log %s\n", c.name, p.Pid(), c.port, p.LogPath)
+		if c.name == "api" {
+			fmt.Fprintf(out, "%-9s http://%s (admin key in %s; docs/api.md)\n", "", o.apiAddr, adminKeyFrom)
+		}
 	}
 
 	var rep func() string

@@ -33,7 +33,9 @@ func secretsKey(getenv func(string) string, dataDir string) (string, *topics.Key
 	path := filepath.Join(dataDir, devKeyFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		b, err = createDevKey(path)
+		key := make([]byte, topics.KeySize)
+		rand.Read(key) // never returns an error since Go 1.24
+		b, err = createOnce(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"))
 	}
 	if err != nil {
 		return "", nil, "", fmt.Errorf("dev secrets key: %w", err)
@@ -46,14 +48,36 @@ func secretsKey(getenv func(string) string, dataDir string) (string, *topics.Key
 	return v, k, path, nil
 }
 
-// createDevKey writes a new key to path, unless another runner just did.
-func createDevKey(path string) ([]byte, error) {
+// devAPIKeyFile holds the dev admin key of the API under the data dir.
+const devAPIKeyFile = "api.key"
+
+// apiKey returns the admin key the API accepts (WEBHOOKS_API_ADMIN_KEY) and
+// where it came from: getenv's when set, else the dev key kept in
+// <dataDir>/api.key, created once (mode 0600), so that curl and scripts
+// find it: curl -H "Authorization: Bearer $(cat .run/api.key)".
+func apiKey(getenv func(string) string, dataDir string) (string, string, error) {
+	const env = "WEBHOOKS_API_ADMIN_KEY"
+	if v := getenv(env); v != "" {
+		return v, "$" + env, nil
+	}
+	path := filepath.Join(dataDir, devAPIKeyFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key, _ := topics.NewAPIKey("make run", "")
+		b, err = createOnce(path, []byte(key+"\n"))
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("dev API key: %w", err)
+	}
+	return strings.TrimSpace(string(b)), path, nil
+}
+
+// createOnce writes v to a new file at path (mode 0600), unless another
+// runner just did: then it returns what that one wrote.
+func createOnce(path string, v []byte) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	key := make([]byte, topics.KeySize)
-	rand.Read(key) // never returns an error since Go 1.24
-	v := []byte(base64.StdEncoding.EncodeToString(key) + "\n")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return os.ReadFile(path)

@@ -35,7 +35,7 @@ func publishCmd(fs *flag.FlagSet) runFunc {
 		}
 		e.Data = json.RawMessage(*data)
 		if e.ID == "" {
-			e.ID = randomID("evt_")
+			e.ID = topics.NewID("evt_")
 		}
 		if e.CreatedAt == "" {
 			e.CreatedAt = time.Now().UTC().Format(time.RFC3339Nano)

@@ -48,6 +48,12 @@ var commands = []command{
 		example: "webhookctl subscriptions delete sub_0123456789abcdefghij"},
 	{name: "subscriptions rotate-secret", args: []string{"ID"}, summary: "new secret; the old one signs for 24h more", setup: rotateCmd,
 		example: "webhookctl subscriptions rotate-secret sub_0123456789abcdefghij"},
+	{name: "apikeys create", summary: "create a key of the HTTP API (prints it once)", setup: apikeysCreateCmd,
+		example: "webhookctl apikeys create --name support\nwebhookctl apikeys create --name acme-portal --tenant acme"},
+	{name: "apikeys list", summary: "list the keys of the HTTP API (never the keys themselves)", setup: apikeysListCmd,
+		example: "webhookctl apikeys list -o json"},
+	{name: "apikeys revoke", args: []string{"ID"}, summary: "revoke a key of the HTTP API", setup: apikeysRevokeCmd,
+		example: "webhookctl apikeys revoke key_0123456789abcdefghij"},
 	{name: "publish", summary: "publish one event (for testing)", setup: publishCmd,
 		example: "webhookctl publish --type order.created --tenant acme --key order-42 --data '{\"total\": 12}'"},
 	{name: "replay", summary: "re-dispatch events in a time range to one subscription", long: true, setup: replayCmd,
@@ -70,6 +76,7 @@ var groups = map[string]string{
 	"subscriptions": "endpoints that receive events",
 	"dlq":           "dead letters",
 	"clickhouse":    "the recorder's ClickHouse tables",
+	"apikeys":       "keys of the HTTP API (docs/api.md)",
 }
 
 // root builds the command tree of one invocation, bound to c.

@@ -31,7 +31,7 @@ func createCmd(fs *flag.FlagSet) runFunc {
 		now := time.Now().UTC()
 		s := topics.Subscription{ID: *id, CreatedAt: now, UpdatedAt: now}
 		if s.ID == "" {
-			s.ID = randomID("sub_")
+			s.ID = topics.NewID("sub_")
 		}
 		if err := f.apply(&s, func(string) bool { return true }); err != nil {
 			return err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hookpipe/hookpipe/api"
+
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/recorder"
@@ -35,6 +37,7 @@ var sections = []section{
 	{"Deliverer", "", deliverer.Config{}},
 	{"Retrier", "", retrier.Config{}},
 	{"Recorder", "Also read by `webhookctl` for its ClickHouse commands.", recorder.Config{}},
+	{"API", "The control plane's HTTP API (docs/api.md); it also reads the Kafka and secrets settings.", api.Config{}},
 }
 
 // Render returns the page.

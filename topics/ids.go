@@ -1,11 +1,13 @@
-package main
+package topics
 
 import "crypto/rand"
 
+// idAlphabet is what random ids are made of: subscription ids (sub_),
+// event ids webhookctl makes up (evt_), API key ids (key_).
 const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 
-// randomID returns prefix + 20 characters drawn uniformly from idAlphabet.
-func randomID(prefix string) string {
+// NewID returns prefix + 20 characters drawn uniformly from idAlphabet.
+func NewID(prefix string) string {
 	const n = 20
 	// Bytes at or above the largest multiple of len(idAlphabet) are
 	// rejected so that every character is equally likely.

@@ -1,0 +1,198 @@
+// Package api is the control plane's HTTP API: API keys (admin and tenant),
+// subscriptions and event ingestion, over the same topics the pipeline and
+// webhookctl use (Kafka stays the source of truth). Operations are declared
+// with huma, which generates the OpenAPI 3.1 document (openapi.json) and
+// answers errors as RFC 9457 problem documents.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/runtime/version"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Server is the API over one Kafka client and the tables it reads.
+type Server struct {
+	cfg   Config
+	names topics.Names
+	cl    *kgo.Client
+	subs  *table.Table
+	keys  *table.KeyTable
+	log   *zap.Logger
+	api   huma.API
+	mux   *http.ServeMux
+	m     *metrics
+}
+
+// New builds the API. cl produces to the pipeline's topics; subs and keys
+// must be running (Run).
+func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, reg prometheus.Registerer, log *zap.Logger) *Server {
+	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg)}
+	s.api = humago.New(s.mux, apiConfig())
+	s.api.UseMiddleware(s.measure, s.authenticate)
+	s.registerKeys()
+	s.registerSubscriptions()
+	s.registerEvents()
+	return s
+}
+
+// apiConfig is the OpenAPI description and the API's conventions: JSON
+// only, unknown fields refused, no docs page loaded from a CDN.
+func apiConfig() huma.Config {
+	c := huma.DefaultConfig("hookpipe API", version.Version)
+	c.Info.Description = "The control plane of hookpipe: API keys, subscriptions and event ingestion. " +
+		"Authenticate with `Authorization: Bearer <key>`; a tenant key sees only its tenant, and another tenant's " +
+		"resources answer 404."
+	c.OpenAPIPath = "/openapi"
+	c.DocsPath = ""
+	c.SchemasPath = ""
+	c.CreateHooks = nil // no $schema links in bodies
+	c.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "An API key: hpk_ and 43 base64url characters."},
+	}
+	return c
+}
+
+// Handler serves the API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// OpenAPI is the API's OpenAPI 3.1 document.
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// principal is who a request acts as.
+type principal struct {
+	keyID  string // "" for the bootstrap admin key
+	tenant string // "" for an admin
+}
+
+func (p principal) admin() bool { return p.tenant == "" }
+
+// sees reports whether p may see a resource of tenant: admins see every
+// tenant, a tenant key its own only.
+func (p principal) sees(tenant string) bool { return p.admin() || p.tenant == tenant }
+
+type principalKey struct{}
+
+func principalOf(ctx context.Context) principal {
+	p, _ := ctx.Value(principalKey{}).(principal)
+	return p
+}
+
+// secured is the security requirement of every operation.
+var secured = []map[string][]string{{"bearer": {}}}
+
+// adminOnly marks operations a tenant key may not call.
+const adminOnly = "admin-only"
+
+// authenticate checks the bearer key of secured operations: unknown or
+// revoked keys answer 401, tenant keys on admin operations 403.
+func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
+	op := ctx.Operation()
+	if len(op.Security) == 0 {
+		next(ctx)
+		return
+	}
+	key, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
+	p, known := s.principal(strings.TrimSpace(key))
+	if !ok || !known {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="hookpipe"`)
+		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer hpk_...")
+		return
+	}
+	if op.Metadata[adminOnly] == true && !p.admin() {
+		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "this operation takes an admin key")
+		return
+	}
+	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+// principal looks a presented key up: the bootstrap admin key, or a key of
+// the apikeys topic that is not revoked.
+func (s *Server) principal(key string) (principal, bool) {
+	if key == "" {
+		return principal{}, false
+	}
+	if s.cfg.AdminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.AdminKey)) == 1 {
+		return principal{}, true
+	}
+	k, ok := s.keys.ByHash(topics.HashAPIKey(key))
+	if !ok || k.Revoked() {
+		return principal{}, false
+	}
+	return principal{keyID: k.ID, tenant: k.Tenant}, true
+}
+
+// metrics are the API's Prometheus metrics.
+type metrics struct {
+	requests *prometheus.CounterVec   // operation, status
+	duration *prometheus.HistogramVec // operation
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "api", Name: "requests_total",
+			Help: "API requests by operation and status."}, []string{"operation", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ops.Namespace, Subsystem: "api", Name: "request_duration_seconds",
+			Help:    "Time to answer an API request, by operation.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 15}}, []string{"operation"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+// measure counts every request by operation and status.
+func (s *Server) measure(ctx huma.Context, next func(huma.Context)) {
+	start := time.Now()
+	next(ctx)
+	op := ctx.Operation().OperationID
+	s.m.requests.WithLabelValues(op, strconv.Itoa(ctx.Status())).Inc()
+	s.m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// invalid turns a record validation error into a 422 naming the field of
+// the request body; other errors are a 500 that says no more.
+func (s *Server) invalid(err error, fieldPrefix string) error {
+	var ie *topics.InvalidError
+	if errors.As(err, &ie) {
+		loc := "body"
+		if ie.Field != "" {
+			loc = "body." + fieldPrefix + ie.Field
+		}
+		return huma.Error422UnprocessableEntity("invalid "+ie.Record, &huma.ErrorDetail{Location: loc, Message: ie.Reason})
+	}
+	return s.internal(err)
+}
+
+// internal logs err and answers a 500 without its text.
+func (s *Server) internal(err error) error {
+	s.log.Error("request failed", zap.Error(err))
+	return huma.Error500InternalServerError("internal error: see the API's log")
+}
+
+// produce writes records and waits for the broker's acknowledgement; then
+// the tables have applied them (read your writes).
+func (s *Server) produce(ctx context.Context, recs ...*kgo.Record) error {
+	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		if ctx.Err() != nil {
+			return huma.Error503ServiceUnavailable("Kafka did not acknowledge in time; the write may or may not have happened")
+		}
+		return s.internal(fmt.Errorf("producing: %w", err))
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Config is the API's configuration: LoadConfig reads it from the
+// environment (docs/configuration.md).
+type Config struct {
+	// Kafka locates the brokers and topics (package runtime/kafka).
+	Kafka kafka.Config `env:"-"`
+	// Secrets seals and opens subscription secrets (config.LoadKeyring).
+	Secrets *topics.Keyring `env:"-"`
+	// Addr serves the API.
+	Addr string `env:"WEBHOOKS_API_ADDR" envDefault:"127.0.0.1:8080" desc:"Address of the HTTP API."`
+	// AdminKey is an admin key given from outside (a Kubernetes Secret, or
+	// make run's .run/api.key): accepted as admin besides the keys of the
+	// apikeys topic. Never logged.
+	AdminKey string `env:"WEBHOOKS_API_ADMIN_KEY" desc:"An admin API key accepted besides the keys on the apikeys topic (hpk_ and 43 base64url characters); the bootstrap key. Never logged."`
+	// TLSCert and TLSKey serve the API over TLS when both are set.
+	TLSCert string `env:"WEBHOOKS_API_TLS_CERT" desc:"PEM certificate file: with WEBHOOKS_API_TLS_KEY the API serves HTTPS."`
+	TLSKey  string `env:"WEBHOOKS_API_TLS_KEY" desc:"PEM key file of WEBHOOKS_API_TLS_CERT."`
+	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
+	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
+	// ShutdownTimeout bounds the requests in progress after SIGTERM.
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long requests in progress may finish after SIGTERM."`
+	// RequestTimeout bounds one request, the broker's acknowledgement
+	// included.
+	RequestTimeout time.Duration `env:"WEBHOOKS_API_REQUEST_TIMEOUT" envDefault:"15s" desc:"Bounds one request, waiting for the broker included."`
+}
+
+// LoadConfig reads the configuration through getenv, reporting every bad
+// variable at once.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	errs := []error{config.Parse(getenv, &c)}
+	var err error
+	c.Kafka, err = kafka.Load(getenv)
+	errs = append(errs, err)
+	c.Secrets, err = config.LoadKeyring(getenv)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.AdminKey != "" && (!strings.HasPrefix(c.AdminKey, topics.APIKeyPrefix) || len(c.AdminKey) < 24) {
+		errs = append(errs, fmt.Errorf("%s: not an API key (%s and at least 20 characters)", config.Name(c, &c.AdminKey), topics.APIKeyPrefix))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, fmt.Errorf("%s and %s go together", config.Name(c, &c.TLSCert), config.Name(c, &c.TLSKey)))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.RequestTimeout)))
+	}
+	return errors.Join(errs...)
+}

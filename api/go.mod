@@ -1,0 +1,36 @@
+module github.com/hookpipe/hookpipe/api
+
+go 1.26.8
+
+require (
+	github.com/hookpipe/hookpipe/runtime v0.0.0
+	github.com/hookpipe/hookpipe/topics v0.0.0
+	github.com/prometheus/client_golang v1.23.2
+	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go/plugin/kzap v1.1.2
+	go.uber.org/zap v1.28.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/caarlos0/env/v11 v11.4.2 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/danielgtaylor/huma/v2 v2.37.2
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.67.5 // indirect
+	github.com/prometheus/procfs v0.20.1 // indirect
+	github.com/twmb/franz-go/pkg/kadm v1.19.0 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
+	github.com/twmb/franz-go/plugin/kprom v1.5.0 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
+)
+
+replace github.com/hookpipe/hookpipe/runtime => ../runtime
+
+replace github.com/hookpipe/hookpipe/topics => ../topics

@@ -1,0 +1,305 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// TestTenantIsolation: with tenant A's key, every route on tenant B's
+// subscription answers 404 (never 403) and changes nothing; lists never
+// include B's; admin routes answer 403; A cannot publish or create for B.
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	keyA, keyB := r.tenantKey("acme"), r.tenantKey("globex")
+	var subA, subB Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", keyA, map[string]any{"url": "https://a.example/hooks", "event_types": []string{"*"}}, &subA)
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", keyB, map[string]any{"url": "https://b.example/hooks", "event_types": []string{"*"}}, &subB)
+	if subA.Tenant != "acme" || subB.Tenant != "globex" {
+		t.Fatalf("tenant keys created subscriptions of tenants %q and %q", subA.Tenant, subB.Tenant)
+	}
+	before := len(c.records(c.names.Subscriptions()))
+	path := "/v1/subscriptions/" + subB.ID
+	for _, tc := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", path, nil},
+		{"PATCH", path, map[string]any{"url": "https://evil.example/"}},
+		{"DELETE", path, nil},
+		{"POST", path + "/enable", nil},
+		{"POST", path + "/disable", map[string]any{"reason": "x"}},
+		{"POST", path + "/rotate-secret", nil},
+	} {
+		if a := r.do(tc.method, tc.path, keyA, tc.body); a.status != http.StatusNotFound {
+			t.Errorf("%s %s with another tenant's key: %d %s, want 404", tc.method, tc.path, a.status, a.body)
+		}
+	}
+	if n := len(c.records(c.names.Subscriptions())); n != before {
+		t.Errorf("%d subscription records written by another tenant's requests", n-before)
+	}
+	var list subscriptionsOutputBody
+	for _, q := range []string{"", "?tenant=globex", "?event_type=order.created", "?enabled=true"} {
+		r.must(http.StatusOK, "GET", "/v1/subscriptions"+q, keyA, nil, &list)
+		for _, s := range list.Data {
+			if s.Tenant != "acme" {
+				t.Errorf("list%s with acme's key includes %s of %q", q, s.ID, s.Tenant)
+			}
+		}
+	}
+	r.must(http.StatusOK, "GET", "/v1/subscriptions", adminKey, nil, &list)
+	if len(list.Data) != 2 {
+		t.Errorf("the admin lists %d subscriptions, want both tenants'", len(list.Data))
+	}
+	for _, tc := range []struct{ method, path string }{{"GET", "/v1/api-keys"}, {"POST", "/v1/api-keys"}, {"DELETE", "/v1/api-keys/key_x"}} {
+		if a := r.do(tc.method, tc.path, keyA, map[string]any{}); a.status != http.StatusForbidden {
+			t.Errorf("%s %s with a tenant key: %d, want 403", tc.method, tc.path, a.status)
+		}
+	}
+	wantField := func(a answer, status int, loc string) {
+		t.Helper()
+		var p problem
+		a.decode(t, &p)
+		if a.status != status || len(p.Errors) == 0 || p.Errors[0].Location != loc {
+			t.Errorf("answer %d %s, want %d naming %s", a.status, a.body, status, loc)
+		}
+	}
+	wantField(r.do("POST", "/v1/events", keyA, map[string]any{"type": "a", "tenant": "globex", "data": 1}), 422, "body.tenant")
+	wantField(r.do("POST", "/v1/subscriptions", keyA, map[string]any{"url": "https://x.example/", "event_types": []string{"*"}, "tenant": "globex"}), 422, "body.tenant")
+	wantField(r.do("PATCH", "/v1/subscriptions/"+subA.ID, keyA, map[string]any{"tenant": "globex"}), 422, "body.tenant")
+}
+
+// subscriptionsOutputBody is the body of a list.
+type subscriptionsOutputBody struct {
+	Data       []Subscription `json:"data"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// TestRevokedKeyRefusedEverywhere: a key revoked on one replica is refused
+// by another; an unknown or missing key is refused by every route.
+func TestRevokedKeyRefusedEverywhere(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	one, two := c.replica(), c.replica()
+	var k APIKey
+	one.must(http.StatusCreated, "POST", "/v1/api-keys", adminKey, map[string]string{"tenant": "acme"}, &k)
+	testkit.WaitFor(t, 10*time.Second, "the second replica to accept the new key", func() bool {
+		return two.do("GET", "/v1/subscriptions", k.Key, nil).status == http.StatusOK
+	})
+	one.must(http.StatusNoContent, "DELETE", "/v1/api-keys/"+k.ID, adminKey, nil, nil)
+	if a := one.do("GET", "/v1/subscriptions", k.Key, nil); a.status != http.StatusUnauthorized {
+		t.Fatalf("the revoking replica answers %d to the revoked key, want 401", a.status)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the second replica to refuse the revoked key", func() bool {
+		return two.do("GET", "/v1/subscriptions", k.Key, nil).status == http.StatusUnauthorized
+	})
+	var keys struct{ Data []APIKey }
+	one.must(http.StatusOK, "GET", "/v1/api-keys", adminKey, nil, &keys)
+	if len(keys.Data) != 1 || keys.Data[0].RevokedAt == nil || keys.Data[0].Key != "" {
+		t.Fatalf("listed keys %+v, want the one, revoked, without its key", keys.Data)
+	}
+	n := 0
+	for path, item := range one.s.OpenAPI().Paths {
+		for method, op := range map[string]*huma.Operation{"GET": item.Get, "POST": item.Post, "PATCH": item.Patch, "DELETE": item.Delete} {
+			if op == nil {
+				continue
+			}
+			n++
+			p := strings.ReplaceAll(path, "{id}", "x")
+			for _, key := range []string{"", "hpk_nope", k.Key} {
+				if a := one.do(method, p, key, map[string]any{}); a.status != http.StatusUnauthorized || !strings.HasPrefix(a.ctype, "application/problem+json") {
+					t.Errorf("%s %s with key %q: %d %s, want a 401 problem", method, p, key, a.status, a.ctype)
+				}
+			}
+		}
+	}
+	if n < 13 {
+		t.Fatalf("checked %d operations, want every one (13)", n)
+	}
+}
+
+// TestReadYourWrites: what one replica wrote, another answers at once,
+// without waiting: a GET reads its tables up to the end first.
+func TestReadYourWrites(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	one, two := c.replica(), c.replica()
+	var s Subscription
+	one.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"order.*"}}, &s)
+	if !strings.HasPrefix(s.Secret, topics.SecretPrefix) {
+		t.Fatalf("create answered secret %q, want the new secret", s.Secret)
+	}
+	var got Subscription
+	two.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &got)
+	if got.URL != s.URL || got.Secret != "" {
+		t.Fatalf("the other replica read %+v", got)
+	}
+	one.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"url": "https://b.example/", "timeout_ms": 5000}, nil)
+	two.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &got)
+	if got.URL != "https://b.example/" || got.TimeoutMS != 5000 || !slices.Equal(got.EventTypes, []string{"order.*"}) {
+		t.Fatalf("after PATCH the other replica read %+v", got)
+	}
+	var rotated Subscription
+	one.must(http.StatusOK, "POST", "/v1/subscriptions/"+s.ID+"/rotate-secret", adminKey, nil, &rotated)
+	if rotated.Secret == "" || rotated.Secret == s.Secret {
+		t.Fatalf("rotate-secret answered %q", rotated.Secret)
+	}
+	one.must(http.StatusOK, "POST", "/v1/subscriptions/"+s.ID+"/disable", adminKey, map[string]string{"reason": "maintenance"}, nil)
+	two.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &got)
+	if got.Enabled || got.DisabledReason != "maintenance" {
+		t.Fatalf("after disable the other replica read %+v", got)
+	}
+	one.must(http.StatusNoContent, "DELETE", "/v1/subscriptions/"+s.ID, adminKey, nil, nil)
+	two.must(http.StatusNotFound, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, nil)
+}
+
+// TestListPages: the list pages by id with a cursor and filters.
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	for i := range 5 {
+		r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_" + string(rune('a'+i)),
+			"url": "https://a.example/", "event_types": []string{[]string{"order.*", "invoice.paid"}[i%2]}, "enabled": i != 4}, nil)
+	}
+	var ids []string
+	cursor := ""
+	for range 10 {
+		var page subscriptionsOutputBody
+		r.must(http.StatusOK, "GET", "/v1/subscriptions?limit=2&cursor="+cursor, adminKey, nil, &page)
+		for _, s := range page.Data {
+			ids = append(ids, s.ID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if !slices.Equal(ids, []string{"sub_a", "sub_b", "sub_c", "sub_d", "sub_e"}) {
+		t.Fatalf("pages gave %v", ids)
+	}
+	var page subscriptionsOutputBody
+	r.must(http.StatusOK, "GET", "/v1/subscriptions?event_type=order.created&enabled=true", adminKey, nil, &page)
+	if len(page.Data) != 2 || page.Data[0].ID != "sub_a" || page.Data[1].ID != "sub_c" {
+		t.Fatalf("order.created, enabled: %+v", page.Data)
+	}
+}
+
+// TestBadInput: bad requests answer a problem document naming the field,
+// and write nothing.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	var s Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_taken", "url": "https://a.example/", "event_types": []string{"*"}}, &s)
+	subsBefore, eventsBefore := len(c.records(c.names.Subscriptions())), len(c.records(c.names.Events()))
+	good := func(extra map[string]any) map[string]any {
+		b := map[string]any{"url": "https://a.example/", "event_types": []string{"*"}}
+		for k, v := range extra {
+			b[k] = v
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		status             int
+		loc                string // the first error's location, "" when the answer has none
+	}{
+		{"not JSON", "POST", "/v1/subscriptions", "{", 400, ""},
+		{"unknown field", "POST", "/v1/subscriptions", good(map[string]any{"colour": "red"}), 422, "body.colour"},
+		{"bad url", "POST", "/v1/subscriptions", good(map[string]any{"url": "ftp://a.example/"}), 422, "body.url"},
+		{"bad pattern", "POST", "/v1/subscriptions", good(map[string]any{"event_types": []string{"order created"}}), 422, "body.event_types"},
+		{"bad ordering", "POST", "/v1/subscriptions", good(map[string]any{"ordering": "random"}), 422, "body.ordering"},
+		{"bad secret", "POST", "/v1/subscriptions", good(map[string]any{"secret": "whsec_c2hvcnQ="}), 422, "body.secret"},
+		{"reserved header", "POST", "/v1/subscriptions", good(map[string]any{"headers": map[string]string{"Webhook-Signature": "x"}}), 422, "body.headers"},
+		{"timeout too long", "POST", "/v1/subscriptions", good(map[string]any{"timeout_ms": 600000}), 422, "body.timeout_ms"},
+		{"bad id", "POST", "/v1/subscriptions", good(map[string]any{"id": "sub 1"}), 422, "body.id"},
+		{"taken id", "POST", "/v1/subscriptions", good(map[string]any{"id": "sub_taken"}), 409, ""},
+		{"patch bad url", "PATCH", "/v1/subscriptions/sub_taken", map[string]any{"url": "nope"}, 422, "body.url"},
+		{"patch missing", "PATCH", "/v1/subscriptions/sub_nope", map[string]any{"url": "https://a.example/"}, 404, ""},
+		{"bad limit", "GET", "/v1/subscriptions?limit=0", nil, 422, "query.limit"},
+		{"bad enabled", "GET", "/v1/subscriptions?enabled=maybe", nil, 422, "query.enabled"},
+		{"event without type", "POST", "/v1/events", map[string]any{"data": 1}, 422, "body"}, // "expected required property type"
+		{"event bad type", "POST", "/v1/events", map[string]any{"type": "a b", "data": 1}, 422, "body.type"},
+		{"event null data", "POST", "/v1/events", map[string]any{"type": "a", "data": nil}, 422, "body.data"},
+		{"event bad time", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "created_at": "yesterday"}, 422, "body.created_at"},
+		{"batch empty", "POST", "/v1/events/batch", map[string]any{"events": []any{}}, 422, "body.events"},
+		{"batch one bad", "POST", "/v1/events/batch", map[string]any{"events": []any{map[string]any{"type": "a", "data": 1}, map[string]any{"type": "", "data": 1}}}, 422, "body.events[1].type"},
+		{"body too large", "POST", "/v1/events", `{"type":"a","data":"` + strings.Repeat("x", 2<<20) + `"}`, 413, ""},
+		{"key tenant bad", "POST", "/v1/api-keys", map[string]any{"tenant": "a b"}, 422, "body.tenant"},
+		{"revoke missing key", "DELETE", "/v1/api-keys/key_nope", nil, 404, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := r.do(tc.method, tc.path, adminKey, tc.body)
+			var p problem
+			a.decode(t, &p)
+			if a.status != tc.status || !strings.HasPrefix(a.ctype, "application/problem+json") || p.Status != tc.status {
+				t.Fatalf("%d %s %s, want a %d problem", a.status, a.ctype, a.body, tc.status)
+			}
+			if tc.loc != "" && (len(p.Errors) == 0 || p.Errors[0].Location != tc.loc) {
+				t.Fatalf("problem %s does not name %s first", a.body, tc.loc)
+			}
+		})
+	}
+	if n := len(c.records(c.names.Subscriptions())); n != subsBefore {
+		t.Errorf("%d subscription records written by bad requests", n-subsBefore)
+	}
+	if n := len(c.records(c.names.Events())); n != eventsBefore {
+		t.Errorf("%d events written by bad requests", n-eventsBefore)
+	}
+}
+
+// TestPublish: an accepted event is on the events topic once the answer
+// comes, keyed by its ordering key on the partition Kafka's partitioner
+// gives the key, with the value the dispatcher decodes; a tenant key's
+// events are its tenant's.
+func TestPublish(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	key := r.tenantKey("acme")
+	var out struct{ IDs []string }
+	r.must(http.StatusAccepted, "POST", "/v1/events", key, map[string]any{"type": "order.created", "key": "order_42", "data": map[string]int{"n": 1}}, &out)
+	r.must(http.StatusAccepted, "POST", "/v1/events/batch", adminKey, map[string]any{"events": []any{
+		map[string]any{"id": "evt_b1", "type": "invoice.paid", "tenant": "globex", "data": "x"},
+		map[string]any{"id": "evt_b2", "type": "invoice.paid", "key": "order_42", "data": []int{1}},
+	}}, nil)
+	recs := c.records(c.names.Events())
+	if len(recs) != 3 {
+		t.Fatalf("%d events on the topic, want 3", len(recs))
+	}
+	partitions := int32(3)
+	byID := map[string]*kgo.Record{}
+	for _, rec := range recs {
+		e, err := topics.DecodeEvent(rec.Value, 0)
+		if err != nil {
+			t.Fatalf("the dispatcher would refuse %s: %v", rec.Value, err)
+		}
+		byID[e.ID] = rec
+	}
+	first := byID[out.IDs[0]]
+	if first == nil {
+		t.Fatalf("event %s not on the topic", out.IDs[0])
+	}
+	var e topics.Event
+	if err := json.Unmarshal(first.Value, &e); err != nil || e.Tenant != "acme" || e.Key != "order_42" || string(e.Data) != `{"n":1}` {
+		t.Fatalf("published %s (%v), want acme's order_42 with its data", first.Value, err)
+	}
+	want := int32(kgo.StickyKeyPartitioner(nil).ForTopic(first.Topic).Partition(&kgo.Record{Key: []byte("order_42")}, int(partitions)))
+	if string(first.Key) != "order_42" || first.Partition != want || byID["evt_b2"].Partition != want {
+		t.Fatalf("key %q on partition %d (and %d), want order_42 on %d", first.Key, first.Partition, byID["evt_b2"].Partition, want)
+	}
+}

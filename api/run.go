@@ -1,0 +1,96 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/table"
+)
+
+// Run serves the API until ctx is done, then lets the requests in progress
+// finish (within cfg.ShutdownTimeout) and returns nil. It returns an error
+// when Kafka is not ready within the startup timeout or the address cannot
+// be served.
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	log = log.Named("api")
+	reg := ops.NewRegistry()
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	base := append(cfg.Kafka.ClientOpts(), kgo.ClientID("webhooks-api"),
+		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))))
+	cl, err := kgo.NewClient(append(base, ops.KafkaMetrics(reg))...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	n := cfg.Kafka.Names
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys()}, log); err != nil || ctx.Err() != nil {
+		return err
+	}
+	subs, err := table.NewTable(base, n.Subscriptions(), cfg.Secrets, log)
+	if err != nil {
+		return err
+	}
+	defer subs.Close()
+	keys, err := table.NewKeyTable(base, n.APIKeys(), log)
+	if err != nil {
+		return err
+	}
+	defer keys.Close()
+	tables, stopTables := context.WithCancel(context.Background())
+	defer stopTables()
+	go subs.Run(tables)
+	go keys.Run(tables)
+	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp} {
+		if err := wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	srv.SetReady(func(context.Context) error { return nil })
+
+	s := New(cfg, cl, subs, keys, reg, log)
+	hs := &http.Server{Handler: http.TimeoutHandler(s.Handler(), cfg.RequestTimeout, `{"title":"Service Unavailable","status":503,"detail":"the request took too long"}`),
+		ReadHeaderTimeout: 5 * time.Second, ErrorLog: zap.NewStdLog(log)}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("API address (WEBHOOKS_API_ADDR=%s): %w", cfg.Addr, err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		if cfg.TLSCert != "" {
+			served <- hs.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	log.Info("serving the API", zap.String("addr", ln.Addr().String()), zap.Bool("tls", cfg.TLSCert != ""),
+		zap.Bool("bootstrap_admin_key", cfg.AdminKey != ""))
+	select {
+	case err := <-served:
+		return fmt.Errorf("API server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("shutdown budget exceeded; closing the requests in progress", zap.Error(err))
+	}
+	log.Info("stopped")
+	return nil
+}

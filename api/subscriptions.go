@@ -1,0 +1,337 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Subscription is a subscription as the API shows it. The signing secret is
+// in the answers to create and rotate-secret only.
+type Subscription struct {
+	ID             string            `json:"id" doc:"The subscription's id."`
+	Tenant         string            `json:"tenant,omitempty" doc:"Only this tenant's events match; absent: every tenant's."`
+	URL            string            `json:"url" doc:"The endpoint: absolute http or https."`
+	EventTypes     []string          `json:"event_types" doc:"Event type patterns: a type, prefix.* or *."`
+	Enabled        bool              `json:"enabled"`
+	Ordering       string            `json:"ordering" enum:"none,key" doc:"key: events with the same key are delivered in publish order."`
+	Headers        map[string]string `json:"headers,omitempty" doc:"Headers sent with every request."`
+	TimeoutMS      int               `json:"timeout_ms" doc:"HTTP timeout of one attempt, in milliseconds."`
+	RateLimitPerS  float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second to the endpoint; absent: no limit."`
+	RetrySchedule  []string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; absent: the default."`
+	RetryStatuses  []int             `json:"retry_statuses,omitempty" doc:"Permanent statuses retried instead of dead-lettered."`
+	DisabledReason string            `json:"disabled_reason,omitempty"`
+	Secret         string            `json:"secret,omitempty" doc:"The signing secret (whsec_...): in the answers to create and rotate-secret only."`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+}
+
+func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
+	out := Subscription{ID: s.ID, Tenant: s.Tenant, URL: s.URL, EventTypes: s.EventTypes, Enabled: s.Enabled,
+		Ordering: s.Ordering, Headers: s.Headers, TimeoutMS: int(s.Timeout().Milliseconds()), RateLimitPerS: s.RateLimitPerS,
+		RetrySchedule: s.RetrySchedule, RetryStatuses: s.RetryStatuses, DisabledReason: s.DisabledReason,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	if out.Ordering == "" {
+		out.Ordering = topics.OrderingNone
+	}
+	if withSecret {
+		out.Secret = s.Secret
+	}
+	return out
+}
+
+// subscriptionFields are the settable fields of a subscription; nil leaves
+// a field as it is (PATCH) or at its default (create).
+type subscriptionFields struct {
+	ID            *string            `json:"id,omitempty" doc:"On create: the subscription's id, default sub_ and 20 random letters and digits. Not changeable."`
+	Tenant        *string            `json:"tenant,omitempty" doc:"Only this tenant's events match. A tenant key's subscriptions are its tenant's."`
+	URL           *string            `json:"url,omitempty" doc:"The endpoint: absolute http or https, at most 2048 characters."`
+	EventTypes    []string           `json:"event_types,omitempty" doc:"Event type patterns: a type, prefix.* or *."`
+	Enabled       *bool              `json:"enabled,omitempty"`
+	Ordering      *string            `json:"ordering,omitempty" enum:"none,key"`
+	Headers       *map[string]string `json:"headers,omitempty" doc:"Headers sent with every request (replaces them all)."`
+	TimeoutMS     *int               `json:"timeout_ms,omitempty" doc:"HTTP timeout of one attempt, in milliseconds."`
+	RateLimitPerS *float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second; 0: no limit."`
+	RetrySchedule *[]string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
+	RetryStatuses *[]int             `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
+	Secret        *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
+}
+
+// apply sets the given fields on sub.
+func (f *subscriptionFields) apply(sub *topics.Subscription) {
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&sub.Tenant, f.Tenant)
+	set(&sub.URL, f.URL)
+	set(&sub.Ordering, f.Ordering)
+	set(&sub.Secret, f.Secret)
+	if f.EventTypes != nil {
+		sub.EventTypes = f.EventTypes
+	}
+	if f.Enabled != nil {
+		sub.Enabled = *f.Enabled
+		if sub.Enabled {
+			sub.DisabledReason = ""
+		}
+	}
+	if f.Headers != nil {
+		sub.Headers = *f.Headers
+	}
+	if f.TimeoutMS != nil {
+		sub.TimeoutMS = *f.TimeoutMS
+	}
+	if f.RateLimitPerS != nil {
+		sub.RateLimitPerS = *f.RateLimitPerS
+	}
+	if f.RetrySchedule != nil {
+		sub.RetrySchedule = *f.RetrySchedule
+	}
+	if f.RetryStatuses != nil {
+		sub.RetryStatuses = *f.RetryStatuses
+	}
+}
+
+type createSubscriptionInput struct {
+	Body subscriptionFields
+}
+
+type subscriptionOutput struct{ Body Subscription }
+
+type subscriptionIDInput struct {
+	ID string `path:"id" doc:"The subscription's id."`
+}
+
+type patchSubscriptionInput struct {
+	ID   string `path:"id"`
+	Body subscriptionFields
+}
+
+type disableInput struct {
+	ID   string `path:"id"`
+	Body *struct {
+		Reason string `json:"reason,omitempty" maxLength:"500" doc:"Why, kept in disabled_reason."`
+	}
+}
+
+type listSubscriptionsInput struct {
+	Tenant    string `query:"tenant" doc:"Only this tenant's subscriptions."`
+	EventType string `query:"event_type" doc:"Only subscriptions an event of this type matches."`
+	Enabled   string `query:"enabled" enum:"true,false" doc:"Only enabled (true) or disabled (false) ones."`
+	Cursor    string `query:"cursor" doc:"The next_cursor of the previous page."`
+	Limit     int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Most subscriptions in the page."`
+}
+
+type subscriptionsOutput struct {
+	Body struct {
+		Data       []Subscription `json:"data"`
+		NextCursor string         `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last."`
+	}
+}
+
+func (s *Server) registerSubscriptions() {
+	tags := []string{"Subscriptions"}
+	huma.Register(s.api, huma.Operation{OperationID: "create-subscription", Method: http.MethodPost, Path: "/v1/subscriptions",
+		Summary: "Create a subscription", Description: "Validated as webhookctl validates; the signing secret is in the answer, once.",
+		Tags: tags, Security: secured, DefaultStatus: http.StatusCreated},
+		func(ctx context.Context, in *createSubscriptionInput) (*subscriptionOutput, error) {
+			p := principalOf(ctx)
+			now := time.Now().UTC()
+			sub := topics.Subscription{ID: topics.NewID("sub_"), Enabled: true, Ordering: topics.OrderingNone, CreatedAt: now, UpdatedAt: now}
+			if in.Body.ID != nil {
+				sub.ID = *in.Body.ID
+			}
+			in.Body.apply(&sub)
+			if !p.admin() {
+				if in.Body.Tenant != nil && *in.Body.Tenant != p.tenant {
+					return nil, huma.Error422UnprocessableEntity("invalid subscription",
+						&huma.ErrorDetail{Location: "body.tenant", Message: "a tenant key creates subscriptions of its own tenant only", Value: *in.Body.Tenant})
+				}
+				sub.Tenant = p.tenant
+			}
+			if sub.Secret == "" {
+				secret, err := topics.NewSecret()
+				if err != nil {
+					return nil, s.internal(err)
+				}
+				sub.Secret = secret
+			}
+			if err := sub.Validate(); err != nil {
+				return nil, s.invalid(err, "")
+			}
+			if err := s.subs.WaitCaughtUp(ctx); err != nil {
+				return nil, s.internal(err)
+			}
+			if _, taken := s.subs.Get(sub.ID); taken {
+				return nil, huma.Error409Conflict("subscription " + sub.ID + " already exists")
+			}
+			if err := s.writeSubscription(ctx, &sub); err != nil {
+				return nil, err
+			}
+			return &subscriptionOutput{Body: subscriptionOf(&sub, true)}, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "list-subscriptions", Method: http.MethodGet, Path: "/v1/subscriptions",
+		Summary: "List subscriptions", Description: "By id, in pages. Secrets are never listed.", Tags: tags, Security: secured},
+		func(ctx context.Context, in *listSubscriptionsInput) (*subscriptionsOutput, error) {
+			p := principalOf(ctx)
+			if err := s.subs.WaitCaughtUp(ctx); err != nil {
+				return nil, s.internal(err)
+			}
+			all := s.subs.All()
+			slices.SortFunc(all, func(a, b *topics.Subscription) int { return strings.Compare(a.ID, b.ID) })
+			out := &subscriptionsOutput{}
+			out.Body.Data = []Subscription{}
+			for _, sub := range all {
+				switch {
+				case !p.sees(sub.Tenant), in.Tenant != "" && sub.Tenant != in.Tenant, sub.ID <= in.Cursor,
+					in.Enabled != "" && (in.Enabled == "true") != sub.Enabled,
+					in.EventType != "" && !slices.ContainsFunc(sub.EventTypes, func(pt string) bool { return topics.MatchType(pt, in.EventType) }):
+					continue
+				}
+				if len(out.Body.Data) == in.Limit {
+					out.Body.NextCursor = out.Body.Data[len(out.Body.Data)-1].ID
+					break
+				}
+				out.Body.Data = append(out.Body.Data, subscriptionOf(sub, false))
+			}
+			return out, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "get-subscription", Method: http.MethodGet, Path: "/v1/subscriptions/{id}",
+		Summary: "Get a subscription", Tags: tags, Security: secured},
+		func(ctx context.Context, in *subscriptionIDInput) (*subscriptionOutput, error) {
+			sub, err := s.visible(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &subscriptionOutput{Body: subscriptionOf(sub, false)}, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "update-subscription", Method: http.MethodPatch, Path: "/v1/subscriptions/{id}",
+		Summary: "Change the given fields of a subscription", Tags: tags, Security: secured},
+		func(ctx context.Context, in *patchSubscriptionInput) (*subscriptionOutput, error) {
+			p := principalOf(ctx)
+			if in.Body.ID != nil && *in.Body.ID != in.ID {
+				return nil, huma.Error422UnprocessableEntity("invalid subscription",
+					&huma.ErrorDetail{Location: "body.id", Message: "a subscription's id cannot change", Value: *in.Body.ID})
+			}
+			if !p.admin() && in.Body.Tenant != nil && *in.Body.Tenant != p.tenant {
+				return nil, huma.Error422UnprocessableEntity("invalid subscription",
+					&huma.ErrorDetail{Location: "body.tenant", Message: "a tenant key cannot move a subscription to another tenant", Value: *in.Body.Tenant})
+			}
+			sub, err := s.change(ctx, in.ID, func(sub *topics.Subscription) { in.Body.apply(sub) })
+			if err != nil {
+				return nil, err
+			}
+			return &subscriptionOutput{Body: subscriptionOf(sub, in.Body.Secret != nil)}, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "delete-subscription", Method: http.MethodDelete, Path: "/v1/subscriptions/{id}",
+		Summary: "Delete a subscription", Description: "Its pending deliveries are skipped.", Tags: tags, Security: secured,
+		DefaultStatus: http.StatusNoContent},
+		func(ctx context.Context, in *subscriptionIDInput) (*struct{}, error) {
+			if _, err := s.visible(ctx, in.ID); err != nil {
+				return nil, err
+			}
+			if err := s.produce(ctx, &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(in.ID)}); err != nil {
+				return nil, err
+			}
+			return nil, s.caughtUp(ctx)
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "enable-subscription", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/enable",
+		Summary: "Enable a subscription", Tags: tags, Security: secured},
+		func(ctx context.Context, in *subscriptionIDInput) (*subscriptionOutput, error) {
+			sub, err := s.change(ctx, in.ID, func(sub *topics.Subscription) { sub.Enabled, sub.DisabledReason = true, "" })
+			if err != nil {
+				return nil, err
+			}
+			return &subscriptionOutput{Body: subscriptionOf(sub, false)}, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "disable-subscription", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/disable",
+		Summary: "Disable a subscription", Description: "Its deliveries are skipped until it is enabled again.", Tags: tags, Security: secured},
+		func(ctx context.Context, in *disableInput) (*subscriptionOutput, error) {
+			sub, err := s.change(ctx, in.ID, func(sub *topics.Subscription) {
+				if in.Body != nil {
+					sub.DisabledReason = in.Body.Reason
+				}
+				sub.Enabled = false
+			})
+			if err != nil {
+				return nil, err
+			}
+			return &subscriptionOutput{Body: subscriptionOf(sub, false)}, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "rotate-subscription-secret", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/rotate-secret",
+		Summary: "Rotate a subscription's secret", Description: "A new secret, in the answer once; the old one signs too for 24 hours.",
+		Tags: tags, Security: secured},
+		func(ctx context.Context, in *subscriptionIDInput) (*subscriptionOutput, error) {
+			secret, err := topics.NewSecret()
+			if err != nil {
+				return nil, s.internal(err)
+			}
+			sub, err := s.change(ctx, in.ID, func(sub *topics.Subscription) {
+				sub.PreviousSecret, sub.PreviousSecretUntil, sub.Secret = sub.Secret, time.Now().UTC().Add(topics.RotationGrace), secret
+			})
+			if err != nil {
+				return nil, err
+			}
+			return &subscriptionOutput{Body: subscriptionOf(sub, true)}, nil
+		})
+}
+
+// visible returns the subscription id as the request's principal may see
+// it: another tenant's is as missing as one that does not exist.
+func (s *Server) visible(ctx context.Context, id string) (*topics.Subscription, error) {
+	if err := s.subs.WaitCaughtUp(ctx); err != nil {
+		return nil, s.internal(err)
+	}
+	sub, ok := s.subs.Get(id)
+	if !ok || !principalOf(ctx).sees(sub.Tenant) {
+		return nil, huma.Error404NotFound("no subscription " + id)
+	}
+	return sub, nil
+}
+
+// change applies fn to a copy of the visible subscription id, validates and
+// writes it.
+func (s *Server) change(ctx context.Context, id string, fn func(*topics.Subscription)) (*topics.Subscription, error) {
+	cur, err := s.visible(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	sub := *cur
+	fn(&sub)
+	sub.UpdatedAt = time.Now().UTC()
+	if err := sub.Validate(); err != nil {
+		return nil, s.invalid(err, "")
+	}
+	if err := s.writeSubscription(ctx, &sub); err != nil {
+		return nil, err
+	}
+	return &sub, nil
+}
+
+// writeSubscription writes sub, sealed, and waits until the table shows it.
+func (s *Server) writeSubscription(ctx context.Context, sub *topics.Subscription) error {
+	if err := s.produce(ctx, &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(sub.ID), Value: sub.EncodeWith(s.cfg.Secrets)}); err != nil {
+		return err
+	}
+	return s.caughtUp(ctx)
+}
+
+func (s *Server) caughtUp(ctx context.Context) error {
+	if err := s.subs.WaitCaughtUp(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return huma.Error503ServiceUnavailable("written, but not yet read back in time")
+		}
+		return s.internal(err)
+	}
+	return nil
+}
