@@ -6,6 +6,7 @@
 package charttest
 
 import (
+	networkingv1 "k8s.io/api/networking/v1"
 	"bytes"
 	"encoding/base64"
 	"errors"
@@ -88,6 +89,7 @@ type manifests struct {
 	hookSecrets []*corev1.Secret // helm.sh/hook Secrets
 	jobs        []*batchv1.Job
 	accounts    []*corev1.ServiceAccount
+	ingresses   []*networkingv1.Ingress
 	monitors    []*serviceMonitor
 	rules       []*prometheusRule
 	kinds       []string
@@ -234,6 +236,10 @@ func render(t *testing.T, sets ...string) *manifests {
 			var a corev1.ServiceAccount
 			strict(&a)
 			m.accounts = append(m.accounts, &a)
+		case "networking.k8s.io/v1 Ingress":
+			var i networkingv1.Ingress
+			strict(&i)
+			m.ingresses = append(m.ingresses, &i)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			var s serviceMonitor
 			strict(&s)
@@ -308,8 +314,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WEBHOOKS_SHUTDOWN_TIMEOUT: %v", err)
 	}
-	if len(m.deployments) != len(components) {
-		t.Fatalf("Deployments for %v, want one for each of %v", keys(m.deployments), components)
+	if len(m.deployments) != len(components)+1 || m.deployments["api"] == nil {
+		t.Fatalf("Deployments for %v, want one for each of %v and the api", keys(m.deployments), components)
 	}
 	for _, c := range components {
 		d := m.deployments[c]
@@ -1002,4 +1008,47 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestAPI: the API runs as its own Deployment behind a ClusterIP Service on
+// its port, with the probes and metrics port of the components, the
+// bootstrap admin key from the Secret, and, when asked, an Ingress and a
+// CPU HPA; it is no consumer group (no KEDA object).
+func TestAPI(t *testing.T) {
+	m := render(t, "secrets.apiAdminKey=hpk_0123456789012345678901234567890123456789abc",
+		"api.ingress.enabled=true", "api.ingress.host=hooks.example.com", "api.autoscaling.enabled=true", "keda.enabled=true")
+	d := m.deployments["api"]
+	if d == nil {
+		t.Fatal("no api Deployment")
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if len(c.Command) != 1 || c.Command[0] != "api" || d.Spec.Replicas != nil {
+		t.Errorf("api container %v, replicas %v (an HPA scales it)", c.Command, d.Spec.Replicas)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["WEBHOOKS_API_ADDR"] != "0.0.0.0:8080" {
+		t.Errorf("WEBHOOKS_API_ADDR = %q", env["WEBHOOKS_API_ADDR"])
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Error("api probes missing")
+	}
+	if s := m.services["api"]; s == nil || s.Spec.ClusterIP == "None" || len(s.Spec.Ports) != 2 || s.Spec.Ports[0].Port != 8080 {
+		t.Errorf("api Service %+v", s)
+	}
+	if len(m.secrets) != 1 || string(m.secrets[0].Data["WEBHOOKS_API_ADMIN_KEY"]) == "" {
+		t.Error("the admin key is not in the Secret")
+	}
+	if len(m.ingresses) != 1 || m.ingresses[0].Spec.Rules[0].Host != "hooks.example.com" ||
+		m.ingresses[0].Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port.Name != "api" {
+		t.Errorf("ingresses %+v", m.ingresses)
+	}
+	if m.hpas["api"] == nil || m.pdbs["api"] == nil || m.scaled["api"] != nil {
+		t.Errorf("api HPA %v, PDB %v, ScaledObject %v", m.hpas["api"] != nil, m.pdbs["api"] != nil, m.scaled["api"] != nil)
+	}
+	if off := render(t, "api.enabled=false"); off.deployments["api"] != nil || off.services["api"] != nil {
+		t.Error("api.enabled=false still renders the API")
+	}
 }
