@@ -6,7 +6,6 @@
 package charttest
 
 import (
-	networkingv1 "k8s.io/api/networking/v1"
 	"bytes"
 	"encoding/base64"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
