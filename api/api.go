@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/runtime/version"
 	"github.com/hookpipe/hookpipe/topics"
@@ -38,14 +39,16 @@ type Server struct {
 	api   huma.API
 	mux   *http.ServeMux
 	m     *metrics
+	limit *limiter // nil: no rate limit
 }
 
 // New builds the API. cl produces to the pipeline's topics; subs and keys
-// must be running (Run).
-func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, reg prometheus.Registerer, log *zap.Logger) *Server {
-	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg)}
+// must be running (Run); g holds the per-key rate limits (nil: none).
+func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g *redisstate.Guard, reg prometheus.Registerer, log *zap.Logger) *Server {
+	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg),
+		limit: newLimiter(g, cfg.RateLimit, log)}
 	s.api = humago.New(s.mux, apiConfig())
-	s.api.UseMiddleware(s.measure, s.authenticate)
+	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
 	s.registerKeys()
 	s.registerSubscriptions()
 	s.registerEvents()

@@ -20,6 +20,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
@@ -47,7 +48,7 @@ func newCluster(t *testing.T) *cluster {
 	}
 	t.Cleanup(c.Close)
 	env := map[string]string{kafka.EnvBrokers: strings.Join(c.ListenAddrs(), ","), config.EnvDev: "1",
-		"WEBHOOKS_API_ADMIN_KEY": adminKey}
+		"WEBHOOKS_API_ADMIN_KEY": adminKey, redisstate.EnvURL: redisstate.Disabled}
 	k, err := kafka.Load(func(key string) string { return env[key] })
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,13 @@ type replica struct {
 
 func (c *cluster) replica() *replica {
 	c.t.Helper()
-	cfg, err := LoadConfig(func(k string) string { return c.env[k] })
+	return c.replicaWith(c.env)
+}
+
+// replicaWith is a replica configured by env (Redis when it names one).
+func (c *cluster) replicaWith(env map[string]string) *replica {
+	c.t.Helper()
+	cfg, err := LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -93,9 +100,22 @@ func (c *cluster) replica() *replica {
 	ctx, cancel := context.WithCancel(context.Background())
 	go subs.Run(ctx)
 	go keys.Run(ctx)
-	s := New(cfg, cl, subs, keys, ops.NewRegistry(), log)
+	g, err := redisstate.Open(cfg.Redis, log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log)
 	srv := httptest.NewServer(s.Handler())
-	c.t.Cleanup(func() { srv.Close(); cancel(); subs.Close(); keys.Close(); cl.Close() })
+	c.t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		subs.Close()
+		keys.Close()
+		cl.Close()
+		if g != nil {
+			_ = g.Close()
+		}
+	})
 	return &replica{t: c.t, srv: srv, s: s}
 }
 
@@ -104,6 +124,7 @@ type answer struct {
 	status int
 	body   []byte
 	ctype  string
+	header http.Header
 }
 
 func (a answer) decode(t *testing.T, v any) {
@@ -157,7 +178,7 @@ func (r *replica) do(method, path, key string, body any) answer {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return answer{status: resp.StatusCode, body: b, ctype: resp.Header.Get("Content-Type")}
+	return answer{status: resp.StatusCode, body: b, ctype: resp.Header.Get("Content-Type"), header: resp.Header}
 }
 
 // must does a request that must answer want, and decodes its body into out.
@@ -230,7 +251,7 @@ func (c *cluster) records(topic string) []*kgo.Record {
 // TestOpenAPIIsCurrent: the committed openapi.json is what the code
 // generates (go test ./api -run TestOpenAPIIsCurrent -update rewrites it).
 func TestOpenAPIIsCurrent(t *testing.T) {
-	s := New(Config{}, nil, nil, nil, ops.NewRegistry(), testkit.Logger(t))
+	s := New(Config{}, nil, nil, nil, nil, ops.NewRegistry(), testkit.Logger(t))
 	got, err := json.MarshalIndent(s.OpenAPI(), "", "  ")
 	if err != nil {
 		t.Fatal(err)

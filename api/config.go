@@ -3,11 +3,13 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -29,6 +31,12 @@ type Config struct {
 	TLSKey  string `env:"WEBHOOKS_API_TLS_KEY" desc:"PEM key file of WEBHOOKS_API_TLS_CERT."`
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
+	// Redis holds the per-key request rate limits (package redisstate); an
+	// empty URL means no limit.
+	Redis redisstate.Config `env:"-"`
+	// RateLimit is how many requests per second one API key may make,
+	// across all replicas (GCRA in Redis, a burst of the same); 0: none.
+	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
 	// ShutdownTimeout bounds the requests in progress after SIGTERM.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long requests in progress may finish after SIGTERM."`
 	// RequestTimeout bounds one request, the broker's acknowledgement
@@ -46,6 +54,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs = append(errs, err)
 	c.Secrets, err = config.LoadKeyring(getenv)
 	errs = append(errs, err)
+	c.Redis, err = redisstate.Load(getenv)
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -59,6 +69,9 @@ func (c *Config) validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, fmt.Errorf("%s and %s go together", config.Name(c, &c.TLSCert), config.Name(c, &c.TLSKey)))
+	}
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		errs = append(errs, fmt.Errorf("%s must be a finite number, not negative", config.Name(c, &c.RateLimit)))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/table"
 )
 
@@ -64,7 +65,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	srv.SetReady(func(context.Context) error { return nil })
 
-	s := New(cfg, cl, subs, keys, reg, log)
+	g, err := redisstate.Open(cfg.Redis, log)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		defer g.Close()
+		redisstate.Register(reg, g)
+	}
+	s := New(cfg, cl, subs, keys, g, reg, log)
 	hs := &http.Server{Handler: http.TimeoutHandler(s.Handler(), cfg.RequestTimeout, `{"title":"Service Unavailable","status":503,"detail":"the request took too long"}`),
 		ReadHeaderTimeout: 5 * time.Second, ErrorLog: zap.NewStdLog(log)}
 	ln, err := net.Listen("tcp", cfg.Addr)

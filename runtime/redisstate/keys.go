@@ -35,6 +35,9 @@ func (k Keys) BreakerCalls(sub string) string { return k.Prefix + "breaker:" + s
 // library prefixes it with "rate:").
 func (k Keys) RateLimit(sub string) string { return k.Prefix + "ratelimit:" + sub }
 
+// APIRate is the rate limit of an API key (redis_rate prefixes it "rate:").
+func (k Keys) APIRate(keyID string) string { return k.Prefix + "apirate:" + keyID }
+
 // FailingSince is when a subscription's deliveries started dying by
 // exhausted retries.
 func (k Keys) FailingSince(sub string) string { return k.Prefix + "failing:" + sub }

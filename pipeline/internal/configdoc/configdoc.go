@@ -32,7 +32,7 @@ var sections = []section{
 	{"Kafka", "Every component and `webhookctl`.", kafka.Settings{}},
 	{"Secrets at rest", "The dispatcher, the deliverer and `webhookctl` (they read or write subscriptions).", config.Secrets{}},
 	{"Redis", "Shared state of the replicas: event dedup (dispatcher), breakers, rate limits and auto-disable " +
-		"(deliverer), recovery marks (retrier). Every use fails open while Redis is down.", redisstate.Config{}},
+		"(deliverer), recovery marks (retrier), per-key request rates (API). Every use fails open while Redis is down.", redisstate.Config{}},
 	{"Dispatcher", "", dispatcher.Config{}},
 	{"Deliverer", "", deliverer.Config{}},
 	{"Retrier", "", retrier.Config{}},

@@ -1,0 +1,68 @@
+package api
+
+import (
+	"maps"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
+)
+
+// TestRateLimitPerKey: a key over its rate answers 429 with Retry-After on
+// every replica (the limit is shared through Redis), while another key is
+// not slowed; with Redis unreachable nothing is limited (fail open).
+func TestRateLimitPerKey(t *testing.T) {
+	t.Parallel()
+	url, prefix := redistest.Shared(t)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	// One request per 20 s: the second comes well within it.
+	env[redisstate.EnvURL], env[redisstate.EnvKeyPrefix], env["WEBHOOKS_API_RATE_LIMIT"] = url, prefix, "0.05"
+	admin := c.replica() // no limit
+	key, other := admin.tenantKey("acme"), admin.tenantKey("globex")
+	one, two := c.replicaWith(env), c.replicaWith(env)
+	var a answer
+	// A replica knows a new key once it has read it (401 until then, before
+	// any rate is counted).
+	testkit.WaitFor(t, 10*time.Second, "the first replica to accept the key", func() bool {
+		a = one.do("GET", "/v1/subscriptions", key, nil)
+		return a.status != http.StatusUnauthorized
+	})
+	if a.status != http.StatusOK {
+		t.Fatalf("the first request: %d %s", a.status, a.body)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the second replica to know the key", func() bool {
+		a = two.do("GET", "/v1/subscriptions", key, nil)
+		return a.status != http.StatusUnauthorized
+	})
+	if a.status != http.StatusTooManyRequests || !strings.HasPrefix(a.ctype, "application/problem+json") {
+		t.Fatalf("the second request within the rate, on another replica: %d %s, want a 429 problem", a.status, a.body)
+	}
+	if wait, err := strconv.Atoi(a.header.Get("Retry-After")); err != nil || wait < 1 || wait > 20 {
+		t.Fatalf("Retry-After %q, want 1 to 20 seconds", a.header.Get("Retry-After"))
+	}
+	testkit.WaitFor(t, 10*time.Second, "another key to be served", func() bool {
+		return two.do("GET", "/v1/subscriptions", other, nil).status == http.StatusOK
+	})
+
+	down := maps.Clone(env)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down[redisstate.EnvURL] = "redis://" + ln.Addr().String() + "/0" // nothing answers once closed
+	ln.Close()
+	r := c.replicaWith(down)
+	testkit.WaitFor(t, 10*time.Second, "a replica without Redis to accept the key", func() bool {
+		return r.do("GET", "/v1/subscriptions", key, nil).status == http.StatusOK
+	})
+	for range 5 {
+		r.must(http.StatusOK, "GET", "/v1/subscriptions", key, nil, nil)
+	}
+}
