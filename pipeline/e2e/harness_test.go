@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 
 var buildOnce sync.Once
 
-// binaries builds dispatcher, deliverer and webhookctl for tests that run
+// binaries builds the components, webhookctl and the API for tests that run
 // them as real processes.
 func binaries(t testing.TB) string {
 	t.Helper()
@@ -69,14 +69,15 @@ func binaries(t testing.TB) string {
 			"github.com/hookpipe/hookpipe/dispatcher/cmd/dispatcher",
 			"github.com/hookpipe/hookpipe/deliverer/cmd/deliverer",
 			"github.com/hookpipe/hookpipe/retrier/cmd/retrier",
-			"github.com/hookpipe/hookpipe/pipeline/cmd/webhookctl")
+			"github.com/hookpipe/hookpipe/pipeline/cmd/webhookctl",
+			"github.com/hookpipe/hookpipe/api/cmd/api")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err = cmd.CombinedOutput()
 	})
 	if err != nil {
 		t.Fatalf("building binaries: %v\n%s", err, out)
 	}
-	for _, b := range []string{"dispatcher", "deliverer", "retrier", "webhookctl"} {
+	for _, b := range []string{"dispatcher", "deliverer", "retrier", "webhookctl", "api"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			t.Fatalf("binary %s missing after build", b)
 		}
