@@ -74,8 +74,16 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		redisstate.Register(reg, g)
 	}
 	s := New(cfg, cl, subs, keys, g, reg, log)
-	hs := &http.Server{Handler: http.TimeoutHandler(s.Handler(), cfg.RequestTimeout, `{"title":"Service Unavailable","status":503,"detail":"the request took too long"}`),
-		ReadHeaderTimeout: 5 * time.Second, ErrorLog: zap.NewStdLog(log)}
+	// Each request's context ends after RequestTimeout: writes waiting for
+	// the broker answer 503 then (http.TimeoutHandler would buffer every
+	// answer and run every request on a goroutine of its own).
+	timeout := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), cfg.RequestTimeout)
+		defer cancel()
+		s.Handler().ServeHTTP(w, r.WithContext(ctx))
+	})
+	hs := &http.Server{Handler: timeout, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: cfg.RequestTimeout,
+		IdleTimeout: 2 * time.Minute, ErrorLog: zap.NewStdLog(log)}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("API address (WEBHOOKS_API_ADDR=%s): %w", cfg.Addr, err)
