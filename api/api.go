@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/table"
@@ -30,28 +31,30 @@ import (
 
 // Server is the API over one Kafka client and the tables it reads.
 type Server struct {
-	cfg   Config
-	names topics.Names
-	cl    *kgo.Client
-	subs  *table.Table
-	keys  *table.KeyTable
-	log   *zap.Logger
-	api   huma.API
-	mux   *http.ServeMux
-	m     *metrics
-	limit *limiter // nil: no rate limit
+	cfg    Config
+	names  topics.Names
+	cl     *kgo.Client
+	subs   *table.Table
+	keys   *table.KeyTable
+	log    *zap.Logger
+	api    huma.API
+	mux    *http.ServeMux
+	m      *metrics
+	limit  *limiter // nil: no rate limit
+	prober *deliverer.Prober
 }
 
 // New builds the API. cl produces to the pipeline's topics; subs and keys
 // must be running (Run); g holds the per-key rate limits (nil: none).
 func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g *redisstate.Guard, reg prometheus.Registerer, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg),
-		limit: newLimiter(g, cfg.RateLimit, log)}
+		limit: newLimiter(g, cfg.RateLimit, log), prober: deliverer.NewProber(cfg.HTTP)}
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
 	s.registerKeys()
 	s.registerSubscriptions()
 	s.registerEvents()
+	s.registerTestSend()
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -37,6 +38,8 @@ type Config struct {
 	// RateLimit is how many requests per second one API key may make,
 	// across all replicas (GCRA in Redis, a burst of the same); 0: none.
 	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
+	// HTTP is how test-send reaches endpoints: the deliverer's settings.
+	deliverer.HTTP
 	// ShutdownTimeout bounds the requests in progress after SIGTERM.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long requests in progress may finish after SIGTERM."`
 	// RequestTimeout bounds one request, the broker's acknowledgement
@@ -48,7 +51,7 @@ type Config struct {
 // variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
-	errs := []error{config.Parse(getenv, &c)}
+	errs := []error{config.Parse(getenv, &c, deliverer.Parsers...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
 	errs = append(errs, err)

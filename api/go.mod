@@ -4,10 +4,12 @@ go 1.26.8
 
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/hookpipe/hookpipe/deliverer v0.0.0
 	github.com/hookpipe/hookpipe/runtime v0.0.0
 	github.com/hookpipe/hookpipe/topics v0.0.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/plugin/kzap v1.1.2
@@ -39,3 +41,5 @@ require (
 replace github.com/hookpipe/hookpipe/runtime => ../runtime
 
 replace github.com/hookpipe/hookpipe/topics => ../topics
+
+replace github.com/hookpipe/hookpipe/deliverer => ../deliverer

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
 	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
@@ -67,7 +69,11 @@ type response struct {
 	status     int
 	retryAfter string
 	duration   time.Duration
+	sample     string // the first bytes of the body, valid UTF-8
 }
+
+// sampleBytes is how much of a response body is kept as its sample.
+const sampleBytes = 1024
 
 // body renders the request body: the data bytes go out exactly as
 // published.
@@ -136,8 +142,25 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 		return response{duration: time.Since(now)}, err
 	}
 	// Read at most maxBody, then close: an endpoint that streams forever
-	// costs one connection, not memory or time.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.maxBody))
+	// costs one connection, not memory or time. The first bytes are kept.
+	head := make([]byte, min(sampleBytes, s.maxBody))
+	n, _ := io.ReadFull(resp.Body, head)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.maxBody-int64(n)))
 	resp.Body.Close()
-	return response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), duration: time.Since(now)}, nil
+	return response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), duration: time.Since(now),
+		sample: sampleOf(head[:n])}, nil
+}
+
+// sampleOf is a body's first bytes as text: a character the limit cut in
+// two is dropped, invalid UTF-8 replaced.
+func sampleOf(b []byte) string {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				b = b[:i]
+			}
+			break
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }

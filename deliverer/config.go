@@ -21,6 +21,22 @@ import (
 // reach (comma-separated CIDRs; none by default).
 const EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
 
+// HTTP are the settings of the HTTP client that sends deliveries, which
+// the API's test-send shares (NewProber).
+type HTTP struct {
+	// AllowCIDRs opens blocked address ranges (SSRF guard).
+	AllowCIDRs []netip.Prefix `env:"WEBHOOKS_ALLOW_CIDRS" desc:"Private ranges deliveries may reach despite the SSRF guard, comma-separated CIDRs."`
+	// RequireHTTPS refuses http:// endpoints.
+	RequireHTTPS bool `env:"WEBHOOKS_REQUIRE_HTTPS" desc:"Refuse http:// endpoints."`
+	// ConnectTimeout bounds TCP connect plus TLS handshake (never more
+	// than the subscription's timeout, which bounds the whole attempt).
+	ConnectTimeout time.Duration `env:"WEBHOOKS_CONNECT_TIMEOUT" envDefault:"10s" desc:"Bounds TCP connect plus TLS handshake."`
+}
+
+// Parsers read the fields of HTTP that runtime/config does not know (the
+// allowlist's CIDRs and addresses), for config.Parse.
+var Parsers = []config.Parser{config.ParserFor(ssrf.ParseCIDRs)}
+
 // Config is the deliverer's configuration: LoadConfig reads it from the
 // environment (the tags name each variable, its default and what it does;
 // docs/configuration.md lists them).
@@ -46,13 +62,9 @@ type Config struct {
 	MaxQueuedPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION" envDefault:"1024" desc:"Records of one slow subscription held before the rest spill to the retry path unattempted (at least the per-subscription cap)."`
 	// RetryFloor is the shortest delay before retrying a 429 or a timeout.
 	RetryFloor time.Duration `env:"WEBHOOKS_RETRY_FLOOR" envDefault:"1m" desc:"Shortest delay before retrying a 429 or a timeout."`
-	// AllowCIDRs opens blocked address ranges (SSRF guard).
-	AllowCIDRs []netip.Prefix `env:"WEBHOOKS_ALLOW_CIDRS" desc:"Private ranges deliveries may reach despite the SSRF guard, comma-separated CIDRs."`
 	// Secrets seals and opens subscription secrets (config.LoadKeyring);
 	// nil means plaintext secrets.
 	Secrets *topics.Keyring `env:"-"`
-	// RequireHTTPS refuses http:// endpoints.
-	RequireHTTPS bool `env:"WEBHOOKS_REQUIRE_HTTPS" desc:"Refuse http:// endpoints."`
 	// CommitInterval is how often watermarks are committed.
 	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed."`
 	// ShutdownTimeout bounds how long in-flight requests may finish after
@@ -62,9 +74,9 @@ type Config struct {
 	// connection is dropped if more is left); not read from the
 	// environment, default 64 KiB.
 	MaxResponseBytes int64
-	// ConnectTimeout bounds TCP connect plus TLS handshake (never more
-	// than the subscription's timeout, which bounds the whole attempt).
-	ConnectTimeout time.Duration `env:"WEBHOOKS_CONNECT_TIMEOUT" envDefault:"10s" desc:"Bounds TCP connect plus TLS handshake."`
+	// HTTP is how requests reach endpoints, shared with the API's
+	// test-send (Prober).
+	HTTP
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
 	// Protection: circuit breakers, rate limits and auto-disable through
@@ -116,7 +128,7 @@ func (c *Config) validate() error {
 // variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	c := Config{MaxResponseBytes: 64 << 10}
-	errs := []error{config.Parse(getenv, &c, config.ParserFor(ssrf.ParseCIDRs))}
+	errs := []error{config.Parse(getenv, &c, Parsers...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
 	errs = append(errs, err)

@@ -11,7 +11,7 @@ import (
 // refused with one error naming each variable.
 func TestValidateNamesEveryVariable(t *testing.T) {
 	c := Config{MaxInFlight: -1, MaxBuffered: -2, MaxPerSubscription: -1, MaxQueuedPerSubscription: -2, RetryFloor: -1,
-		CommitInterval: -1, ShutdownTimeout: -1, ConnectTimeout: -1,
+		CommitInterval: -1, ShutdownTimeout: -1, HTTP: HTTP{ConnectTimeout: -1},
 		Protection: Protection{RateLimitMaxWait: -1, AutoDisableAfter: -1, Breaker: breaker.Config{}}}
 	err := c.validate()
 	if err == nil {

@@ -41,5 +41,8 @@ func TestEveryVariableDescribed(t *testing.T) {
 	}
 }
 
-// shared are the variables each component has, with its own default.
-var shared = map[string]bool{"WEBHOOKS_HTTP_ADDR": true, "WEBHOOKS_SHUTDOWN_TIMEOUT": true}
+// shared are the variables several components have: each its own ops
+// address and shutdown budget; the deliverer's HTTP client settings, which
+// the API's test-send shares.
+var shared = map[string]bool{"WEBHOOKS_HTTP_ADDR": true, "WEBHOOKS_SHUTDOWN_TIMEOUT": true,
+	"WEBHOOKS_ALLOW_CIDRS": true, "WEBHOOKS_REQUIRE_HTTPS": true, "WEBHOOKS_CONNECT_TIMEOUT": true}

@@ -1,0 +1,61 @@
+package deliverer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Prober sends a delivery now, the way the deliverer sends deliveries: the
+// same HTTP client, SSRF guard, signing and classification. The API's
+// test-send uses it. Nothing it does is written to Kafka.
+type Prober struct{ s *sender }
+
+// NewProber returns a prober with the deliverer's HTTP settings.
+func NewProber(h HTTP) *Prober {
+	return &Prober{s: newSender(Config{HTTP: h, MaxInFlight: 16, MaxResponseBytes: 64 << 10})}
+}
+
+// ProbeResult is what an endpoint answered.
+type ProbeResult struct {
+	// Delivered is true for a 2xx.
+	Delivered bool
+	// Status is the HTTP status; 0 when no answer came.
+	Status int
+	// Duration is from sending the request to reading the answer.
+	Duration time.Duration
+	// Category is the failure category the deliverer would record
+	// (topics.Failure*); empty when delivered.
+	Category string
+	// Error says why no answer came (no URL, no secret).
+	Error string
+	// Body is the first 1 KiB of the answer's body, as text.
+	Body string
+}
+
+// Probe sends del to sub now, signed with sub's secrets.
+func (p *Prober) Probe(ctx context.Context, sub *topics.Subscription, del *topics.Delivery) ProbeResult {
+	var keys [][]byte
+	for _, s := range sub.Secrets(time.Now()) {
+		if k, err := topics.DecodeSecret(s); err == nil {
+			keys = append(keys, k)
+		}
+	}
+	resp, err := p.s.send(ctx, sub, del, keys)
+	res := classify.For(sub, resp.status, err)
+	out := ProbeResult{Delivered: res.Action == classify.Success, Status: resp.status, Duration: resp.duration,
+		Body: resp.sample}
+	if !out.Delivered {
+		out.Category = res.Category
+	}
+	if err != nil {
+		out.Error = errorText(err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			out.Error = "no answer within the subscription's timeout"
+		}
+	}
+	return out
+}
