@@ -210,7 +210,7 @@ func dropPartitionsCmd(fs *flag.FlagSet) runFunc {
 		var attempts uint64
 		for _, p := range old {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", p.Table, p.Partition, p.Rows, p.Bytes)
-			if p.Table == "attempts" {
+			if p.Table == schema.TableAttempts {
 				attempts += p.Rows
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -57,7 +58,7 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 		if times.since == "" {
 			return usagef("--since is required")
 		}
-		patterns := splitList(*types)
+		patterns := config.SplitList(*types)
 		for _, pt := range patterns {
 			if topics.ValidatePattern(pt) != nil {
 				return usagef("--types: %q is not a type, prefix.* or *", pt)

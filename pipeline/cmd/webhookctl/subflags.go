@@ -12,6 +12,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -60,7 +61,7 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 		s.URL = f.url
 	}
 	if given("events") {
-		s.EventTypes = splitList(f.events)
+		s.EventTypes = config.SplitList(f.events)
 	}
 	if given("secret") {
 		s.Secret = f.secret
@@ -89,11 +90,11 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 		s.TimeoutMS = int(f.timeout.Milliseconds())
 	}
 	if given("retry-schedule") {
-		s.RetrySchedule = splitList(f.schedule)
+		s.RetrySchedule = config.SplitList(f.schedule)
 	}
 	if given("retry-statuses") {
 		s.RetryStatuses = nil
-		for _, f := range splitList(f.statuses) {
+		for _, f := range config.SplitList(f.statuses) {
 			code, err := strconv.Atoi(f)
 			if err != nil {
 				return usagef("--retry-statuses: %q is not an HTTP status", f)
@@ -165,15 +166,4 @@ func (h *headerFlag) Set(v string) error {
 	}
 	h.m[k] = strings.TrimSpace(val)
 	return nil
-}
-
-// splitList splits a comma-separated list, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -6,7 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/dispatcher"
+	"github.com/hookpipe/hookpipe/recorder"
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/process"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
 
 // TestPageIsCurrent: docs/configuration.md is what Render makes of the
@@ -46,3 +52,36 @@ func TestEveryVariableDescribed(t *testing.T) {
 // the API's test-send shares.
 var shared = map[string]bool{"WEBHOOKS_HTTP_ADDR": true, "WEBHOOKS_SHUTDOWN_TIMEOUT": true,
 	"WEBHOOKS_ALLOW_CIDRS": true, "WEBHOOKS_REQUIRE_HTTPS": true, "WEBHOOKS_CONNECT_TIMEOUT": true}
+
+// TestConstantsNameVariables: each exported Env constant names a variable
+// its package's configuration reads, so a constant cannot drift from the
+// tag it stands for.
+func TestConstantsNameVariables(t *testing.T) {
+	for _, c := range []struct {
+		cfg   any
+		names []string
+	}{
+		{process.Settings{}, []string{config.EnvLogLevel}},
+		{kafka.Settings{}, []string{kafka.EnvBrokers, kafka.EnvPrefix, kafka.EnvRetryTiers, kafka.EnvSessionTimeout,
+			kafka.EnvStartupTimeout, kafka.EnvKafkaTLS, kafka.EnvKafkaTLSDir, kafka.EnvKafkaSASLMechanism,
+			kafka.EnvKafkaSASLUsername, kafka.EnvKafkaSASLPassword}},
+		{config.Secrets{}, []string{config.EnvSecretsKey, config.EnvDev}},
+		{redisstate.Config{}, []string{redisstate.EnvURL, redisstate.EnvKeyPrefix, redisstate.EnvTimeout,
+			redisstate.EnvRetryInterval}},
+		{dispatcher.Config{}, []string{dispatcher.EnvTxnID, dispatcher.EnvMaxEventBytes, dispatcher.EnvDedupWindow,
+			dispatcher.EnvShutdownTimeout, config.EnvHTTPAddr}},
+		{deliverer.Config{}, []string{deliverer.EnvAllowCIDRs}},
+		{recorder.Config{}, []string{recorder.EnvClickHouseAddr, recorder.EnvClickHouseDatabase,
+			recorder.EnvClickHouseUser, recorder.EnvClickHousePassword}},
+	} {
+		read := map[string]bool{}
+		for _, v := range config.Vars(c.cfg) {
+			read[v.Name] = true
+		}
+		for _, name := range c.names {
+			if !read[name] {
+				t.Errorf("%s names no variable of %T", name, c.cfg)
+			}
+		}
+	}
+}
