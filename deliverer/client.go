@@ -164,3 +164,22 @@ func sampleOf(b []byte) string {
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
+
+// redact hides, in a response sample, what the subscription holds that an
+// endpoint echoing its request would give away: its secrets and the values
+// of its headers (a token in Authorization, say).
+func redact(sample string, sub *topics.Subscription, now time.Time) string {
+	if sample == "" {
+		return ""
+	}
+	for _, s := range sub.Secrets(now) {
+		sample = strings.ReplaceAll(sample, s, "[redacted]")
+		sample = strings.ReplaceAll(sample, strings.TrimPrefix(s, topics.SecretPrefix), "[redacted]")
+	}
+	for _, v := range sub.Headers {
+		if len(v) >= 4 {
+			sample = strings.ReplaceAll(sample, v, "[redacted]")
+		}
+	}
+	return sample
+}

@@ -122,6 +122,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 	att.HTTPStatus = resp.status
 	att.DurationMS = float64(resp.duration.Microseconds()) / 1000
 	att.FailureCategory = res.Category
+	att.ResponseSample = redact(resp.sample, sub, now)
 	if err != nil {
 		att.Error = errorText(err)
 	} else if res.Action != classify.Success {

@@ -47,7 +47,7 @@ func (p *Prober) Probe(ctx context.Context, sub *topics.Subscription, del *topic
 	resp, err := p.s.send(ctx, sub, del, keys)
 	res := classify.For(sub, resp.status, err)
 	out := ProbeResult{Delivered: res.Action == classify.Success, Status: resp.status, Duration: resp.duration,
-		Body: resp.sample}
+		Body: redact(resp.sample, sub, time.Now())}
 	if !out.Delivered {
 		out.Category = res.Category
 	}

@@ -169,6 +169,7 @@ func attempts(n int, prefix string) []topics.Attempt {
 			a.HTTPStatus = 200 + i%5
 		case topics.OutcomeRetry:
 			a.HTTPStatus, a.FailureCategory, a.Error = 503, topics.FailureServerError, "endpoint answered 503"
+			a.ResponseSample = `{"error":"down for maintenance","retry":"é"}`
 			a.NextAttemptAt = a.TS.Add(5 * time.Second)
 		case topics.OutcomeDead:
 			a.HTTPStatus, a.FailureCategory, a.Error = 404, topics.FailurePermanent4xx, "endpoint answered 404"

@@ -63,6 +63,9 @@ type Attempt struct {
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// PublishedAt is the event's publish time, for publish-to-receipt latency.
 	PublishedAt time.Time `json:"published_at,omitzero"`
+	// ResponseSample is the first 1 KiB of the endpoint's answer, valid
+	// UTF-8, with the subscription's secrets and header values redacted.
+	ResponseSample string `json:"response_sample,omitempty"`
 }
 
 // NewAttemptID returns 16 random bytes in hex.

@@ -24,6 +24,7 @@ const (
 var AttemptColumns = []string{
 	"attempt_id", "event_id", "event_type", "subscription_id", "tenant", "attempt", "outcome",
 	"failure_category", "http_status", "duration_ms", "ts", "error", "next_attempt_at", "published_at",
+	"response_sample",
 }
 
 // Migration is one schema version: statements that are each idempotent on
@@ -32,6 +33,19 @@ type Migration struct {
 	Version    uint32
 	Name       string
 	Statements []string
+	// AddColumns are added where missing (ClickHouse 18.16 has no ADD
+	// COLUMN IF NOT EXISTS), after Statements.
+	AddColumns []Column
+}
+
+// Column is a column a migration adds to a table.
+type Column struct {
+	Table, Name, Type string
+}
+
+// AddColumn is the ALTER that adds c to a table of db.
+func (c Column) AddColumn(db string) string {
+	return "ALTER TABLE " + db + "." + c.Table + " ADD COLUMN " + c.Name + " " + c.Type
 }
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -103,6 +117,7 @@ func Migrations(db string, f Features, retentionDays int) []Migration {
 		{Version: 1, Name: "attempts table", Statements: []string{d.attempts()}},
 		{Version: 2, Name: "per-minute outcome counts", Statements: []string{d.outcomes(), d.outcomesView()}},
 		{Version: 3, Name: "per-minute latency", Statements: []string{d.latency(), d.latencyView()}},
+		{Version: 4, Name: "response samples", AddColumns: []Column{{Table: TableAttempts, Name: "response_sample", Type: "String DEFAULT ''"}}},
 	}
 }
 

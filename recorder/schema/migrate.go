@@ -56,6 +56,19 @@ func Migrate(ctx context.Context, conn driver.Conn, db string, retentionDays int
 				return res, fmt.Errorf("migration %d (%s): %s: %w", m.Version, m.Name, firstLine(q), err)
 			}
 		}
+		for _, c := range m.AddColumns {
+			var n uint64
+			if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+				db, c.Table, c.Name).Scan(&n); err != nil {
+				return res, fmt.Errorf("migration %d (%s): looking for column %s: %w", m.Version, m.Name, c.Name, err)
+			}
+			if n > 0 {
+				continue
+			}
+			if err := conn.Exec(ctx, c.AddColumn(db)); err != nil {
+				return res, fmt.Errorf("migration %d (%s): %s: %w", m.Version, m.Name, c.AddColumn(db), err)
+			}
+		}
 		if err := record(ctx, conn, db, m, res); err != nil {
 			return res, fmt.Errorf("recording migration %d: %w", m.Version, err)
 		}

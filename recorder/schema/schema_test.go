@@ -65,6 +65,9 @@ func render(v string, retentionDays int) string {
 		for _, q := range m.Statements {
 			b.WriteString(q + ";\n\n")
 		}
+		for _, c := range m.AddColumns {
+			b.WriteString(c.AddColumn("webhooks") + "; -- where missing\n\n")
+		}
 	}
 	if f.TTL && retentionDays > 0 {
 		b.WriteString("-- retention, when a table's TTL differs\n")
@@ -139,7 +142,7 @@ func TestModernDDL(t *testing.T) {
 func TestInsertListsEveryColumn(t *testing.T) {
 	q := InsertAttempts("db")
 	want := "INSERT INTO db.attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, " +
-		"failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at)"
+		"failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample)"
 	if q != want {
 		t.Errorf("InsertAttempts = %q, want %q", q, want)
 	}

@@ -142,6 +142,7 @@ type columns struct {
 	ts                                                    []time.Time
 	errText                                               []string
 	nextAttemptAt, publishedAt                            []time.Time
+	responseSample                                        []string
 }
 
 func (c *columns) reset() {
@@ -149,7 +150,7 @@ func (c *columns) reset() {
 	c.subscriptionID, c.tenant, c.attempt = c.subscriptionID[:0], c.tenant[:0], c.attempt[:0]
 	c.outcome, c.failureCategory, c.httpStatus = c.outcome[:0], c.failureCategory[:0], c.httpStatus[:0]
 	c.durationMS, c.ts, c.errText = c.durationMS[:0], c.ts[:0], c.errText[:0]
-	c.nextAttemptAt, c.publishedAt = c.nextAttemptAt[:0], c.publishedAt[:0]
+	c.nextAttemptAt, c.publishedAt, c.responseSample = c.nextAttemptAt[:0], c.publishedAt[:0], c.responseSample[:0]
 }
 
 func (c *columns) add(r *batch.Row) {
@@ -167,11 +168,12 @@ func (c *columns) add(r *batch.Row) {
 	c.errText = append(c.errText, r.Error)
 	c.nextAttemptAt = append(c.nextAttemptAt, clampTime(r.NextAttemptAt))
 	c.publishedAt = append(c.publishedAt, clampTime(r.PublishedAt))
+	c.responseSample = append(c.responseSample, r.ResponseSample)
 }
 
 func (c *columns) slices() []any {
 	return []any{c.attemptID, c.eventID, c.eventType, c.subscriptionID, c.tenant, c.attempt, c.outcome,
-		c.failureCategory, c.httpStatus, c.durationMS, c.ts, c.errText, c.nextAttemptAt, c.publishedAt}
+		c.failureCategory, c.httpStatus, c.durationMS, c.ts, c.errText, c.nextAttemptAt, c.publishedAt, c.responseSample}
 }
 
 // The range every time column holds on every server version (DateTime's;

@@ -90,9 +90,12 @@ FROM webhooks.attempts
 WHERE outcome IN ('success', 'retry', 'dead')
 GROUP BY minute, tenant, subscription_id;
 
+-- migration response samples
+ALTER TABLE webhooks.attempts ADD COLUMN response_sample String DEFAULT ''; -- where missing
+
 -- retention, when a table's TTL differs
 ALTER TABLE webhooks.attempts MODIFY TTL toDateTime(ts) + INTERVAL 90 DAY;
 ALTER TABLE webhooks.latency_per_minute MODIFY TTL minute + INTERVAL 90 DAY;
 ALTER TABLE webhooks.attempts_per_minute MODIFY TTL minute + INTERVAL 90 DAY;
 -- insert
-INSERT INTO webhooks.attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at)
+INSERT INTO webhooks.attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample)
