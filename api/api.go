@@ -42,6 +42,14 @@ type Server struct {
 	m      *metrics
 	limit  *limiter // nil: no rate limit
 	prober *deliverer.Prober
+	ch     clickhouseConn // nil: no message log
+}
+
+// WithClickHouse gives the API the recorder's ClickHouse, where the message
+// log reads.
+func (s *Server) WithClickHouse(ch clickhouseConn) *Server {
+	s.ch = ch
+	return s
 }
 
 // New builds the API. cl produces to the pipeline's topics; subs and keys
@@ -55,6 +63,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerSubscriptions()
 	s.registerEvents()
 	s.registerTestSend()
+	s.registerMessages()
 	return s
 }
 

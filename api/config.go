@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/recorder"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -40,6 +41,9 @@ type Config struct {
 	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
 	// HTTP is how test-send reaches endpoints: the deliverer's settings.
 	deliverer.HTTP
+	// Conn is where the message log reads the attempts: the recorder's
+	// ClickHouse.
+	recorder.Conn
 	// ShutdownTimeout bounds the requests in progress after SIGTERM.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long requests in progress may finish after SIGTERM."`
 	// RequestTimeout bounds one request, the broker's acknowledgement
@@ -51,7 +55,7 @@ type Config struct {
 // variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
-	errs := []error{config.Parse(getenv, &c, deliverer.Parsers...)}
+	errs := []error{config.Parse(getenv, &c, append(deliverer.Parsers, recorder.Parsers...)...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
 	errs = append(errs, err)

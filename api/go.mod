@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/hookpipe/hookpipe/deliverer v0.0.0
+	github.com/hookpipe/hookpipe/recorder v0.0.0
 	github.com/hookpipe/hookpipe/runtime v0.0.0
 	github.com/hookpipe/hookpipe/topics v0.0.0
 	github.com/prometheus/client_golang v1.23.2
@@ -16,7 +17,20 @@ require (
 	go.uber.org/zap v1.28.0
 )
 
-require go.uber.org/atomic v1.12.0 // indirect
+require (
+	github.com/ClickHouse/ch-go v0.74.0 // indirect
+	github.com/ClickHouse/clickhouse-go/v2 v2.50.0 // indirect
+	github.com/andybalholm/brotli v1.2.6 // indirect
+	github.com/go-faster/city v1.0.1 // indirect
+	github.com/go-faster/errors v0.7.1 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/paulmach/orb v0.13.0 // indirect
+	github.com/segmentio/asm v1.2.1 // indirect
+	github.com/shopspring/decimal v1.5.0 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -32,9 +46,9 @@ require (
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	github.com/twmb/franz-go/plugin/kprom v1.5.0 // indirect
-	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
@@ -43,3 +57,5 @@ replace github.com/hookpipe/hookpipe/runtime => ../runtime
 replace github.com/hookpipe/hookpipe/topics => ../topics
 
 replace github.com/hookpipe/hookpipe/deliverer => ../deliverer
+
+replace github.com/hookpipe/hookpipe/recorder => ../recorder

@@ -74,6 +74,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		redisstate.Register(reg, g)
 	}
 	s := New(cfg, cl, subs, keys, g, reg, log)
+	ch, err := cfg.Conn.Open(cfg.RequestTimeout)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	s.WithClickHouse(ch)
 	// Each request's context ends after RequestTimeout: writes waiting for
 	// the broker answer 503 then (http.TimeoutHandler would buffer every
 	// answer and run every request on a goroutine of its own).

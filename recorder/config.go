@@ -6,6 +6,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
@@ -26,13 +29,9 @@ const (
 	DefaultDatabase       = "webhooks"
 )
 
-// Config is the recorder's configuration. Every field says its environment
-// variable and default.
-type Config struct {
-	// Kafka locates the brokers and topics (package runtime/kafka).
-	Kafka kafka.Config `env:"-"`
-	// Group is the consumer group.
-	Group string `env:"WEBHOOKS_RECORDER_GROUP" envDefault:"webhooks-recorder" desc:"Consumer group of the recorders."`
+// Conn locates ClickHouse: the recorder writes there, the API and
+// webhookctl read.
+type Conn struct {
 	// ClickHouse is the native-protocol address (host:port, comma-separated
 	// for several replicas).
 	ClickHouse []string `env:"WEBHOOKS_CLICKHOUSE_ADDR" envDefault:"127.0.0.1:9000" desc:"ClickHouse native-protocol addresses, host:port, comma-separated for replicas."`
@@ -41,6 +40,40 @@ type Config struct {
 	// User and Password authenticate; the password is never logged.
 	User     string `env:"WEBHOOKS_CLICKHOUSE_USER" envDefault:"default" desc:"ClickHouse user."`
 	Password string `env:"WEBHOOKS_CLICKHOUSE_PASSWORD" desc:"ClickHouse password (never logged)."`
+}
+
+// Parsers read the fields of Conn that runtime/config does not know (the
+// address list), for config.Parse.
+var Parsers = []config.Parser{config.ParserFor(func(v string) ([]string, error) { return config.SplitList(v), nil })}
+
+// Open connects to ClickHouse over the native protocol; readTimeout bounds
+// every query.
+func (c Conn) Open(readTimeout time.Duration) (driver.Conn, error) {
+	ch, err := clickhouse.Open(&clickhouse.Options{
+		Addr:            c.ClickHouse,
+		Protocol:        clickhouse.Native,
+		Auth:            clickhouse.Auth{Username: c.User, Password: c.Password},
+		DialTimeout:     5 * time.Second,
+		ReadTimeout:     readTimeout,
+		MaxOpenConns:    4,
+		MaxIdleConns:    2,
+		ConnMaxLifetime: 10 * time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: %w", err)
+	}
+	return ch, nil
+}
+
+// Config is the recorder's configuration. Every field says its environment
+// variable and default.
+type Config struct {
+	// Kafka locates the brokers and topics (package runtime/kafka).
+	Kafka kafka.Config `env:"-"`
+	// Group is the consumer group.
+	Group string `env:"WEBHOOKS_RECORDER_GROUP" envDefault:"webhooks-recorder" desc:"Consumer group of the recorders."`
+	// Conn locates ClickHouse.
+	Conn
 	// BatchRows is the most records one insert carries; one batch is
 	// inserted while the next fills, and fetching pauses while a full batch
 	// waits for ClickHouse.
@@ -109,8 +142,7 @@ func (c *Config) validate() error {
 // variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
-	list := func(v string) ([]string, error) { return config.SplitList(v), nil }
-	errs := []error{config.Parse(getenv, &c, config.ParserFor(list))}
+	errs := []error{config.Parse(getenv, &c, Parsers...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
 	errs = append(errs, err)

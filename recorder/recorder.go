@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
@@ -147,22 +146,7 @@ func Migrate(ctx context.Context, cfg Config) error {
 	return err
 }
 
-func openClickHouse(cfg Config) (driver.Conn, error) {
-	ch, err := clickhouse.Open(&clickhouse.Options{
-		Addr:            cfg.ClickHouse,
-		Protocol:        clickhouse.Native,
-		Auth:            clickhouse.Auth{Username: cfg.User, Password: cfg.Password},
-		DialTimeout:     5 * time.Second,
-		ReadTimeout:     cfg.InsertTimeout,
-		MaxOpenConns:    4,
-		MaxIdleConns:    2,
-		ConnMaxLifetime: 10 * time.Minute,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: %w", err)
-	}
-	return ch, nil
-}
+func openClickHouse(cfg Config) (driver.Conn, error) { return cfg.Conn.Open(cfg.InsertTimeout) }
 
 func (r *recorder) opts() []kgo.Opt {
 	return append(r.cfg.Kafka.ClientOpts(), // brokers, TLS, SASL

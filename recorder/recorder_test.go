@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
+	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/topics"

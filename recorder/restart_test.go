@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
+	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )

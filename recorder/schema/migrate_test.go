@@ -7,7 +7,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/hookpipe/hookpipe/recorder/internal/chtest"
+	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 )
 

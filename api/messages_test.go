@@ -1,0 +1,70 @@
+package api
+
+import (
+	"maps"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/recorder/chtest"
+	"github.com/hookpipe/hookpipe/recorder/schema"
+)
+
+// TestMessageLog: an event's attempts, as the recorder stored them, come
+// back per subscription with the status of the last one and the response
+// samples; a tenant key sees its tenant's events only (another's: 404).
+func TestMessageLog(t *testing.T) {
+	t.Parallel()
+	ch, addr, db := chtest.Database(t)
+	ctx := chtest.Ctx(t, 30*time.Second)
+	if _, err := schema.Migrate(ctx, ch, db, 0); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := ch.PrepareBatch(ctx, schema.InsertAttempts(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	epoch := time.Unix(0, 0).UTC()
+	for _, row := range [][]any{
+		{"a1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 12.5, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, "down"},
+		{"a2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 3.25, t0.Add(6 * time.Second), "", epoch, t0, "ok"},
+		{"b1", "evt_1", "order.created", "sub_b", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "timeout", t0.Add(time.Minute), t0, ""},
+		{"c1", "evt_2", "order.created", "sub_c", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 2.0, t0, "endpoint answered 404", epoch, t0, "nope"},
+	} {
+		if err := batch.Append(row...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
+	r := c.replicaWith(env)
+	r.s.WithClickHouse(ch)
+	var m Message
+	r.must(http.StatusOK, "GET", "/v1/messages/evt_1", adminKey, nil, &m)
+	if m.EventType != "order.created" || m.Tenant != "acme" || len(m.Deliveries) != 2 {
+		t.Fatalf("message %+v", m)
+	}
+	a, b := m.Deliveries[0], m.Deliveries[1]
+	if a.SubscriptionID != "sub_a" || a.Status != "delivered" || len(a.Attempts) != 2 || a.Attempts[0].ResponseSample != "down" ||
+		a.Attempts[0].HTTPStatus != 503 || a.Attempts[0].NextAttemptAt == nil || a.Attempts[1].ResponseSample != "ok" || a.NextAttemptAt != nil {
+		t.Fatalf("sub_a: %+v", a)
+	}
+	if b.SubscriptionID != "sub_b" || b.Status != "retrying" || b.NextAttemptAt == nil || !b.NextAttemptAt.Equal(t0.Add(time.Minute)) ||
+		b.Attempts[0].FailureCategory != "timeout" {
+		t.Fatalf("sub_b: %+v", b)
+	}
+	acme, globex := r.tenantKey("acme"), r.tenantKey("globex")
+	r.must(http.StatusOK, "GET", "/v1/messages/evt_1", acme, nil, nil)
+	r.must(http.StatusNotFound, "GET", "/v1/messages/evt_1", globex, nil, nil)
+	var dead Message
+	r.must(http.StatusOK, "GET", "/v1/messages/evt_2", globex, nil, &dead)
+	if dead.Deliveries[0].Status != "dead" || dead.Deliveries[0].Attempts[0].ResponseSample != "nope" {
+		t.Fatalf("evt_2: %+v", dead)
+	}
+	r.must(http.StatusNotFound, "GET", "/v1/messages/evt_none", adminKey, nil, nil)
+}
