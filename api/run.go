@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		redisstate.Register(reg, g)
 	}
 	s := New(cfg, cl, subs, keys, g, reg, log)
-	ch, err := cfg.Conn.Open(cfg.RequestTimeout)
+	ch, err := cfg.Open(cfg.RequestTimeout)
 	if err != nil {
 		return err
 	}
