@@ -52,11 +52,13 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerKeys()
 	s.registerSubscriptions()
 	s.registerEvents()
+	s.registerDocs()
 	return s
 }
 
 // apiConfig is the OpenAPI description and the API's conventions: JSON
-// only, unknown fields refused, no docs page loaded from a CDN.
+// only, unknown fields refused, no docs page loaded from a CDN (docs.go
+// serves its own).
 func apiConfig() huma.Config {
 	c := huma.DefaultConfig("hookpipe API", version.Version)
 	c.Info.Description = "The control plane of hookpipe: API keys, subscriptions and event ingestion. " +
