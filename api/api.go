@@ -194,10 +194,17 @@ func (s *Server) internal(err error) error {
 // the tables have applied them (read your writes).
 func (s *Server) produce(ctx context.Context, recs ...*kgo.Record) error {
 	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		if ctx.Err() != nil {
-			return huma.Error503ServiceUnavailable("Kafka did not acknowledge in time; the write may or may not have happened")
-		}
-		return s.internal(fmt.Errorf("producing: %w", err))
+		return s.writeFailed(ctx, fmt.Errorf("producing: %w", err))
 	}
 	return nil
+}
+
+// writeFailed answers a write that was refused (a 422 naming the field) or
+// that the broker did not acknowledge (503 when the request ran out of
+// time, else 500).
+func (s *Server) writeFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return huma.Error503ServiceUnavailable("Kafka did not acknowledge in time; the write may or may not have happened")
+	}
+	return s.invalid(err, "")
 }
