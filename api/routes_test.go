@@ -51,12 +51,15 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("%d subscription records written by another tenant's requests", n-before)
 	}
 	var list subscriptionsOutputBody
-	for _, q := range []string{"", "?tenant=globex", "?event_type=order.created", "?enabled=true"} {
+	for q, want := range map[string]int{"": 1, "?tenant=globex": 0, "?event_type=order.created": 1, "?enabled=true": 1} {
 		r.must(http.StatusOK, "GET", "/v1/subscriptions"+q, keyA, nil, &list)
 		for _, s := range list.Data {
 			if s.Tenant != "acme" {
 				t.Errorf("list%s with acme's key includes %s of %q", q, s.ID, s.Tenant)
 			}
+		}
+		if len(list.Data) != want {
+			t.Errorf("list%s with acme's key: %d subscriptions, want %d (acme's own)", q, len(list.Data), want)
 		}
 	}
 	r.must(http.StatusOK, "GET", "/v1/subscriptions", adminKey, nil, &list)
