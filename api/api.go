@@ -49,10 +49,10 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 		limit: newLimiter(g, cfg.RateLimit, log)}
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
+	s.registerDocs()
 	s.registerKeys()
 	s.registerSubscriptions()
 	s.registerEvents()
-	s.registerDocs()
 	return s
 }
 

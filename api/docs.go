@@ -34,10 +34,24 @@ var docsPage = template.Must(template.New("docs").Parse(`<!doctype html>
 </html>
 `))
 
-// registerDocs serves GET /docs, the page of the operations registered so
-// far (call it last), without authentication, as /openapi.json.
+// registerDocs serves GET /docs without authentication, as /openapi.json.
 func (s *Server) registerDocs() {
-	doc := s.api.OpenAPI()
+	s.mux.HandleFunc("GET /docs", func(w http.ResponseWriter, _ *http.Request) {
+		var page bytes.Buffer
+		if err := docsPage.Execute(&page, docsOf(s.api.OpenAPI())); err != nil {
+			s.log.Error("rendering the docs page", zap.Error(err))
+			http.Error(w, "internal error: see the API's log", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+		_, _ = w.Write(page.Bytes())
+	})
+}
+
+// docsOf is what the docs page shows of doc: its title and its operations
+// by path and method.
+func docsOf(doc *huma.OpenAPI) map[string]any {
 	var ops []docsOperation
 	for path, item := range doc.Paths {
 		for _, o := range []*huma.Operation{item.Get, item.Post, item.Put, item.Patch, item.Delete} {
@@ -53,16 +67,5 @@ func (s *Server) registerDocs() {
 		}
 		return ops[i].Method < ops[j].Method
 	})
-	data := map[string]any{"Title": doc.Info.Title, "Version": doc.Info.Version, "Description": doc.Info.Description, "Operations": ops}
-	s.mux.HandleFunc("GET /docs", func(w http.ResponseWriter, _ *http.Request) {
-		var page bytes.Buffer
-		if err := docsPage.Execute(&page, data); err != nil {
-			s.log.Error("rendering the docs page", zap.Error(err))
-			http.Error(w, "internal error: see the API's log", http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-		_, _ = w.Write(page.Bytes())
-	})
+	return map[string]any{"Title": doc.Info.Title, "Version": doc.Info.Version, "Description": doc.Info.Description, "Operations": ops}
 }
