@@ -59,6 +59,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 		limit: newLimiter(g, cfg.RateLimit, log), prober: deliverer.NewProber(cfg.HTTP)}
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
+	s.registerDocs()
 	s.registerKeys()
 	s.registerSubscriptions()
 	s.registerEvents()
@@ -68,7 +69,8 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 }
 
 // apiConfig is the OpenAPI description and the API's conventions: JSON
-// only, unknown fields refused, no docs page loaded from a CDN.
+// only, unknown fields refused, no docs page loaded from a CDN (docs.go
+// serves its own).
 func apiConfig() huma.Config {
 	c := huma.DefaultConfig("hookpipe API", version.Version)
 	c.Info.Description = "The control plane of hookpipe: API keys, subscriptions and event ingestion. " +
@@ -204,10 +206,17 @@ func (s *Server) internal(err error) error {
 // the tables have applied them (read your writes).
 func (s *Server) produce(ctx context.Context, recs ...*kgo.Record) error {
 	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		if ctx.Err() != nil {
-			return huma.Error503ServiceUnavailable("Kafka did not acknowledge in time; the write may or may not have happened")
-		}
-		return s.internal(fmt.Errorf("producing: %w", err))
+		return s.writeFailed(ctx, fmt.Errorf("producing: %w", err))
 	}
 	return nil
+}
+
+// writeFailed answers a write that was refused (a 422 naming the field) or
+// that the broker did not acknowledge (503 when the request ran out of
+// time, else 500).
+func (s *Server) writeFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return huma.Error503ServiceUnavailable("Kafka did not acknowledge in time; the write may or may not have happened")
+	}
+	return s.invalid(err, "")
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -272,5 +273,44 @@ func TestOpenAPIIsCurrent(t *testing.T) {
 	var doc map[string]any
 	if err := json.Unmarshal(got, &doc); err != nil || doc["openapi"] != "3.1.0" {
 		t.Fatalf("not an OpenAPI 3.1 document: %v", err)
+	}
+}
+
+// TestDocsPage: /docs lists every operation of the OpenAPI document, with
+// no key and no script.
+func TestDocsPage(t *testing.T) {
+	s := New(Config{}, nil, nil, nil, nil, ops.NewRegistry(), testkit.Logger(t))
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /docs: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	page := string(body)
+	n := 0
+	for path, item := range s.OpenAPI().Paths {
+		for _, o := range []*huma.Operation{item.Get, item.Post, item.Put, item.Patch, item.Delete} {
+			if o == nil {
+				continue
+			}
+			n++
+			if !strings.Contains(page, "<code>"+o.Method+" "+path+"</code>") {
+				t.Errorf("the docs page misses %s %s", o.Method, path)
+			}
+		}
+	}
+	if n < 13 {
+		t.Fatalf("%d operations in the OpenAPI document", n)
+	}
+	if strings.Contains(page, "<script") {
+		t.Fatal("the docs page loads a script")
 	}
 }

@@ -2,12 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/keys"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -51,14 +52,12 @@ func (s *Server) registerKeys() {
 		Summary: "Create an API key", Description: "Admin only. The key is in the answer, once; only its hash is stored.",
 		Tags: []string{"API keys"}, Security: secured, Metadata: meta, DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *createKeyInput) (*keyOutput, error) {
-			if in.Body.Tenant != "" {
-				if err := topics.ValidateID("api key", "tenant", in.Body.Tenant); err != nil {
-					return nil, s.invalid(err, "")
-				}
+			key, rec, err := keys.Create(ctx, s.cl, s.names, in.Body.Name, in.Body.Tenant)
+			if err != nil {
+				return nil, s.writeFailed(ctx, err)
 			}
-			key, rec := topics.NewAPIKey(in.Body.Name, in.Body.Tenant)
-			if err := s.writeKey(ctx, rec); err != nil {
-				return nil, err
+			if err := s.keys.WaitCaughtUp(ctx); err != nil {
+				return nil, s.internal(err)
 			}
 			out := apiKeyOf(rec)
 			out.Key = key
@@ -85,26 +84,15 @@ func (s *Server) registerKeys() {
 			if err := s.keys.WaitCaughtUp(ctx); err != nil {
 				return nil, s.internal(err)
 			}
-			k, ok := s.keys.Get(in.ID)
-			if !ok {
-				return nil, huma.Error404NotFound("no API key " + in.ID)
+			if _, err := keys.Revoke(ctx, s.cl, s.names, s.keys, in.ID); err != nil {
+				if errors.Is(err, keys.ErrNotFound) {
+					return nil, huma.Error404NotFound("no API key " + in.ID)
+				}
+				return nil, s.writeFailed(ctx, err)
 			}
-			if k.Revoked() {
-				return nil, nil
+			if err := s.keys.WaitCaughtUp(ctx); err != nil {
+				return nil, s.internal(err)
 			}
-			now := time.Now().UTC()
-			k.RevokedAt = &now
-			return nil, s.writeKey(ctx, k)
+			return nil, nil
 		})
-}
-
-// writeKey writes a key record and waits until the key table shows it.
-func (s *Server) writeKey(ctx context.Context, k topics.APIKey) error {
-	if err := s.produce(ctx, &kgo.Record{Topic: s.names.APIKeys(), Key: []byte(k.ID), Value: k.Encode()}); err != nil {
-		return err
-	}
-	if err := s.keys.WaitCaughtUp(ctx); err != nil {
-		return s.internal(err)
-	}
-	return nil
 }

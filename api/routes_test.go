@@ -51,12 +51,15 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("%d subscription records written by another tenant's requests", n-before)
 	}
 	var list subscriptionsOutputBody
-	for _, q := range []string{"", "?tenant=globex", "?event_type=order.created", "?enabled=true"} {
+	for q, want := range map[string]int{"": 1, "?tenant=globex": 0, "?event_type=order.created": 1, "?enabled=true": 1} {
 		r.must(http.StatusOK, "GET", "/v1/subscriptions"+q, keyA, nil, &list)
 		for _, s := range list.Data {
 			if s.Tenant != "acme" {
 				t.Errorf("list%s with acme's key includes %s of %q", q, s.ID, s.Tenant)
 			}
+		}
+		if len(list.Data) != want {
+			t.Errorf("list%s with acme's key: %d subscriptions, want %d (acme's own)", q, len(list.Data), want)
 		}
 	}
 	r.must(http.StatusOK, "GET", "/v1/subscriptions", adminKey, nil, &list)
@@ -241,6 +244,17 @@ func TestBadInput(t *testing.T) {
 		{"body too large", "POST", "/v1/events", `{"type":"a","data":"` + strings.Repeat("x", 2<<20) + `"}`, 413, ""},
 		{"key tenant bad", "POST", "/v1/api-keys", map[string]any{"tenant": "a b"}, 422, "body.tenant"},
 		{"revoke missing key", "DELETE", "/v1/api-keys/key_nope", nil, 404, ""},
+		{"key unknown field", "POST", "/v1/api-keys", map[string]any{"colour": "red"}, 422, "body.colour"},
+		{"patch unknown field", "PATCH", "/v1/subscriptions/sub_taken", map[string]any{"colour": "red"}, 422, "body.colour"},
+		{"event unknown field", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "colour": "red"}, 422, "body.colour"},
+		{"batch unknown field", "POST", "/v1/events/batch", map[string]any{"events": []any{map[string]any{"type": "a", "data": 1, "colour": "red"}}}, 422, "body.events[0].colour"},
+		{"disable unknown field", "POST", "/v1/subscriptions/sub_taken/disable", map[string]any{"why": "x"}, 422, "body.why"},
+		{"disable reason too long", "POST", "/v1/subscriptions/sub_taken/disable", map[string]any{"reason": strings.Repeat("x", 501)}, 422, "body.reason"},
+		{"get missing", "GET", "/v1/subscriptions/sub_nope", nil, 404, ""},
+		{"delete missing", "DELETE", "/v1/subscriptions/sub_nope", nil, 404, ""},
+		{"enable missing", "POST", "/v1/subscriptions/sub_nope/enable", nil, 404, ""},
+		{"disable missing", "POST", "/v1/subscriptions/sub_nope/disable", nil, 404, ""},
+		{"rotate missing", "POST", "/v1/subscriptions/sub_nope/rotate-secret", nil, 404, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := r.do(tc.method, tc.path, adminKey, tc.body)
