@@ -146,7 +146,7 @@ func Migrate(ctx context.Context, cfg Config) error {
 	return err
 }
 
-func openClickHouse(cfg Config) (driver.Conn, error) { return cfg.Conn.Open(cfg.InsertTimeout) }
+func openClickHouse(cfg Config) (driver.Conn, error) { return cfg.Open(cfg.InsertTimeout) }
 
 func (r *recorder) opts() []kgo.Opt {
 	return append(r.cfg.Kafka.ClientOpts(), // brokers, TLS, SASL

@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/recorder/internal/batch"
 	"github.com/hookpipe/hookpipe/recorder/chtest"
+	"github.com/hookpipe/hookpipe/recorder/internal/batch"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/topics"
 )
