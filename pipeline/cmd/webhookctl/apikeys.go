@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	flag "github.com/spf13/pflag"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/keys"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -37,14 +38,14 @@ func apikeysCreateCmd(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		key, rec := topics.NewAPIKey(*name, *tenant)
 		k, err := c.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer k.close()
-		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.APIKeys(), Key: []byte(rec.ID), Value: rec.Encode()}); err != nil {
-			return err
+		key, rec, err := keys.Create(ctx, k.cl, k.names, *name, *tenant)
+		if err != nil {
+			return topicErr(k.names.APIKeys(), err)
 		}
 		v := viewOf(rec)
 		v.Key = key
@@ -105,16 +106,12 @@ func apikeysRevokeCmd(*flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		key, ok := t.Get(args[0])
-		if !ok {
+		key, err := keys.Revoke(ctx, k.cl, k.names, t, args[0])
+		if errors.Is(err, keys.ErrNotFound) {
 			return fmt.Errorf("API key %s not found", args[0])
 		}
-		if !key.Revoked() {
-			now := time.Now().UTC()
-			key.RevokedAt = &now
-			if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.APIKeys(), Key: []byte(key.ID), Value: key.Encode()}); err != nil {
-				return err
-			}
+		if err != nil {
+			return topicErr(k.names.APIKeys(), err)
 		}
 		if c.output == outputJSON {
 			return c.printJSON(viewOf(key))
