@@ -42,7 +42,8 @@ type Server struct {
 	m      *metrics
 	limit  *limiter // nil: no rate limit
 	prober *deliverer.Prober
-	ch     clickhouseConn // nil: no message log
+	ch     clickhouseConn    // nil: no message log
+	guard  *redisstate.Guard // nil: no Redis
 }
 
 // WithClickHouse gives the API the recorder's ClickHouse, where the message
@@ -56,7 +57,7 @@ func (s *Server) WithClickHouse(ch clickhouseConn) *Server {
 // must be running (Run); g holds the per-key rate limits (nil: none).
 func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g *redisstate.Guard, reg prometheus.Registerer, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg),
-		limit: newLimiter(g, cfg.RateLimit, log), prober: deliverer.NewProber(cfg.HTTP)}
+		limit: newLimiter(g, cfg.RateLimit, log), prober: deliverer.NewProber(cfg.HTTP), guard: g}
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
 	s.registerDocs()
@@ -65,6 +66,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerEvents()
 	s.registerTestSend()
 	s.registerMessages()
+	s.registerHealth()
 	return s
 }
 

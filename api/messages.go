@@ -131,4 +131,5 @@ func (s *Server) message(ctx context.Context, eventID string, p principal) (Mess
 // clickhouseConn is what the message log needs of ClickHouse.
 type clickhouseConn interface {
 	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+	QueryRow(ctx context.Context, query string, args ...any) driver.Row
 }

@@ -68,3 +68,59 @@ func TestMessageLog(t *testing.T) {
 	}
 	r.must(http.StatusNotFound, "GET", "/v1/messages/evt_none", adminKey, nil, nil)
 }
+
+// TestSubscriptionHealth: success rate, latency and last outcomes come from
+// the recorder's views and table; the breaker from Redis (closed without).
+func TestSubscriptionHealth(t *testing.T) {
+	t.Parallel()
+	ch, addr, db := chtest.Database(t)
+	ctx := chtest.Ctx(t, 30*time.Second)
+	if _, err := schema.Migrate(ctx, ch, db, 0); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := ch.PrepareBatch(ctx, schema.InsertAttempts(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-2 * time.Minute)
+	epoch := time.Unix(0, 0).UTC()
+	for _, row := range [][]any{
+		{"h1", "evt_1", "order.created", "sub_h", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, ""},
+		{"h2", "evt_1", "order.created", "sub_h", "acme", uint32(2), "success", "", uint16(200), 10.0, t0.Add(6 * time.Second), "", epoch, t0, ""},
+		{"h3", "evt_2", "order.created", "sub_h", "acme", uint32(1), "success", "", uint16(204), 20.0, t0.Add(7 * time.Second), "", epoch, t0, ""},
+		{"h4", "evt_3", "order.created", "sub_other", "acme", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+	} {
+		if err := batch.Append(row...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
+	r := c.replicaWith(env)
+	r.s.WithClickHouse(ch)
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_h", "tenant": "acme",
+		"url": "https://a.example/", "event_types": []string{"*"}}, nil)
+	var h Health
+	r.must(http.StatusOK, "GET", "/v1/subscriptions/sub_h/health", adminKey, nil, &h)
+	if h.Breaker.State != "closed" || !h.Enabled {
+		t.Fatalf("breaker %+v", h.Breaker)
+	}
+	for name, w := range map[string]Window{"hour": h.LastHour, "day": h.LastDay} {
+		if w.Requests != 3 || w.Succeeded != 2 || w.Retried != 1 || w.Dead != 0 || w.SuccessRate < 0.66 || w.SuccessRate > 0.67 ||
+			w.P50MS < 10 || w.P50MS > 40 || w.P99MS < w.P50MS {
+			t.Errorf("last %s: %+v", name, w)
+		}
+	}
+	if h.LastSuccess == nil || h.LastSuccess.EventID != "evt_2" || h.LastSuccess.HTTPStatus != 204 {
+		t.Errorf("last success %+v", h.LastSuccess)
+	}
+	if h.LastFailure == nil || h.LastFailure.EventID != "evt_1" || h.LastFailure.FailureCategory != "server_error" {
+		t.Errorf("last failure %+v", h.LastFailure)
+	}
+	globex := r.tenantKey("globex")
+	r.must(http.StatusNotFound, "GET", "/v1/subscriptions/sub_h/health", globex, nil, nil)
+}

@@ -1,0 +1,151 @@
+package api
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/hookpipe/hookpipe/recorder/schema"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+)
+
+// Window is a subscription's delivery figures over a time window.
+type Window struct {
+	Requests    uint64  `json:"requests" doc:"Attempts that made an HTTP request."`
+	Succeeded   uint64  `json:"succeeded"`
+	SuccessRate float64 `json:"success_rate" doc:"succeeded / requests; 0 without requests."`
+	P50MS       float64 `json:"p50_ms" doc:"Median request duration."`
+	P99MS       float64 `json:"p99_ms"`
+	Retried     uint64  `json:"retried" doc:"Attempts sent to a retry tier."`
+	Dead        uint64  `json:"dead" doc:"Deliveries dead-lettered."`
+}
+
+// LastAttempt is the last success or failure of a subscription.
+type LastAttempt struct {
+	At              time.Time `json:"at"`
+	EventID         string    `json:"event_id"`
+	HTTPStatus      int       `json:"http_status,omitempty"`
+	FailureCategory string    `json:"failure_category,omitempty"`
+}
+
+// Breaker is a subscription's circuit breaker as every deliverer sees it.
+type Breaker struct {
+	State    string     `json:"state" enum:"closed,open,half_open,unknown" doc:"unknown: Redis did not answer."`
+	Since    *time.Time `json:"since,omitempty"`
+	Until    *time.Time `json:"until,omitempty" doc:"When an open breaker lets probes through."`
+	Calls    int64      `json:"calls" doc:"Attempts counted over the breaker window."`
+	Failures int64      `json:"failures"`
+}
+
+// Health is a subscription's delivery health.
+type Health struct {
+	SubscriptionID string       `json:"subscription_id"`
+	Enabled        bool         `json:"enabled"`
+	Breaker        Breaker      `json:"breaker"`
+	LastHour       Window       `json:"last_hour"`
+	LastDay        Window       `json:"last_day"`
+	LastSuccess    *LastAttempt `json:"last_success,omitempty"`
+	LastFailure    *LastAttempt `json:"last_failure,omitempty"`
+}
+
+type healthOutput struct{ Body Health }
+
+func (s *Server) registerHealth() {
+	huma.Register(s.api, huma.Operation{OperationID: "get-subscription-health", Method: http.MethodGet, Path: "/v1/subscriptions/{id}/health",
+		Summary: "A subscription's delivery health", Description: "Its circuit breaker (from Redis, as every deliverer sees it), " +
+			"success rate and p50/p99 request duration over the last hour and day, and its last success and failure " +
+			"(from ClickHouse).", Tags: []string{"Subscriptions"}, Security: secured},
+		func(ctx context.Context, in *subscriptionIDInput) (*healthOutput, error) {
+			sub, err := s.visible(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			h := Health{SubscriptionID: sub.ID, Enabled: sub.Enabled, Breaker: s.breaker(ctx, sub.ID)}
+			if s.ch == nil {
+				return nil, huma.Error503ServiceUnavailable("subscription health needs ClickHouse (WEBHOOKS_CLICKHOUSE_ADDR)")
+			}
+			for _, w := range []struct {
+				dst   *Window
+				since time.Duration
+			}{{&h.LastHour, time.Hour}, {&h.LastDay, 24 * time.Hour}} {
+				if *w.dst, err = s.window(ctx, sub.Tenant, sub.ID, w.since); err != nil {
+					return nil, s.internal(err)
+				}
+			}
+			if h.LastSuccess, err = s.last(ctx, sub.Tenant, sub.ID, "outcome = 'success'"); err != nil {
+				return nil, s.internal(err)
+			}
+			if h.LastFailure, err = s.last(ctx, sub.Tenant, sub.ID, "outcome IN ('retry', 'dead')"); err != nil {
+				return nil, s.internal(err)
+			}
+			return &healthOutput{Body: h}, nil
+		})
+}
+
+// breaker reads the breaker from Redis; without Redis it is closed (no
+// breaker runs), and while Redis is down unknown.
+func (s *Server) breaker(ctx context.Context, sub string) Breaker {
+	if s.guard == nil {
+		return Breaker{State: redisstate.StateClosed}
+	}
+	st, err := s.guard.ReadBreaker(ctx, sub)
+	if err != nil {
+		return Breaker{State: "unknown"}
+	}
+	b := Breaker{State: st.State, Calls: st.Calls, Failures: st.Failures}
+	if !st.Since.IsZero() {
+		b.Since = &st.Since
+	}
+	if !st.Until.IsZero() {
+		b.Until = &st.Until
+	}
+	return b
+}
+
+// window sums the per-minute views over the last d.
+func (s *Server) window(ctx context.Context, tenant, sub string, d time.Duration) (Window, error) {
+	var w Window
+	since := time.Now().Add(-d).UTC().Truncate(time.Minute)
+	db := s.cfg.Database
+	err := s.ch.QueryRow(ctx, "SELECT sumIf(attempts, outcome IN ('success', 'retry', 'dead')), sumIf(attempts, outcome = 'success'), "+
+		"sumIf(attempts, outcome = 'retry'), sumIf(attempts, outcome = 'dead') FROM "+db+"."+schema.TableOutcomes+
+		" WHERE tenant = ? AND subscription_id = ? AND minute >= ?", tenant, sub, since).Scan(&w.Requests, &w.Succeeded, &w.Retried, &w.Dead)
+	if err != nil {
+		return w, fmt.Errorf("outcomes of %s: %w", sub, err)
+	}
+	if w.Requests > 0 {
+		w.SuccessRate = float64(w.Succeeded) / float64(w.Requests)
+	}
+	var q []float64
+	err = s.ch.QueryRow(ctx, "SELECT quantilesMerge("+schema.Quantiles+")(duration_ms_quantiles) FROM "+db+"."+schema.TableLatency+
+		" WHERE tenant = ? AND subscription_id = ? AND minute >= ?", tenant, sub, since).Scan(&q)
+	if err != nil {
+		return w, fmt.Errorf("latency of %s: %w", sub, err)
+	}
+	if len(q) == 3 && w.Requests > 0 {
+		w.P50MS, w.P99MS = q[0], q[2]
+	}
+	return w, nil
+}
+
+// last is the latest attempt of sub matching cond (a fixed SQL condition).
+func (s *Server) last(ctx context.Context, tenant, sub, cond string) (*LastAttempt, error) {
+	var a LastAttempt
+	var status uint16
+	err := s.ch.QueryRow(ctx, "SELECT ts, event_id, http_status, failure_category FROM "+s.cfg.Database+"."+schema.TableAttempts+
+		" WHERE tenant = ? AND subscription_id = ? AND "+cond+" ORDER BY ts DESC LIMIT 1", tenant, sub).
+		Scan(&a.At, &a.EventID, &status, &a.FailureCategory)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last attempt of %s: %w", sub, err)
+	}
+	a.HTTPStatus = int(status)
+	return &a, nil
+}
