@@ -66,6 +66,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerEvents()
 	s.registerTestSend()
 	s.registerMessages()
+	s.registerMessageList()
 	s.registerHealth()
 	return s
 }

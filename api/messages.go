@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -132,4 +135,138 @@ func (s *Server) message(ctx context.Context, eventID string, p principal) (Mess
 type clickhouseConn interface {
 	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
 	QueryRow(ctx context.Context, query string, args ...any) driver.Row
+}
+
+// MessageSummary is one message for one subscription in the message list.
+type MessageSummary struct {
+	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
+	Tenant         string    `json:"tenant,omitempty"`
+	SubscriptionID string    `json:"subscription_id"`
+	Status         string    `json:"status" enum:"delivered,retrying,pending,dead,skipped"`
+	Attempts       uint64    `json:"attempts"`
+	LastAttemptAt  time.Time `json:"last_attempt_at"`
+}
+
+type listMessagesInput struct {
+	SubscriptionID string    `query:"subscription_id" doc:"Only this subscription's deliveries."`
+	EventType      string    `query:"event_type" doc:"Only events of this type."`
+	Status         string    `query:"status" enum:"delivered,retrying,pending,dead,skipped" doc:"Only deliveries in this status."`
+	Since          time.Time `query:"since" doc:"Only deliveries attempted at or after this time (default: 24 hours ago)."`
+	Until          time.Time `query:"until" doc:"Only deliveries attempted before this time (default: now)."`
+	Cursor         string    `query:"cursor" doc:"The next_cursor of the previous page."`
+	Limit          int       `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+}
+
+type listMessagesOutput struct {
+	Body struct {
+		Data       []MessageSummary `json:"data"`
+		NextCursor string           `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last."`
+	}
+}
+
+// outcomesOf are the last outcomes of a status.
+var outcomesOf = map[string][]string{
+	"delivered": {topics.OutcomeSuccess}, "retrying": {topics.OutcomeRetry}, "dead": {topics.OutcomeDead},
+	"skipped": {topics.OutcomeSkipped}, "pending": {topics.OutcomeBlocked, topics.OutcomeThrottled},
+}
+
+func (s *Server) registerMessageList() {
+	huma.Register(s.api, huma.Operation{OperationID: "list-messages", Method: http.MethodGet, Path: "/v1/messages",
+		Summary: "List messages", Description: "One row per event and subscription, the latest attempted first, with the " +
+			"status of its last attempt; from ClickHouse.", Tags: []string{"Messages"}, Security: secured},
+		func(ctx context.Context, in *listMessagesInput) (*listMessagesOutput, error) {
+			if s.ch == nil {
+				return nil, huma.Error503ServiceUnavailable("the message log needs ClickHouse (WEBHOOKS_CLICKHOUSE_ADDR)")
+			}
+			return s.listMessages(ctx, in, principalOf(ctx))
+		})
+}
+
+func (s *Server) listMessages(ctx context.Context, in *listMessagesInput, p principal) (*listMessagesOutput, error) {
+	until, since := in.Until, in.Since
+	if until.IsZero() {
+		until = time.Now().Add(time.Second)
+	}
+	if since.IsZero() {
+		since = until.Add(-24 * time.Hour)
+	}
+	where, args := []string{"ts >= ?", "ts < ?"}, []any{since.UTC(), until.UTC()}
+	add := func(cond string, v any) { where, args = append(where, cond), append(args, v) }
+	if !p.admin() {
+		add("tenant = ?", p.tenant)
+	}
+	if in.SubscriptionID != "" {
+		add("subscription_id = ?", in.SubscriptionID)
+	}
+	if in.EventType != "" {
+		add("event_type = ?", in.EventType)
+	}
+	var having []string
+	var hargs []any
+	if in.Status != "" {
+		having, hargs = append(having, "has(?, last_outcome)"), append(hargs, outcomesOf[in.Status])
+	}
+	if in.Cursor != "" {
+		at, id, sub, ok := parseCursor(in.Cursor)
+		if !ok {
+			return nil, huma.Error422UnprocessableEntity("invalid cursor", &huma.ErrorDetail{Location: "query.cursor", Message: "not a cursor of this list", Value: in.Cursor})
+		}
+		having = append(having, "(last_at < ? OR (last_at = ? AND (event_id < ? OR (event_id = ? AND subscription_id < ?))))")
+		hargs = append(hargs, at, at, id, id, sub)
+	}
+	q := "SELECT event_id, subscription_id, any(event_type), any(tenant), " +
+		"argMax(outcome, toUInt64(ts) * 1000 + least(attempt, 999)) AS last_outcome, max(ts) AS last_at, count() " +
+		"FROM " + s.cfg.Database + "." + schema.TableAttempts + " FINAL WHERE " + strings.Join(where, " AND ") +
+		" GROUP BY event_id, subscription_id"
+	if len(having) > 0 {
+		q += " HAVING " + strings.Join(having, " AND ")
+	}
+	q += " ORDER BY last_at DESC, event_id DESC, subscription_id DESC LIMIT " + strconv.Itoa(in.Limit+1)
+	rows, err := s.ch.Query(ctx, q, append(args, hargs...)...)
+	if err != nil {
+		return nil, s.internal(fmt.Errorf("message list: %w", err))
+	}
+	defer rows.Close()
+	out := &listMessagesOutput{}
+	out.Body.Data = []MessageSummary{}
+	for rows.Next() {
+		var m MessageSummary
+		var outcome string
+		if err := rows.Scan(&m.EventID, &m.SubscriptionID, &m.EventType, &m.Tenant, &outcome, &m.LastAttemptAt, &m.Attempts); err != nil {
+			return nil, s.internal(fmt.Errorf("message list: %w", err))
+		}
+		if len(out.Body.Data) == in.Limit {
+			last := out.Body.Data[len(out.Body.Data)-1]
+			out.Body.NextCursor = cursorOf(last.LastAttemptAt, last.EventID, last.SubscriptionID)
+			break
+		}
+		m.Status = statusOf(outcome)
+		out.Body.Data = append(out.Body.Data, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.internal(fmt.Errorf("message list: %w", err))
+	}
+	return out, nil
+}
+
+// cursorOf and parseCursor carry a page's last row to the next page.
+func cursorOf(at time.Time, eventID, sub string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixNano(), 10) + "\n" + eventID + "\n" + sub))
+}
+
+func parseCursor(c string) (time.Time, string, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", "", false
+	}
+	parts := strings.Split(string(b), "\n")
+	if len(parts) != 3 {
+		return time.Time{}, "", "", false
+	}
+	sec, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return time.Time{}, "", "", false
+	}
+	return time.Unix(0, sec).UTC(), parts[1], parts[2], true
 }

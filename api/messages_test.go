@@ -3,6 +3,7 @@ package api
 import (
 	"maps"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,42 @@ func TestMessageLog(t *testing.T) {
 		t.Fatalf("evt_2: %+v", dead)
 	}
 	r.must(http.StatusNotFound, "GET", "/v1/messages/evt_none", adminKey, nil, nil)
+
+	type list struct {
+		Data       []MessageSummary `json:"data"`
+		NextCursor string           `json:"next_cursor"`
+	}
+	var all list
+	r.must(http.StatusOK, "GET", "/v1/messages", adminKey, nil, &all)
+	var got []string
+	for _, s := range all.Data {
+		got = append(got, s.EventID+"/"+s.SubscriptionID+"/"+s.Status)
+	}
+	if strings.Join(got, " ") != "evt_1/sub_a/delivered evt_2/sub_c/dead evt_1/sub_b/retrying" {
+		t.Fatalf("list: %v", got)
+	}
+	var paged []string
+	cursor := ""
+	for range 5 {
+		var page list
+		r.must(http.StatusOK, "GET", "/v1/messages?limit=1&cursor="+cursor, adminKey, nil, &page)
+		for _, s := range page.Data {
+			paged = append(paged, s.EventID+"/"+s.SubscriptionID+"/"+s.Status)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if strings.Join(paged, " ") != strings.Join(got, " ") {
+		t.Fatalf("pages of one: %v, want %v", paged, got)
+	}
+	var deadList, acmeOnly list
+	r.must(http.StatusOK, "GET", "/v1/messages?status=dead", adminKey, nil, &deadList)
+	r.must(http.StatusOK, "GET", "/v1/messages", acme, nil, &acmeOnly)
+	if len(deadList.Data) != 1 || deadList.Data[0].EventID != "evt_2" || len(acmeOnly.Data) != 2 {
+		t.Fatalf("dead %+v, acme's %+v", deadList.Data, acmeOnly.Data)
+	}
+	r.must(http.StatusUnprocessableEntity, "GET", "/v1/messages?cursor=nope", adminKey, nil, nil)
 }
 
 // TestSubscriptionHealth: success rate, latency and last outcomes come from
