@@ -68,6 +68,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerMessages()
 	s.registerMessageList()
 	s.registerHealth()
+	s.registerBreaker()
 	return s
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -148,4 +149,43 @@ func (s *Server) last(ctx context.Context, tenant, sub, cond string) (*LastAttem
 	}
 	a.HTTPStatus = int(status)
 	return &a, nil
+}
+
+type breakerInput struct {
+	ID   string `path:"id"`
+	Body struct {
+		Action   string `json:"action" enum:"reset,force_open,force_close" doc:"reset: close it and forget the attempts counted; force_open: deliveries wait in the retry tiers for duration, then it probes; force_close: keep it closed for duration whatever fails."`
+		Duration string `json:"duration,omitempty" doc:"For force_open and force_close: how long, e.g. 30m (1s to 7 days)."`
+	}
+}
+
+type breakerOutput struct{ Body Breaker }
+
+func (s *Server) registerBreaker() {
+	huma.Register(s.api, huma.Operation{OperationID: "control-subscription-breaker", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/breaker",
+		Summary: "Reset, open or close a subscription's circuit breaker", Description: "Every deliverer replica honours it within a " +
+			"second (the breaker lives in Redis). Answers the breaker as it is then.", Tags: []string{"Subscriptions"}, Security: secured},
+		func(ctx context.Context, in *breakerInput) (*breakerOutput, error) {
+			sub, err := s.visible(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			control, d := redisstate.Reset, time.Duration(0)
+			if in.Body.Action != "reset" {
+				control = map[string]string{"force_open": redisstate.ForceOpen, "force_close": redisstate.ForceClose}[in.Body.Action]
+				if d, err = time.ParseDuration(in.Body.Duration); err != nil || d < time.Second || d > 7*24*time.Hour {
+					return nil, huma.Error422UnprocessableEntity("invalid breaker control", &huma.ErrorDetail{Location: "body.duration",
+						Message: "a duration from 1s to 168h is required with " + in.Body.Action, Value: in.Body.Duration})
+				}
+			}
+			if s.guard == nil {
+				return nil, huma.Error503ServiceUnavailable("the circuit breakers need Redis (WEBHOOKS_REDIS_URL)")
+			}
+			if err := s.guard.ForceBreaker(ctx, sub.ID, control, d); err != nil {
+				return nil, huma.Error503ServiceUnavailable("Redis did not answer; the breaker is unchanged")
+			}
+			s.log.Info("breaker control", zap.String("subscription", sub.ID), zap.String("action", in.Body.Action),
+				zap.Duration("for", d), zap.String("key", principalOf(ctx).keyID))
+			return &breakerOutput{Body: s.breaker(ctx, sub.ID)}, nil
+		})
 }

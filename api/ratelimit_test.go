@@ -66,3 +66,44 @@ func TestRateLimitPerKey(t *testing.T) {
 		r.must(http.StatusOK, "GET", "/v1/subscriptions", key, nil, nil)
 	}
 }
+
+// TestBreakerControl: an operator opens, closes and resets a subscription's
+// breaker in Redis, where every deliverer reads it; bad controls are
+// refused; another tenant's subscription answers 404.
+func TestBreakerControl(t *testing.T) {
+	t.Parallel()
+	url, prefix := redistest.Shared(t)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env[redisstate.EnvURL], env[redisstate.EnvKeyPrefix], env["WEBHOOKS_API_RATE_LIMIT"] = url, prefix, "0"
+	r := c.replicaWith(env)
+	var sub Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}, "tenant": "acme"}, &sub)
+	path := "/v1/subscriptions/" + sub.ID + "/breaker"
+	var b Breaker
+	r.must(http.StatusOK, "POST", path, adminKey, map[string]string{"action": "force_open", "duration": "1h"}, &b)
+	if b.State != "open" || b.Until == nil || time.Until(*b.Until) < 50*time.Minute {
+		t.Fatalf("forced open: %+v", b)
+	}
+	r.must(http.StatusOK, "POST", path, adminKey, map[string]string{"action": "reset"}, &b)
+	if b.State != "closed" || b.Calls != 0 {
+		t.Fatalf("reset: %+v", b)
+	}
+	r.must(http.StatusOK, "POST", path, adminKey, map[string]string{"action": "force_close", "duration": "10m"}, &b)
+	if b.State != "closed" {
+		t.Fatalf("forced closed: %+v", b)
+	}
+	for _, body := range []map[string]string{{"action": "force_open"}, {"action": "force_open", "duration": "0s"},
+		{"action": "force_close", "duration": "9000h"}, {"action": "explode"}} {
+		if a := r.do("POST", path, adminKey, body); a.status != http.StatusUnprocessableEntity {
+			t.Errorf("%v: %d %s, want 422", body, a.status, a.body)
+		}
+	}
+	if a := r.do("POST", path, r.tenantKey("globex"), map[string]string{"action": "reset"}); a.status != http.StatusNotFound {
+		t.Errorf("another tenant's breaker: %d, want 404", a.status)
+	}
+	noRedis := c.replica()
+	testkit.WaitFor(t, 10*time.Second, "a replica without Redis to see the subscription", func() bool {
+		return noRedis.do("POST", path, adminKey, map[string]string{"action": "reset"}).status == http.StatusServiceUnavailable
+	})
+}

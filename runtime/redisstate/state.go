@@ -130,3 +130,53 @@ func (g *Guard) Recovering(ctx context.Context, since time.Time) (map[string]tim
 	}
 	return out, nil
 }
+
+// forceScript sets a breaker's state as an operator asks, on the Redis
+// server's clock (as the deliverers' scripts).
+//
+//	KEYS[1] state hash, KEYS[2] call counts, KEYS[3] open breakers
+//	ARGV[1] open, closed or reset   ARGV[2] for how long (ms)   ARGV[3] subscription
+var forceScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('DEL', KEYS[2])
+if ARGV[1] == 'open' then
+  local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
+  local outage = tonumber(redis.call('HGET', KEYS[1], 'outage')) or 0
+  if outage == 0 then
+    outage = now
+  end
+  redis.call('HSET', KEYS[1], 'state', 'open', 'until', now + tonumber(ARGV[2]), 'since', now, 'gen', gen, 'tokens', 0, 'ok', 0,
+    'outage', outage, 'closed_until', 0)
+  redis.call('ZADD', KEYS[3], now, ARGV[3])
+  return now
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[3], ARGV[3])
+if ARGV[1] == 'closed' then
+  redis.call('HSET', KEYS[1], 'state', 'closed', 'since', now, 'closed_until', now + tonumber(ARGV[2]))
+end
+return now
+`)
+
+// Breaker controls an operator applies through the API; every deliverer
+// honours them (the breaker lives in Redis).
+const (
+	// ForceOpen opens the breaker for a while: deliveries wait in the
+	// retry tiers, then it probes as after any opening.
+	ForceOpen = "open"
+	// ForceClose closes it and keeps it closed for a while, whatever
+	// fails.
+	ForceClose = "closed"
+	// Reset closes it and forgets the attempts counted.
+	Reset = "reset"
+)
+
+// ForceBreaker applies a breaker control (ForceOpen, ForceClose, Reset)
+// to a subscription's breaker for d (ForceOpen and ForceClose).
+func (g *Guard) ForceBreaker(ctx context.Context, sub, control string, d time.Duration) error {
+	return g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		return forceScript.Run(ctx, rdb, []string{g.keys.Breaker(sub), g.keys.BreakerCalls(sub), g.keys.OpenBreakers()},
+			control, d.Milliseconds(), sub).Err()
+	})
+}

@@ -273,7 +273,9 @@ func (b *Breaker) Allow(ctx context.Context, sub string) Decision {
 		switch {
 		case c.state == redisstate.StateClosed && now.Sub(c.checked) < CacheTTL:
 			return Decision{Allowed: true}
-		case c.state == redisstate.StateOpen && now.Before(c.until):
+		// Open is trusted for CacheTTL too: an operator's reset
+		// (redisstate.ForceBreaker) reaches every replica within it.
+		case c.state == redisstate.StateOpen && now.Before(c.until) && now.Sub(c.checked) < CacheTTL:
 			return Decision{RetryIn: c.until.Sub(now), OpenFor: now.Sub(c.outage)}
 		}
 	}

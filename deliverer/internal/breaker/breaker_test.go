@@ -335,3 +335,51 @@ func TestOpenSet(t *testing.T) {
 		t.Fatalf("Open after y expired = %d, %v, %v; want none", n, longest, err)
 	}
 }
+
+// TestOperatorControls: a breaker forced open blocks every replica's
+// deliveries for the duration; forced closed it stays closed however many
+// attempts fail; reset closes it and forgets the attempts counted.
+func TestOperatorControls(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 4, Window: time.Minute, SleepWindow: time.Hour, Probes: 1}
+	g := guard(t, url, prefix)
+	one, two := New(g, cfg), New(guard(t, url, prefix), cfg)
+
+	if err := g.ForceBreaker(ctx, "s", redisstate.ForceOpen, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*Breaker{one, two} {
+		if d := b.Allow(ctx, "s"); d.Allowed || d.RetryIn <= 50*time.Minute {
+			t.Fatalf("forced open: Allow = %+v, want blocked for about an hour", d)
+		}
+	}
+	if err := g.ForceBreaker(ctx, "s", redisstate.Reset, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A replica trusts what it last read for CacheTTL.
+	waitFor(t, 10*time.Second, "the reset to reach a replica that saw the breaker open", func() bool {
+		return one.Allow(ctx, "s").Allowed
+	})
+	if st, err := g.ReadBreaker(ctx, "s"); err != nil || st.State != redisstate.StateClosed || st.Calls != 0 {
+		t.Fatalf("after reset: %+v, %v", st, err)
+	}
+
+	if err := g.ForceBreaker(ctx, "s", redisstate.ForceClose, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if o := record(t, two, "s", Ticket{}, Failure); o.State != redisstate.StateClosed {
+			t.Fatalf("forced closed, a failure opened it: %+v", o)
+		}
+	}
+	if err := g.ForceBreaker(ctx, "s", redisstate.ForceClose, 0); err != nil { // the force ends now
+		t.Fatal(err)
+	}
+	var o Outcome
+	for range 4 {
+		o = record(t, two, "s", Ticket{}, Failure)
+	}
+	if o.Transition != Opened {
+		t.Fatalf("after the forced close ended, 4 failures: %+v, want opened", o)
+	}
+}

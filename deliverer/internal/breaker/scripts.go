@@ -100,15 +100,17 @@ for i = 1, #all, 2 do
     end
   end
 end
-local v = redis.call('HMGET', KEYS[1], 'state', 'until', 'gen', 'outage')
+local v = redis.call('HMGET', KEYS[1], 'state', 'until', 'gen', 'outage', 'closed_until')
 local state = v[1] or 'closed'
 local untilms = tonumber(v[2]) or 0
 local gen = tonumber(v[3]) or 0
 local outage = tonumber(v[4]) or 0
+local forced = tonumber(v[5]) or 0
 local probe = tonumber(ARGV[2])
 local transition = ''
 if state == 'closed' then
-  if calls >= tonumber(ARGV[4]) and failures * 100 >= tonumber(ARGV[3]) * calls then
+  -- An operator forced it closed until closed_until: failures do not open it.
+  if now >= forced and calls >= tonumber(ARGV[4]) and failures * 100 >= tonumber(ARGV[3]) * calls then
     state = 'open'
     transition = 'opened'
   end
