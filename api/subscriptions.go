@@ -63,6 +63,8 @@ type subscriptionFields struct {
 	RetrySchedule *[]string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
 	RetryStatuses *[]int             `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
 	Secret        *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
+	// Verify is for create only.
+	Verify bool `json:"verify,omitempty" doc:"On create: first send the endpoint a signed webhook.verify event whose data holds a challenge; the endpoint must answer 2xx with the challenge in its body, or the subscription is not created (422 naming what it answered)."`
 }
 
 // apply sets the given fields on sub.
@@ -175,6 +177,11 @@ func (s *Server) registerSubscriptions() {
 			if _, taken := s.subs.Get(sub.ID); taken {
 				return nil, huma.Error409Conflict("subscription " + sub.ID + " already exists")
 			}
+			if in.Body.Verify {
+				if err := s.verify(ctx, &sub); err != nil {
+					return nil, err
+				}
+			}
 			if err := s.writeSubscription(ctx, &sub); err != nil {
 				return nil, err
 			}
@@ -219,6 +226,10 @@ func (s *Server) registerSubscriptions() {
 		Summary: "Change the given fields of a subscription", Tags: tags, Security: secured},
 		func(ctx context.Context, in *patchSubscriptionInput) (*subscriptionOutput, error) {
 			p := principalOf(ctx)
+			if in.Body.Verify {
+				return nil, huma.Error422UnprocessableEntity("invalid subscription",
+					&huma.ErrorDetail{Location: "body.verify", Message: "verify is for create only: use POST .../test"})
+			}
 			if in.Body.ID != nil && *in.Body.ID != in.ID {
 				return nil, huma.Error422UnprocessableEntity("invalid subscription",
 					&huma.ErrorDetail{Location: "body.id", Message: "a subscription's id cannot change", Value: *in.Body.ID})

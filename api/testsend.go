@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -47,4 +49,34 @@ func (s *Server) registerTestSend() {
 			out.Body.FailureCategory, out.Body.Error, out.Body.ResponseBody = res.Category, res.Error, res.Body
 			return out, nil
 		})
+}
+
+// VerifyEventType is the type of the event that verifies an endpoint.
+const VerifyEventType = "webhook.verify"
+
+// verify sends the endpoint a signed challenge it must echo in a 2xx
+// answer; otherwise a 422 says what it answered.
+func (s *Server) verify(ctx context.Context, sub *topics.Subscription) error {
+	challenge := topics.NewID("")
+	now := time.Now().UTC()
+	data, _ := json.Marshal(map[string]string{"challenge": challenge})
+	del := topics.Delivery{SubscriptionID: sub.ID, EventID: topics.NewID("evt_verify_"), EventType: VerifyEventType,
+		Tenant: sub.Tenant, Timestamp: now.Format(time.RFC3339Nano), Data: data, Attempt: 1, PublishedAt: now}
+	res := s.prober.Probe(ctx, sub, &del)
+	var why string
+	switch {
+	case res.Error != "":
+		why = "the endpoint did not answer: " + res.Error
+	case !res.Delivered:
+		why = fmt.Sprintf("the endpoint answered %d", res.Status)
+	case !strings.Contains(res.Body, challenge):
+		why = fmt.Sprintf("the endpoint answered %d without the challenge in its body", res.Status)
+	default:
+		return nil
+	}
+	detail := &huma.ErrorDetail{Location: "body.url", Message: why}
+	if res.Body != "" {
+		detail.Value = res.Body
+	}
+	return huma.Error422UnprocessableEntity("endpoint verification failed", detail)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
@@ -70,5 +71,57 @@ func TestTestSend(t *testing.T) {
 	guarded.must(http.StatusOK, "POST", "/v1/subscriptions/"+sub.ID+"/test", adminKey, nil, &res)
 	if res.Delivered || res.Status != 0 || res.FailureCategory != "blocked_address" {
 		t.Fatalf("test-send to a refused address answered %+v", res)
+	}
+}
+
+// TestVerifyOnCreate: with verify, a subscription is created only when its
+// endpoint echoes the signed challenge; otherwise a 422 says what it
+// answered, and nothing is written.
+func TestVerifyOnCreate(t *testing.T) {
+	t.Parallel()
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Type string `json:"type"`
+			Data struct {
+				Challenge string `json:"challenge"`
+			} `json:"data"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(b, &body) != nil || body.Type != "webhook.verify" || r.Header.Get("webhook-signature") == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/fail") {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/echo") {
+			_, _ = w.Write([]byte(`{"challenge":"` + body.Data.Challenge + `"}`))
+			return
+		}
+		_, _ = w.Write([]byte("ok, but no challenge"))
+	}))
+	t.Cleanup(echo.Close)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	r := c.replicaWith(env)
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_echo", "url": echo.URL + "/echo",
+		"event_types": []string{"*"}, "verify": true}, nil)
+	before := len(c.records(c.names.Subscriptions()))
+	for _, tc := range []struct{ path, says string }{
+		{"/quiet", "without the challenge"},
+		{"/fail", "answered 500"},
+	} {
+		a := r.do("POST", "/v1/subscriptions", adminKey, map[string]any{"url": echo.URL + tc.path, "event_types": []string{"*"}, "verify": true})
+		var p problem
+		a.decode(t, &p)
+		if a.status != http.StatusUnprocessableEntity || len(p.Errors) == 0 || p.Errors[0].Location != "body.url" ||
+			!strings.Contains(p.Errors[0].Message, tc.says) {
+			t.Errorf("verify against %s: %d %s, want a 422 saying %q", tc.path, a.status, a.body, tc.says)
+		}
+	}
+	if n := len(c.records(c.names.Subscriptions())); n != before {
+		t.Errorf("%d subscriptions written by failed verifications", n-before)
 	}
 }
