@@ -69,6 +69,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerMessageList()
 	s.registerHealth()
 	s.registerBreaker()
+	s.registerStats()
 	return s
 }
 

@@ -161,3 +161,57 @@ func TestSubscriptionHealth(t *testing.T) {
 	globex := r.tenantKey("globex")
 	r.must(http.StatusNotFound, "GET", "/v1/subscriptions/sub_h/health", globex, nil, nil)
 }
+
+// TestStats: the API's statistics are webhookctl's, limited to a tenant
+// key's tenant.
+func TestStats(t *testing.T) {
+	t.Parallel()
+	ch, addr, db := chtest.Database(t)
+	ctx := chtest.Ctx(t, 30*time.Second)
+	if _, err := schema.Migrate(ctx, ch, db, 0); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := ch.PrepareBatch(ctx, schema.InsertAttempts(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	epoch := time.Unix(0, 0).UTC()
+	for _, row := range [][]any{
+		{"s1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "", epoch, t0, ""},
+		{"s2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
+		{"s3", "evt_2", "invoice.paid", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+	} {
+		if err := batch.Append(row...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
+	r := c.replicaWith(env)
+	r.s.WithClickHouse(ch)
+	type stats struct {
+		Rows []struct {
+			Key         string            `json:"key"`
+			Requests    uint64            `json:"requests"`
+			SuccessRate *float64          `json:"success_rate"`
+			Failures    map[string]uint64 `json:"failures"`
+		} `json:"rows"`
+	}
+	var all, acme stats
+	r.must(http.StatusOK, "GET", "/v1/stats?by=tenant", adminKey, nil, &all)
+	if len(all.Rows) != 2 || all.Rows[0].Key != "acme" || all.Rows[0].Requests != 2 || *all.Rows[0].SuccessRate != 0.5 ||
+		all.Rows[0].Failures["timeout"] != 1 || all.Rows[1].Failures["permanent_4xx"] != 1 {
+		t.Fatalf("by tenant: %+v", all.Rows)
+	}
+	r.must(http.StatusOK, "GET", "/v1/stats", r.tenantKey("acme"), nil, &acme)
+	if len(acme.Rows) != 1 || acme.Rows[0].Key != "sub_a" {
+		t.Fatalf("acme's stats: %+v", acme.Rows)
+	}
+	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?by=colour", adminKey, nil, nil)
+	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?event_type=a.*.b", adminKey, nil, nil)
+}
