@@ -16,35 +16,14 @@ import (
 // samples; a tenant key sees its tenant's events only (another's: 404).
 func TestMessageLog(t *testing.T) {
 	t.Parallel()
-	ch, addr, db := chtest.Database(t)
-	ctx := chtest.Ctx(t, 30*time.Second)
-	if _, err := schema.Migrate(ctx, ch, db, 0); err != nil {
-		t.Fatal(err)
-	}
-	batch, err := ch.PrepareBatch(ctx, schema.InsertAttempts(db))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
 	epoch := time.Unix(0, 0).UTC()
-	for _, row := range [][]any{
+	r := recorded(t, [][]any{
 		{"a1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 12.5, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, "down"},
 		{"a2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 3.25, t0.Add(6 * time.Second), "", epoch, t0, "ok"},
 		{"b1", "evt_1", "order.created", "sub_b", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "timeout", t0.Add(time.Minute), t0, ""},
 		{"c1", "evt_2", "order.created", "sub_c", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 2.0, t0, "endpoint answered 404", epoch, t0, "nope"},
-	} {
-		if err := batch.Append(row...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		t.Fatal(err)
-	}
-	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
-	r := c.replicaWith(env)
-	r.s.WithClickHouse(ch)
+	})
 	var m Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_1", adminKey, nil, &m)
 	if m.EventType != "order.created" || m.Tenant != "acme" || len(m.Deliveries) != 2 {
@@ -110,35 +89,14 @@ func TestMessageLog(t *testing.T) {
 // the recorder's views and table; the breaker from Redis (closed without).
 func TestSubscriptionHealth(t *testing.T) {
 	t.Parallel()
-	ch, addr, db := chtest.Database(t)
-	ctx := chtest.Ctx(t, 30*time.Second)
-	if _, err := schema.Migrate(ctx, ch, db, 0); err != nil {
-		t.Fatal(err)
-	}
-	batch, err := ch.PrepareBatch(ctx, schema.InsertAttempts(db))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t0 := time.Now().UTC().Truncate(time.Second).Add(-2 * time.Minute)
 	epoch := time.Unix(0, 0).UTC()
-	for _, row := range [][]any{
+	r := recorded(t, [][]any{
 		{"h1", "evt_1", "order.created", "sub_h", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, ""},
 		{"h2", "evt_1", "order.created", "sub_h", "acme", uint32(2), "success", "", uint16(200), 10.0, t0.Add(6 * time.Second), "", epoch, t0, ""},
 		{"h3", "evt_2", "order.created", "sub_h", "acme", uint32(1), "success", "", uint16(204), 20.0, t0.Add(7 * time.Second), "", epoch, t0, ""},
 		{"h4", "evt_3", "order.created", "sub_other", "acme", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
-	} {
-		if err := batch.Append(row...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		t.Fatal(err)
-	}
-	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
-	r := c.replicaWith(env)
-	r.s.WithClickHouse(ch)
+	})
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_h", "tenant": "acme",
 		"url": "https://a.example/", "event_types": []string{"*"}}, nil)
 	var h Health
@@ -166,34 +124,13 @@ func TestSubscriptionHealth(t *testing.T) {
 // key's tenant.
 func TestStats(t *testing.T) {
 	t.Parallel()
-	ch, addr, db := chtest.Database(t)
-	ctx := chtest.Ctx(t, 30*time.Second)
-	if _, err := schema.Migrate(ctx, ch, db, 0); err != nil {
-		t.Fatal(err)
-	}
-	batch, err := ch.PrepareBatch(ctx, schema.InsertAttempts(db))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
 	epoch := time.Unix(0, 0).UTC()
-	for _, row := range [][]any{
+	r := recorded(t, [][]any{
 		{"s1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "", epoch, t0, ""},
 		{"s2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
 		{"s3", "evt_2", "invoice.paid", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
-	} {
-		if err := batch.Append(row...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		t.Fatal(err)
-	}
-	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
-	r := c.replicaWith(env)
-	r.s.WithClickHouse(ch)
+	})
 	type stats struct {
 		Rows []struct {
 			Key         string            `json:"key"`
@@ -214,4 +151,33 @@ func TestStats(t *testing.T) {
 	}
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?by=colour", adminKey, nil, nil)
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?event_type=a.*.b", adminKey, nil, nil)
+}
+
+// recorded is a replica whose message log reads a fresh ClickHouse
+// database holding rows (the columns of schema.AttemptColumns, in order).
+func recorded(t *testing.T, rows [][]any) *replica {
+	t.Helper()
+	ch, addr, db := chtest.Database(t)
+	ctx := chtest.Ctx(t, 30*time.Second)
+	if _, err := schema.Migrate(ctx, ch, db, 0); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := ch.PrepareBatch(ctx, schema.InsertAttempts(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if err := batch.Append(row...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
+	r := c.replicaWith(env)
+	r.s.WithClickHouse(ch)
+	return r
 }

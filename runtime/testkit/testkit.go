@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
@@ -150,4 +153,21 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Kafka starts an in-process one-broker Kafka (kfake) and returns it with
+// a client and an admin client on it, all closed at the end of the test.
+func Kafka(tb testing.TB, opts ...kfake.Opt) (*kfake.Cluster, *kgo.Client, *kadm.Client) {
+	tb.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("kfake: %v", err)
+	}
+	tb.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+	tb.Cleanup(cl.Close)
+	return c, cl, kadm.NewClient(cl)
 }

@@ -128,18 +128,5 @@ func (k *kafka) apiKeys(ctx context.Context) (*table.KeyTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t.Run(runCtx)
-	}()
-	err = t.WaitCaughtUp(ctx)
-	stop()
-	<-done
-	t.Close()
-	if err != nil {
-		return nil, topicErr(topic, err)
-	}
-	return t, nil
+	return t, readToEnd(ctx, topic, t)
 }

@@ -106,20 +106,32 @@ func (k *kafka) subscriptions(ctx context.Context) (*table.Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	return t, readToEnd(ctx, topic, t)
+}
+
+// aTable is a table of runtime/table.
+type aTable interface {
+	Run(ctx context.Context)
+	WaitCaughtUp(ctx context.Context) error
+	Close()
+}
+
+// readToEnd reads t's topic up to its current end, then stops consuming.
+func readToEnd(ctx context.Context, topic string, t aTable) error {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		t.Run(runCtx)
 	}()
-	err = t.WaitCaughtUp(ctx)
+	err := t.WaitCaughtUp(ctx)
 	stop()
 	<-done
 	t.Close()
 	if err != nil {
-		return nil, topicErr(topic, err)
+		return topicErr(topic, err)
 	}
-	return t, nil
+	return nil
 }
 
 // topicErr turns a missing topic into a hint.
