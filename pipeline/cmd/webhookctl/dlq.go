@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,8 +10,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/hookpipe/hookpipe/runtime/dlq"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -43,74 +40,19 @@ func (f *dlqFilter) resolve(now time.Time) error {
 	return err
 }
 
-// matches reports whether a dead letter passes the filter. Dead letters
-// without a delivery (undecodable records) have neither subscription nor
-// type, so a --subscription or --type filter excludes them.
-func (f *dlqFilter) matches(dl *topics.DeadLetter) bool {
-	if (f.subscription != "" || f.typ != "") && dl.Delivery == nil {
-		return false
-	}
-	switch {
-	case f.subscription != "" && dl.Delivery.SubscriptionID != f.subscription,
-		f.typ != "" && !topics.MatchType(f.typ, dl.Delivery.EventType),
-		f.category != "" && dl.FailureCategory != f.category && dl.LastFailureCategory != f.category,
-		!f.since.IsZero() && dl.DeadAt.Before(f.since),
-		!f.until.IsZero() && !dl.DeadAt.Before(f.until):
-		return false
-	}
-	return true
+// filter is the shared form of f.
+func (f *dlqFilter) filter() *dlq.Filter {
+	return &dlq.Filter{Subscription: f.subscription, Type: f.typ, Category: f.category, Since: f.since, Until: f.until}
 }
 
 // deadLetter is one dead letter found on the dlq topic; it is also the JSON
 // shape of dlq list.
-type deadLetter struct {
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-	Key       string `json:"key"`
-	// Redriven says that a redrive marker points at this dead letter.
-	Redriven   bool              `json:"redriven"`
-	DeadLetter topics.DeadLetter `json:"dead_letter"`
-}
+type deadLetter = dlq.Entry
 
-// readDLQ reads the dlq topic as it is now (from --since on, when given) and
-// returns the dead letters that pass f, oldest first, each flagged when a
-// redrive marker points at it. A record that is not a dead letter at all is
-// returned as one without delivery, its reason saying why.
+// readDLQ reads the dead letters that pass f (dlq.Read).
 func (k *kafka) readDLQ(ctx context.Context, f *dlqFilter) ([]*deadLetter, error) {
-	topic := k.names.DLQ()
-	// A marker is written after the dead letter it points at, so reading
-	// from --since on still sees every marker of the dead letters read.
-	// --until cannot bound the read: later markers may point back.
-	w, err := k.window(ctx, topic, f.since, time.Time{})
-	if err != nil {
-		return nil, err
-	}
-	redriven := map[topics.Source]bool{}
-	var out []*deadLetter
-	err = k.scan(ctx, w, func(r *kgo.Record) error {
-		dl, err := topics.DecodeDeadLetter(r.Value)
-		switch {
-		case err != nil:
-			dl = topics.DeadLetter{Reason: "unreadable dlq record: " + err.Error(), DeadAt: r.Timestamp.UTC()}
-		case dl.Redriven != nil:
-			redriven[*dl.Redriven] = true
-			return nil
-		}
-		if f.matches(&dl) {
-			out = append(out, &deadLetter{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), DeadLetter: dl})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range out {
-		e.Redriven = redriven[topics.Source{Topic: topic, Partition: e.Partition, Offset: e.Offset}]
-	}
-	slices.SortFunc(out, func(a, b *deadLetter) int {
-		return cmp.Or(a.DeadLetter.DeadAt.Compare(b.DeadLetter.DeadAt), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
-	return out, nil
+	found, err := dlq.Read(ctx, k.opts, k.adm, k.names, f.filter())
+	return found, topicErr(k.names.DLQ(), err)
 }
 
 func dlqListCmd(fs *flag.FlagSet) runFunc {
