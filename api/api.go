@@ -70,6 +70,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerHealth()
 	s.registerBreaker()
 	s.registerStats()
+	s.registerDeadLetters()
 	return s
 }
 

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookpipe/hookpipe/runtime/dlq"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// DeadLetter is a dead letter as the API shows it.
+type DeadLetter struct {
+	Partition           int32           `json:"partition" doc:"Where it is on the dlq topic."`
+	Offset              int64           `json:"offset"`
+	DeadAt              time.Time       `json:"dead_at"`
+	Reason              string          `json:"reason"`
+	FailureCategory     string          `json:"failure_category"`
+	LastFailureCategory string          `json:"last_failure_category,omitempty" doc:"For an exhausted schedule: the last failure's category."`
+	HTTPStatus          int             `json:"http_status,omitempty"`
+	Attempts            int             `json:"attempts"`
+	Redriven            bool            `json:"redriven" doc:"A redrive already sent it back."`
+	EventID             string          `json:"event_id,omitempty"`
+	EventType           string          `json:"event_type,omitempty"`
+	Tenant              string          `json:"tenant,omitempty"`
+	SubscriptionID      string          `json:"subscription_id,omitempty"`
+	Data                json.RawMessage `json:"data,omitempty" doc:"The event's data, as published."`
+}
+
+type listDLQInput struct {
+	SubscriptionID string    `query:"subscription_id" doc:"Only this subscription's."`
+	EventType      string    `query:"event_type" doc:"Only this type, prefix.* or *."`
+	Category       string    `query:"category" doc:"Only this failure category (an exhausted one's last failure counts too)."`
+	Since          time.Time `query:"since" doc:"Only those dead at or after this time."`
+	Until          time.Time `query:"until" doc:"Only those dead before this time."`
+	All            bool      `query:"all" doc:"Also those already redriven."`
+	Limit          int       `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"The newest this many."`
+}
+
+type listDLQOutput struct {
+	Body struct {
+		Data    []DeadLetter `json:"data" doc:"Newest first."`
+		Matched int          `json:"matched" doc:"How many passed the filters, before the limit."`
+	}
+}
+
+func (s *Server) registerDeadLetters() {
+	huma.Register(s.api, huma.Operation{OperationID: "list-dead-letters", Method: http.MethodGet, Path: "/v1/dlq",
+		Summary: "List dead letters", Description: "As `webhookctl dlq list`: read from the dlq topic as it is now, redriven " +
+			"ones hidden unless all.", Tags: []string{"Dead letters"}, Security: secured},
+		func(ctx context.Context, in *listDLQInput) (*listDLQOutput, error) {
+			f := dlq.Filter{Subscription: in.SubscriptionID, Type: in.EventType, Category: in.Category, Since: in.Since, Until: in.Until}
+			if p := principalOf(ctx); !p.admin() {
+				f.Tenant = p.tenant
+			}
+			if f.Type != "" && topics.ValidatePattern(f.Type) != nil {
+				return nil, huma.Error422UnprocessableEntity("invalid dead-letter query", &huma.ErrorDetail{Location: "query.event_type",
+					Message: "a type, prefix.* or *", Value: f.Type})
+			}
+			found, err := dlq.Read(ctx, s.cfg.Kafka.ClientOpts(), kadm.NewClient(s.cl), s.names, &f)
+			if err != nil {
+				return nil, s.internal(fmt.Errorf("dead letters: %w", err))
+			}
+			out := &listDLQOutput{}
+			out.Body.Data = []DeadLetter{}
+			for i := len(found) - 1; i >= 0 && len(out.Body.Data) < in.Limit; i-- {
+				e := found[i]
+				if e.Redriven && !in.All {
+					continue
+				}
+				out.Body.Data = append(out.Body.Data, deadLetterOf(e))
+			}
+			for _, e := range found {
+				if !e.Redriven || in.All {
+					out.Body.Matched++
+				}
+			}
+			return out, nil
+		})
+}
+
+func deadLetterOf(e *dlq.Entry) DeadLetter {
+	dl := e.DeadLetter
+	out := DeadLetter{Partition: e.Partition, Offset: e.Offset, DeadAt: dl.DeadAt, Reason: dl.Reason, FailureCategory: dl.FailureCategory,
+		LastFailureCategory: dl.LastFailureCategory, HTTPStatus: dl.HTTPStatus, Attempts: dl.Attempts, Redriven: e.Redriven}
+	if d := dl.Delivery; d != nil {
+		out.EventID, out.EventType, out.Tenant, out.SubscriptionID, out.Data = d.EventID, d.EventType, d.Tenant, d.SubscriptionID, d.Data
+	}
+	return out
+}
