@@ -1,12 +1,12 @@
 package deliverer
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -21,28 +21,8 @@ import (
 func TestMetricsCountOnAck(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	var refusing atomic.Bool
-	refusing.Store(true)
-	h.cluster.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		h.cluster.KeepControl()
-		if !refusing.Load() {
-			return nil, nil, false
-		}
-		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRecord.Code // not retriable: the produce fails
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	// Every produce is refused with an error the client does not retry.
+	refuse := h.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: -1})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(h.cluster.ListenAddrs()...), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +60,7 @@ func TestMetricsCountOnAck(t *testing.T) {
 		t.Fatal("the refused produce was not reported as fatal")
 	}
 
-	refusing.Store(false)
+	refuse.Remove()
 	if !d.produce(ctx, build()) {
 		t.Fatal("produce failed once the broker accepts")
 	}
