@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -10,10 +9,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/runtime/dlq"
 )
 
 // redriveReason is the reason of every redrive marker.
@@ -57,32 +53,24 @@ func redriveCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer k.close()
-		var tx *kgo.Client
+		var rd *dlq.Redriver
 		if !*dryRun {
-			// Before reading the dlq: see redriver.
-			if tx, err = k.redriver(ctx); err != nil {
+			// Before reading the dlq: see dlq.NewRedriver.
+			if rd, err = dlq.NewRedriver(ctx, k.conn, k.names, redriveReason); err != nil {
 				return err
 			}
-			defer tx.Close()
+			defer rd.Close()
 		}
 		found, err := k.readDLQ(ctx, &f)
 		if err != nil {
 			return err
 		}
 		sum := redriveSummary{DryRun: *dryRun, DeadLetters: []*deadLetter{}}
-		for _, e := range found {
-			switch {
-			case e.Redriven:
-				sum.AlreadyRedriven++
-			case e.DeadLetter.Delivery == nil:
-				sum.Undecodable++
-			default:
-				sum.DeadLetters = append(sum.DeadLetters, e)
-			}
-		}
+		todo, already, undecodable := dlq.ToRedrive(found)
+		sum.DeadLetters, sum.AlreadyRedriven, sum.Undecodable = append(sum.DeadLetters, todo...), already, undecodable
 		sum.ToRedrive = len(sum.DeadLetters)
 		if !*dryRun {
-			if err := c.redrive(ctx, k, tx, p, sum.DeadLetters); err != nil {
+			if err := c.redrive(ctx, k, rd, p, sum.DeadLetters); err != nil {
 				return err
 			}
 			sum.Redriven = sum.ToRedrive
@@ -91,43 +79,16 @@ func redriveCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// redriver returns the transactional producer of dlq redrive, ready.
-//
-// Its transactional id is fixed per dlq topic, and it is initialised before
-// the dlq is read: that fences any other redrive still running (its open
-// transaction is aborted, it can commit nothing more) and waits until what
-// that one committed is readable, so two redrives, even concurrent ones,
-// never both redrive one dead letter. It also ends at once a transaction
-// left open by a redrive that died, instead of holding back read-committed
-// consumers of the deliveries and dlq topics for the transaction timeout.
-func (k *kafka) redriver(ctx context.Context) (*kgo.Client, error) {
-	// Not bound to ctx (no kgo.WithContext): an interrupted redrive must
-	// still be able to abort its transaction.
-	tx, err := kgo.NewClient(append(k.conn[:len(k.conn):len(k.conn)],
-		kgo.ProducerLinger(0),
-		kgo.TransactionalID("webhookctl-redrive-"+k.names.DLQ()),
-		kgo.RecordPartitioner(topics.Partitioner()),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
-	}
-	if _, _, err := tx.ProducerID(ctx); err != nil {
-		tx.Close()
-		return nil, fmt.Errorf("start the transactional producer: %w", err)
-	}
-	return tx, nil
-}
-
 // redrive sends dls back in transactions of up to p.batch dead letters,
 // paced by p.
-func (c *cli) redrive(ctx context.Context, k *kafka, tx *kgo.Client, p *pace, dls []*deadLetter) error {
+func (c *cli) redrive(ctx context.Context, k *kafka, rd *dlq.Redriver, p *pace, dls []*deadLetter) error {
 	var done atomic.Int64
 	stop := c.progress(func() string { return fmt.Sprintf("redriven %d of %d", done.Load(), len(dls)) })
 	defer stop()
 	for batch := range slices.Chunk(dls, p.batch) {
 		err := p.wait(ctx, len(batch))
 		if err == nil {
-			err = k.redriveBatch(ctx, tx, batch)
+			err = topicErr(k.names.Deliveries(), rd.Batch(ctx, batch))
 		}
 		if err != nil {
 			return fmt.Errorf("redriven %d of %d, then: %w", done.Load(), len(dls), err)
@@ -135,68 +96,6 @@ func (c *cli) redrive(ctx context.Context, k *kafka, tx *kgo.Client, p *pace, dl
 		done.Add(int64(len(batch)))
 	}
 	return nil
-}
-
-// redriveBatch sends each dead letter back to the deliveries topic as the
-// first attempt of a new schedule, and writes a marker pointing at it to the
-// dlq, all in one transaction: either every dead letter of the batch is
-// redriven and marked, or none is.
-func (k *kafka) redriveBatch(ctx context.Context, tx *kgo.Client, batch []*deadLetter) error {
-	now := time.Now().UTC()
-	recs := make([]*kgo.Record, 0, 2*len(batch))
-	for _, e := range batch {
-		d := *e.DeadLetter.Delivery
-		d.Attempt = 1
-		d.FirstAttemptAt = time.Time{}
-		d.NotBefore = time.Time{}
-		marker := topics.DeadLetter{
-			Redriven: &topics.Source{Topic: k.names.DLQ(), Partition: e.Partition, Offset: e.Offset},
-			Reason:   redriveReason,
-			DeadAt:   now,
-		}
-		key := []byte(e.Key)
-		if len(key) == 0 {
-			key = []byte(d.SubscriptionID + "/" + d.EventID)
-		}
-		recs = append(recs,
-			&kgo.Record{Topic: k.names.Deliveries(), Key: key, Value: d.Encode()},
-			&kgo.Record{Topic: k.names.DLQ(), Key: key, Value: marker.Encode()})
-	}
-	if err := tx.BeginTransaction(); err != nil {
-		return fencedErr(fmt.Errorf("begin transaction: %w", err))
-	}
-	if err := tx.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		abort(tx)
-		return fencedErr(topicErr(k.names.Deliveries(), fmt.Errorf("produce: %w", err)))
-	}
-	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		abort(tx)
-		return fencedErr(fmt.Errorf("commit: %w", err))
-	}
-	for _, e := range batch {
-		e.Redriven = true
-	}
-	return nil
-}
-
-// abort ends the open transaction without committing it, even when the
-// command's context is done.
-func abort(tx *kgo.Client) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if tx.AbortBufferedRecords(ctx) == nil {
-		// On failure the broker aborts it after the transaction timeout,
-		// or the next redrive does at once.
-		_ = tx.EndTransaction(ctx, kgo.TryAbort)
-	}
-}
-
-// fencedErr explains the error of a redrive that another one fenced.
-func fencedErr(err error) error {
-	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
-		return fmt.Errorf("another dlq redrive started and took over: %w", err)
-	}
-	return err
 }
 
 func (c *cli) printRedrive(s *redriveSummary) error {

@@ -1,0 +1,131 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Redriver sends dead letters back to the deliveries topic, each with a
+// marker on the dlq pointing at it, in transactions.
+type Redriver struct {
+	tx     *kgo.Client
+	names  topics.Names
+	reason string
+}
+
+// NewRedriver returns a redriver, its transactional producer ready; reason
+// goes into every marker (who redrove).
+//
+// Its transactional id is fixed per dlq topic, and it is initialised
+// before the dlq is read: that fences any other redrive still running (its
+// open transaction is aborted, it can commit nothing more) and waits until
+// what that one committed is readable, so two redrives, even concurrent
+// ones (webhookctl's and the API's alike), never both redrive one dead
+// letter. It also ends at once a transaction left open by a redrive that
+// died, instead of holding back read-committed consumers of the deliveries
+// and dlq topics for the transaction timeout.
+func NewRedriver(ctx context.Context, conn []kgo.Opt, names topics.Names, reason string) (*Redriver, error) {
+	// Not bound to ctx (no kgo.WithContext): an interrupted redrive must
+	// still be able to abort its transaction.
+	tx, err := kgo.NewClient(append(conn[:len(conn):len(conn)],
+		kgo.ProducerLinger(0),
+		kgo.TransactionalID("webhookctl-redrive-"+names.DLQ()),
+		kgo.RecordPartitioner(topics.Partitioner()),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	if _, _, err := tx.ProducerID(ctx); err != nil {
+		tx.Close()
+		return nil, fmt.Errorf("start the transactional producer: %w", err)
+	}
+	return &Redriver{tx: tx, names: names, reason: reason}, nil
+}
+
+// Close closes the producer.
+func (r *Redriver) Close() { r.tx.Close() }
+
+// Batch sends each dead letter back to the deliveries topic as the first
+// attempt of a new schedule, and writes a marker pointing at it to the dlq,
+// all in one transaction: either every dead letter of the batch is
+// redriven and marked, or none is. It marks the entries Redriven.
+func (r *Redriver) Batch(ctx context.Context, batch []*Entry) error {
+	now := time.Now().UTC()
+	recs := make([]*kgo.Record, 0, 2*len(batch))
+	for _, e := range batch {
+		d := *e.DeadLetter.Delivery
+		d.Attempt = 1
+		d.FirstAttemptAt = time.Time{}
+		d.NotBefore = time.Time{}
+		marker := topics.DeadLetter{
+			Redriven: &topics.Source{Topic: r.names.DLQ(), Partition: e.Partition, Offset: e.Offset},
+			Reason:   r.reason,
+			DeadAt:   now,
+		}
+		key := []byte(e.Key)
+		if len(key) == 0 {
+			key = []byte(d.SubscriptionID + "/" + d.EventID)
+		}
+		recs = append(recs,
+			&kgo.Record{Topic: r.names.Deliveries(), Key: key, Value: d.Encode()},
+			&kgo.Record{Topic: r.names.DLQ(), Key: key, Value: marker.Encode()})
+	}
+	if err := r.tx.BeginTransaction(); err != nil {
+		return fencedErr(fmt.Errorf("begin transaction: %w", err))
+	}
+	if err := r.tx.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		r.abort()
+		return fencedErr(fmt.Errorf("produce: %w", err))
+	}
+	if err := r.tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		r.abort()
+		return fencedErr(fmt.Errorf("commit: %w", err))
+	}
+	for _, e := range batch {
+		e.Redriven = true
+	}
+	return nil
+}
+
+// abort ends the open transaction without committing it, even when the
+// caller's context is done.
+func (r *Redriver) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r.tx.AbortBufferedRecords(ctx) == nil {
+		// On failure the broker aborts it after the transaction timeout,
+		// or the next redrive does at once.
+		_ = r.tx.EndTransaction(ctx, kgo.TryAbort)
+	}
+}
+
+// fencedErr explains the error of a redrive that another one fenced.
+func fencedErr(err error) error {
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return fmt.Errorf("another dlq redrive started and took over: %w", err)
+	}
+	return err
+}
+
+// ToRedrive are the entries a redrive sends back: not redriven yet, with a
+// delivery; and how many were skipped as already redriven and undecodable.
+func ToRedrive(found []*Entry) (todo []*Entry, already, undecodable int) {
+	for _, e := range found {
+		switch {
+		case e.Redriven:
+			already++
+		case e.DeadLetter.Delivery == nil:
+			undecodable++
+		default:
+			todo = append(todo, e)
+		}
+	}
+	return todo, already, undecodable
+}
