@@ -44,6 +44,7 @@ type Server struct {
 	prober *deliverer.Prober
 	ch     clickhouseConn    // nil: no message log
 	guard  *redisstate.Guard // nil: no Redis
+	ops    *table.OpTable    // nil: no bulk operations
 }
 
 // WithClickHouse gives the API the recorder's ClickHouse, where the message
@@ -71,6 +72,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerBreaker()
 	s.registerStats()
 	s.registerDeadLetters()
+	s.registerOperations()
 	return s
 }
 

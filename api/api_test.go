@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
@@ -70,6 +72,8 @@ type replica struct {
 	t   *testing.T
 	srv *httptest.Server
 	s   *Server
+	// stop stops the replica as SIGTERM would (the test's cleanup does).
+	stop func()
 }
 
 func (c *cluster) replica() *replica {
@@ -98,26 +102,41 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	opTable, err := table.NewOpTable(base, c.names.Operations(), log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go subs.Run(ctx)
 	go keys.Run(ctx)
+	go opTable.Run(ctx)
 	g, err := redisstate.Open(cfg.Redis, log)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log)
+	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable)
+	running := make(chan struct{})
+	go func() {
+		defer close(running)
+		if err := s.RunOperations(ctx); err != nil {
+			log.Error("operations not run", zap.Error(err))
+		}
+	}()
 	srv := httptest.NewServer(s.Handler())
-	c.t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		srv.Close()
 		cancel()
+		<-running
 		subs.Close()
 		keys.Close()
+		opTable.Close()
 		cl.Close()
 		if g != nil {
 			_ = g.Close()
 		}
 	})
-	return &replica{t: c.t, srv: srv, s: s}
+	c.t.Cleanup(stop)
+	return &replica{t: c.t, srv: srv, s: s, stop: stop}
 }
 
 // answer is one HTTP answer.
@@ -211,13 +230,15 @@ func (c *cluster) records(topic string) []*kgo.Record {
 	ctx := testkit.Ctx(c.t, 10*time.Second)
 	// A client of its own: one made before the topics existed may still
 	// have them unknown in its metadata.
+	// Read committed, with the transaction markers (which take offsets too)
+	// returned to reach the end, and not kept.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.c.ListenAddrs()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -240,7 +261,9 @@ func (c *cluster) records(topic string) []*kgo.Record {
 			c.t.Fatalf("reading %s: %v", topic, ctx.Err())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, r)
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
 			if r.Offset+1 >= want[r.Partition] {
 				delete(want, r.Partition)
 			}

@@ -39,6 +39,9 @@ type Config struct {
 	// RateLimit is how many requests per second one API key may make,
 	// across all replicas (GCRA in Redis, a burst of the same); 0: none.
 	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
+	// Group is the consumer group that elects the replica running the bulk
+	// operations.
+	Group string `env:"WEBHOOKS_API_GROUP" envDefault:"webhooks-api" desc:"Consumer group of the API replicas: the one of them assigned the operations topic's partition runs the bulk operations (redrives, replays)."`
 	// HTTP is how test-send reaches endpoints: the deliverer's settings.
 	deliverer.HTTP
 	// Conn is where the message log reads the attempts: the recorder's

@@ -38,7 +38,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer cl.Close()
 	n := cfg.Kafka.Names
-	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys()}, log); err != nil || ctx.Err() != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations()}, log); err != nil || ctx.Err() != nil {
 		return err
 	}
 	subs, err := table.NewTable(base, n.Subscriptions(), cfg.Secrets, log)
@@ -51,11 +51,17 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer keys.Close()
+	ops, err := table.NewOpTable(base, n.Operations(), log)
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
 	tables, stopTables := context.WithCancel(context.Background())
 	defer stopTables()
 	go subs.Run(tables)
 	go keys.Run(tables)
-	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp} {
+	go ops.Run(tables)
+	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp} {
 		if err := wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -79,7 +85,16 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer ch.Close()
-	s.WithClickHouse(ch)
+	s.WithClickHouse(ch).WithOperations(ops)
+	opsCtx, stopOps := context.WithCancel(ctx)
+	running := make(chan struct{})
+	go func() {
+		defer close(running)
+		if err := s.RunOperations(opsCtx); err != nil {
+			log.Error("the bulk operations do not run on this replica", zap.Error(err))
+		}
+	}()
+	defer func() { stopOps(); <-running }()
 	// Each request's context ends after RequestTimeout: writes waiting for
 	// the broker answer 503 then (http.TimeoutHandler would buffer every
 	// answer and run every request on a goroutine of its own).

@@ -31,7 +31,7 @@ func TestTopicConfigs(t *testing.T) {
 			}
 		})
 	}
-	for _, topic := range []string{n.Subscriptions(), n.Holds(), n.APIKeys()} {
+	for _, topic := range []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations()} {
 		t.Run(topic, func(t *testing.T) {
 			cfg := n.TopicConfigs(topic)
 			if p := cfg["cleanup.policy"]; p == nil || *p != "compact" {

@@ -68,6 +68,10 @@ func (n Names) Holds() string { return n.Prefix + "holds" }
 // APIKeys is the compacted topic of the control plane's API keys.
 func (n Names) APIKeys() string { return n.Prefix + "apikeys" }
 
+// Operations is the compacted, one-partition topic of the API's bulk
+// operations.
+func (n Names) Operations() string { return n.Prefix + "operations" }
+
 // Retry is the topic of the tier with the given delay.
 func (n Names) Retry(d time.Duration) string { return n.Prefix + "retry." + FormatDelay(d) }
 
@@ -99,7 +103,7 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations()}
 	return append(out, n.RetryTopics()...)
 }
 

@@ -79,7 +79,10 @@ func call(t testing.TB, method, url, key string, body, out any, want int) {
 // TestAPIDrivesThePipeline: through HTTP only, an admin creates a tenant
 // key; the tenant subscribes an endpoint and publishes events; the
 // endpoint receives them signed with the secret the API returned, in
-// order for a key; another tenant's event does not reach it.
+// order for a key; another tenant's event does not reach it. An event the
+// endpoint refuses (400) is a dead letter the tenant sees and redrives with
+// an operation, which reaches done, and the endpoint, healthy again,
+// receives it once.
 func TestAPIDrivesThePipeline(t *testing.T) {
 	e := newEnv(t)
 	e.startDispatcher()
@@ -117,4 +120,43 @@ func TestAPIDrivesThePipeline(t *testing.T) {
 		t.Fatalf("endpoint received %v, want %v in order (globex's event and the invoice never)", order, ids.IDs[:2])
 	}
 	r.checkSignatures(t)
+
+	r.answer(func(request, http.ResponseWriter) int { return http.StatusBadRequest })
+	call(t, "POST", base+"/v1/events", key.Key, map[string]any{"type": "order.refunded", "key": "o2", "data": 5}, &ids, http.StatusAccepted)
+	refused := ids.IDs[0]
+	var dead struct {
+		Data []struct {
+			EventID string `json:"event_id"`
+		}
+	}
+	wait(t, 60*time.Second, "the refused event in the tenant's dead letters", func() bool {
+		call(t, "GET", base+"/v1/dlq", key.Key, nil, &dead, http.StatusOK)
+		return len(dead.Data) == 1 && dead.Data[0].EventID == refused
+	})
+	r.answer(nil)
+	var op struct {
+		ID, State  string
+		Sent, Done int
+	}
+	call(t, "POST", base+"/v1/dlq/redrive", key.Key, map[string]any{"rate": 10}, &op, http.StatusAccepted)
+	wait(t, 60*time.Second, "the redrive operation done", func() bool {
+		call(t, "GET", base+"/v1/operations/"+op.ID, key.Key, nil, &op, http.StatusOK)
+		return op.State == topics.OperationDone || op.State == topics.OperationFailed
+	})
+	if op.State != topics.OperationDone || op.Sent != 1 {
+		t.Fatalf("redrive operation: %+v, want done with the one dead letter sent", op)
+	}
+	wait(t, 60*time.Second, "the redriven event at the endpoint", func() bool { return len(r.got()) >= 3 })
+	call(t, "POST", base+"/v1/dlq/redrive", key.Key, map[string]any{}, &op, http.StatusAccepted)
+	wait(t, 60*time.Second, "the second redrive operation done", func() bool {
+		call(t, "GET", base+"/v1/operations/"+op.ID, key.Key, nil, &op, http.StatusOK)
+		return op.State == topics.OperationDone
+	})
+	if n := r.pairs()["sub_api/"+refused]; n != 1 || op.Sent != 0 {
+		t.Fatalf("the redriven event arrived %d times (second redrive sent %d), want once", n, op.Sent)
+	}
+	call(t, "GET", base+"/v1/dlq", key.Key, nil, &dead, http.StatusOK)
+	if len(dead.Data) != 0 {
+		t.Fatalf("dead letters after the redrive: %+v", dead.Data)
+	}
 }

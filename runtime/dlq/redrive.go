@@ -2,20 +2,18 @@ package dlq
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Redriver sends dead letters back to the deliveries topic, each with a
 // marker on the dlq pointing at it, in transactions.
 type Redriver struct {
-	tx     *kgo.Client
+	tx     *kafka.Tx
 	names  topics.Names
 	reason string
 }
@@ -24,27 +22,17 @@ type Redriver struct {
 // goes into every marker (who redrove).
 //
 // Its transactional id is fixed per dlq topic, and it is initialised
-// before the dlq is read: that fences any other redrive still running (its
-// open transaction is aborted, it can commit nothing more) and waits until
-// what that one committed is readable, so two redrives, even concurrent
-// ones (webhookctl's and the API's alike), never both redrive one dead
-// letter. It also ends at once a transaction left open by a redrive that
-// died, instead of holding back read-committed consumers of the deliveries
-// and dlq topics for the transaction timeout.
+// before the dlq is read: that fences any other redrive still running (it
+// can commit nothing more) and waits until what that one committed is
+// readable, so two redrives, even concurrent ones (webhookctl's and the
+// API's alike), never both redrive one dead letter. It also ends at once a
+// transaction left open by a redrive that died, instead of holding back
+// read-committed consumers of the deliveries and dlq topics for the
+// transaction timeout.
 func NewRedriver(ctx context.Context, conn []kgo.Opt, names topics.Names, reason string) (*Redriver, error) {
-	// Not bound to ctx (no kgo.WithContext): an interrupted redrive must
-	// still be able to abort its transaction.
-	tx, err := kgo.NewClient(append(conn[:len(conn):len(conn)],
-		kgo.ProducerLinger(0),
-		kgo.TransactionalID("webhookctl-redrive-"+names.DLQ()),
-		kgo.RecordPartitioner(topics.Partitioner()),
-	)...)
+	tx, err := kafka.NewTx(ctx, conn, "webhookctl-redrive-"+names.DLQ(), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
-	}
-	if _, _, err := tx.ProducerID(ctx); err != nil {
-		tx.Close()
-		return nil, fmt.Errorf("start the transactional producer: %w", err)
+		return nil, err
 	}
 	return &Redriver{tx: tx, names: names, reason: reason}, nil
 }
@@ -54,11 +42,13 @@ func (r *Redriver) Close() { r.tx.Close() }
 
 // Batch sends each dead letter back to the deliveries topic as the first
 // attempt of a new schedule, and writes a marker pointing at it to the dlq,
-// all in one transaction: either every dead letter of the batch is
-// redriven and marked, or none is. It marks the entries Redriven.
-func (r *Redriver) Batch(ctx context.Context, batch []*Entry) error {
+// all in one transaction with extra (a caller's progress record): either
+// every dead letter of the batch is redriven and marked, or none is. It
+// marks the entries Redriven. An error wrapping kafka.ErrFenced means
+// another redrive took over.
+func (r *Redriver) Batch(ctx context.Context, batch []*Entry, extra ...*kgo.Record) error {
 	now := time.Now().UTC()
-	recs := make([]*kgo.Record, 0, 2*len(batch))
+	recs := make([]*kgo.Record, 0, 2*len(batch)+len(extra))
 	for _, e := range batch {
 		d := *e.DeadLetter.Delivery
 		d.Attempt = 1
@@ -77,41 +67,13 @@ func (r *Redriver) Batch(ctx context.Context, batch []*Entry) error {
 			&kgo.Record{Topic: r.names.Deliveries(), Key: key, Value: d.Encode()},
 			&kgo.Record{Topic: r.names.DLQ(), Key: key, Value: marker.Encode()})
 	}
-	if err := r.tx.BeginTransaction(); err != nil {
-		return fencedErr(fmt.Errorf("begin transaction: %w", err))
-	}
-	if err := r.tx.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		r.abort()
-		return fencedErr(fmt.Errorf("produce: %w", err))
-	}
-	if err := r.tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		r.abort()
-		return fencedErr(fmt.Errorf("commit: %w", err))
+	if err := r.tx.Commit(ctx, append(recs, extra...)...); err != nil {
+		return err
 	}
 	for _, e := range batch {
 		e.Redriven = true
 	}
 	return nil
-}
-
-// abort ends the open transaction without committing it, even when the
-// caller's context is done.
-func (r *Redriver) abort() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if r.tx.AbortBufferedRecords(ctx) == nil {
-		// On failure the broker aborts it after the transaction timeout,
-		// or the next redrive does at once.
-		_ = r.tx.EndTransaction(ctx, kgo.TryAbort)
-	}
-}
-
-// fencedErr explains the error of a redrive that another one fenced.
-func fencedErr(err error) error {
-	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
-		return fmt.Errorf("another dlq redrive started and took over: %w", err)
-	}
-	return err
 }
 
 // ToRedrive are the entries a redrive sends back: not redriven yet, with a

@@ -15,8 +15,8 @@ import (
 
 // Layout says how many partitions the pipeline topics get on creation.
 type Layout struct {
-	// Partitions of every topic but subscriptions, which always gets one:
-	// the most consumers a group can usefully run.
+	// Partitions of every topic but subscriptions and operations, which
+	// always get one: the most consumers a group can usefully run.
 	Partitions int32
 	// ReplicationFactor; -1 uses the broker default.
 	ReplicationFactor int16
@@ -45,7 +45,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 			continue
 		}
 		parts := l.Partitions
-		if t == n.Subscriptions() {
+		if t == n.Subscriptions() || t == n.Operations() {
 			parts = 1
 		}
 		r, err := adm.CreateTopic(ctx, parts, l.ReplicationFactor, n.TopicConfigs(t), t)
@@ -61,7 +61,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 			res.Created = append(res.Created, t)
 		}
 	}
-	for _, t := range []string{n.Subscriptions(), n.Holds(), n.APIKeys()} {
+	for _, t := range []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations()} {
 		if err := verifyCompacted(ctx, adm, t); err != nil {
 			return res, err
 		}

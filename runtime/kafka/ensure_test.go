@@ -70,15 +70,17 @@ func TestEnsure(t *testing.T) {
 					t.Fatalf("topic %s missing after Ensure: %v", topic, d.Err)
 				}
 				want := int(tc.parts)
-				if topic == n.Subscriptions() {
+				if topic == n.Subscriptions() || topic == n.Operations() {
 					want = 1
 				}
 				if got := len(d.Partitions); got != want {
 					t.Errorf("%s has %d partitions, want %d", topic, got, want)
 				}
 			}
-			if v, _ := topicConfig(t, adm, n.Subscriptions(), "cleanup.policy"); v != "compact" {
-				t.Errorf("%s cleanup.policy = %q, want compact", n.Subscriptions(), v)
+			for _, topic := range []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations()} {
+				if v, _ := topicConfig(t, adm, topic, "cleanup.policy"); v != "compact" {
+					t.Errorf("%s cleanup.policy = %q, want compact", topic, v)
+				}
 			}
 			for _, d := range n.Tiers {
 				v, ok := topicConfig(t, adm, n.Retry(d), "retention.ms")

@@ -1,0 +1,285 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/hookpipe/hookpipe/runtime/dlq"
+	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// RunOperations carries out the bulk operations until ctx is done. Every
+// replica runs it; the consumer group cfg.Group on the one-partition
+// operations topic makes one of them, the one assigned the partition, the
+// runner. The runner writes each operation's progress in the transaction
+// of the records it produced, with a transactional id it takes over from
+// any earlier runner (fencing it), so an operation resumes after a restart
+// or a new assignment where the last committed batch left it: nothing
+// sent twice, nothing lost.
+func (s *Server) RunOperations(ctx context.Context) error {
+	var (
+		mu   sync.Mutex
+		stop func()
+	)
+	release := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stop != nil {
+			stop()
+			stop = nil
+		}
+	}
+	assigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		if len(m[s.names.Operations()]) == 0 {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if stop != nil {
+			return
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.lead(lctx)
+		}()
+		stop = func() { cancel(); <-done }
+	}
+	revoked := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		if len(m[s.names.Operations()]) > 0 {
+			release()
+		}
+	}
+	cl, err := kgo.NewClient(append(s.cfg.Kafka.ClientOpts(),
+		kgo.ConsumerGroup(s.cfg.Group),
+		kgo.ConsumeTopics(s.names.Operations()),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(assigned),
+		kgo.OnPartitionsRevoked(revoked),
+		kgo.OnPartitionsLost(revoked),
+	)...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer release()
+	defer cl.Close()
+	// The records are not used (the operations table holds the state): the
+	// group only elects the runner.
+	for ctx.Err() == nil {
+		cl.PollFetches(ctx)
+	}
+	return nil
+}
+
+// lead runs the unfinished operations, oldest first, until ctx is done.
+func (s *Server) lead(ctx context.Context) {
+	s.log.Info("running the bulk operations")
+	defer s.log.Info("no longer running the bulk operations")
+	for {
+		all, changed := s.ops.All()
+		i := slices.IndexFunc(all, func(o topics.Operation) bool { return !o.Finished() })
+		if i < 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				continue
+			}
+		}
+		err := s.runOperation(ctx, all[i].ID)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, kafka.ErrFenced):
+			// webhookctl dlq redrive took the dlq's transactional id: the
+			// operation resumes after it.
+			s.log.Warn("operation interrupted; resuming it", zap.String("operation", all[i].ID), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		case err != nil:
+			s.log.Error("operation failed", zap.String("operation", all[i].ID), zap.Error(err))
+		}
+	}
+}
+
+// runOperation carries out operation id from where its last record left
+// it. It returns once the operation is finished and the table shows it.
+func (s *Server) runOperation(ctx context.Context, id string) error {
+	var (
+		run    func(*opRun) error
+		commit func(*kgo.Record) error
+	)
+	switch o, _ := s.ops.Get(id); o.Kind {
+	case topics.OperationRedrive:
+		rd, err := dlq.NewRedriver(ctx, s.cfg.Kafka.ClientOpts(), s.names, "redriven by the API, operation "+id)
+		if err != nil {
+			return err
+		}
+		defer rd.Close()
+		run = func(r *opRun) error { return s.redrive(ctx, r, rd) }
+		commit = func(rec *kgo.Record) error { return rd.Batch(ctx, nil, rec) }
+	default:
+		tx, err := kafka.NewTx(ctx, s.cfg.Kafka.ClientOpts(), "webhooks-api-"+s.names.Operations(), kgo.RecordPartitioner(topics.Partitioner()))
+		if err != nil {
+			return err
+		}
+		defer tx.Close()
+		run = func(r *opRun) error { return s.replay(ctx, r, tx) }
+		commit = func(rec *kgo.Record) error { return tx.Commit(ctx, rec) }
+	}
+	// The producer above fenced any earlier runner: what that one committed
+	// is readable now, and the table shows the operation as it left it.
+	if err := s.ops.WaitCaughtUp(ctx); err != nil {
+		return err
+	}
+	o, ok := s.ops.Get(id)
+	if !ok || o.Finished() {
+		return nil
+	}
+	r := &opRun{o: o, topic: s.names.Operations(), batch: int(min(math.Ceil(o.Rate), 100))}
+	r.lim = rate.NewLimiter(rate.Limit(o.Rate), r.batch)
+	err := run(r)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, kafka.ErrFenced) {
+		r.o.State, r.o.Error = topics.OperationFailed, err.Error()
+		if cerr := commit(r.progress(false)); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return s.ops.WaitCaughtUp(ctx)
+}
+
+// opRun is an operation being carried out.
+type opRun struct {
+	o     topics.Operation
+	topic string
+	// batch is how many deliveries one transaction carries at most: about
+	// a second's worth at the operation's rate.
+	batch int
+	lim   *rate.Limiter
+}
+
+// wait returns when n more deliveries may go.
+func (r *opRun) wait(ctx context.Context, n int) error { return r.lim.WaitN(ctx, n) }
+
+// progress is the operation's record as it stands, done when last.
+func (r *opRun) progress(last bool) *kgo.Record {
+	if r.o.State != topics.OperationFailed {
+		r.o.State = topics.OperationRunning
+	}
+	if last {
+		r.o.State, r.o.Done = topics.OperationDone, r.o.Matched
+	}
+	r.o.UpdatedAt = time.Now().UTC()
+	return &kgo.Record{Topic: r.topic, Key: []byte(r.o.ID), Value: r.o.Encode()}
+}
+
+// redrive sends back the operation's dead letters that no redrive sent
+// back yet, each batch in a transaction with the progress.
+func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error {
+	o := &r.o
+	f := dlq.Filter{Subscription: o.Subscription, Type: o.EventType, Category: o.Category, Tenant: o.Tenant, Since: o.Since, Until: o.Until}
+	found, err := dlq.Read(ctx, s.cfg.Kafka.ClientOpts(), kadm.NewClient(s.cl), s.names, &f)
+	if err != nil {
+		return fmt.Errorf("reading the dead letters: %w", err)
+	}
+	todo, already, undecodable := dlq.ToRedrive(found)
+	if o.State == topics.OperationPending {
+		o.Matched, o.Skipped, o.Failed = len(found), already, undecodable
+	}
+	// When resumed, what it sent before is marked redriven, and in Sent.
+	o.Done = o.Skipped + o.Failed + o.Sent
+	for batch := range slices.Chunk(todo, r.batch) {
+		if err := r.wait(ctx, len(batch)); err != nil {
+			return err
+		}
+		o.Done += len(batch)
+		o.Sent += len(batch)
+		if err := rd.Batch(ctx, batch, r.progress(o.Done >= o.Matched)); err != nil {
+			return err
+		}
+	}
+	if len(todo) == 0 {
+		return rd.Batch(ctx, nil, r.progress(true))
+	}
+	return nil
+}
+
+// replay reads the events of the operation's time range from where it
+// left off and sends those its subscription takes as new deliveries, each
+// batch in a transaction with the progress (the offsets read so far).
+func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
+	o := &r.o
+	sub, ok := s.subs.Get(o.Subscription)
+	switch {
+	case !ok:
+		return fmt.Errorf("subscription %s was deleted", o.Subscription)
+	case !sub.Enabled:
+		return fmt.Errorf("subscription %s was disabled", o.Subscription)
+	}
+	if o.State == topics.OperationPending {
+		w, err := kafka.ReadWindow(ctx, kadm.NewClient(s.cl), s.names.Events(), o.Since, o.Until)
+		if err != nil {
+			return fmt.Errorf("reading the events: %w", err)
+		}
+		o.Next, o.Stop, o.Matched = w.Start, w.Stop, 0
+		for p, stop := range w.Stop {
+			o.Matched += int(max(0, stop-w.Start[p]))
+		}
+	}
+	var (
+		batch   []*kgo.Record
+		pending int // records read since the last commit
+	)
+	flush := func(last bool) error {
+		if err := r.wait(ctx, len(batch)); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx, append(batch, r.progress(last))...); err != nil {
+			return err
+		}
+		batch, pending = batch[:0], 0
+		return nil
+	}
+	w := kafka.Window{Topic: s.names.Events(), Start: o.Next, Stop: o.Stop}
+	err := kafka.Scan(ctx, s.cfg.Kafka.ClientOpts(), w, func(rec *kgo.Record) error {
+		o.Done++
+		o.Next[rec.Partition] = rec.Offset + 1
+		pending++
+		ev, err := topics.DecodeEvent(rec.Value, topics.DefaultMaxEventBytes)
+		switch {
+		case err != nil:
+			o.Failed++
+		case !sub.Matches(&ev) || (o.EventType != "" && !topics.MatchType(o.EventType, ev.Type)):
+			o.Skipped++
+		default:
+			o.Sent++
+			batch = append(batch, topics.DeliveryRecord(rec, &ev, sub, s.names))
+		}
+		if len(batch) >= r.batch || pending >= 1000 {
+			return flush(false)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush(true)
+}
