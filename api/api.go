@@ -73,6 +73,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerStats()
 	s.registerDeadLetters()
 	s.registerOperations()
+	s.registerRetry()
 	return s
 }
 
@@ -227,4 +228,24 @@ func (s *Server) writeFailed(ctx context.Context, err error) error {
 		return huma.Error503ServiceUnavailable("Kafka did not acknowledge in time; the write may or may not have happened")
 	}
 	return s.invalid(err, "")
+}
+
+// Partitioner is the partitioner of the API's producer: the deliveries
+// topic as the pipeline partitions it (by subscription), every other one
+// as Kafka's default partitioner does (events by their key, like a Java
+// producer).
+func Partitioner(n topics.Names) kgo.Partitioner {
+	return byTopic{deliveries: n.Deliveries(), pipeline: topics.Partitioner(), other: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
+}
+
+type byTopic struct {
+	deliveries      string
+	pipeline, other kgo.Partitioner
+}
+
+func (p byTopic) ForTopic(t string) kgo.TopicPartitioner {
+	if t == p.deliveries {
+		return p.pipeline.ForTopic(t)
+	}
+	return p.other.ForTopic(t)
 }

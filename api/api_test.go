@@ -70,6 +70,7 @@ func newCluster(t *testing.T) *cluster {
 // replica is one API process on the cluster, served by httptest.
 type replica struct {
 	t   *testing.T
+	c   *cluster
 	srv *httptest.Server
 	s   *Server
 	// stop stops the replica as SIGTERM would (the test's cleanup does).
@@ -90,7 +91,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	}
 	log := testkit.Logger(c.t)
 	base := cfg.Kafka.ClientOpts()
-	cl, err := kgo.NewClient(base...)
+	cl, err := kgo.NewClient(append(base, kgo.RecordPartitioner(Partitioner(c.names)))...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		}
 	})
 	c.t.Cleanup(stop)
-	return &replica{t: c.t, srv: srv, s: s, stop: stop}
+	return &replica{t: c.t, c: c, srv: srv, s: s, stop: stop}
 }
 
 // answer is one HTTP answer.

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -40,10 +41,19 @@ type MessageDelivery struct {
 // Message is an event and what became of it for each subscription it
 // matched.
 type Message struct {
-	EventID    string            `json:"event_id"`
-	EventType  string            `json:"event_type"`
-	Tenant     string            `json:"tenant,omitempty"`
-	Deliveries []MessageDelivery `json:"deliveries"`
+	EventID     string            `json:"event_id"`
+	EventType   string            `json:"event_type"`
+	Tenant      string            `json:"tenant,omitempty"`
+	PublishedAt time.Time         `json:"published_at"`
+	Event       *MessageEvent     `json:"event,omitempty" doc:"The event as published; absent when the events topic no longer holds it (retention)."`
+	Deliveries  []MessageDelivery `json:"deliveries"`
+}
+
+// MessageEvent is an event as it was published.
+type MessageEvent struct {
+	Key       string          `json:"key,omitempty"`
+	CreatedAt string          `json:"created_at,omitempty"`
+	Data      json.RawMessage `json:"data"`
 }
 
 // statusOf is a delivery's status from its last attempt's outcome.
@@ -80,6 +90,13 @@ func (s *Server) registerMessages() {
 			if err != nil {
 				return nil, err
 			}
+			rec, ev, err := s.findEvent(ctx, in.EventID, m.PublishedAt)
+			if err != nil {
+				return nil, s.internal(err)
+			}
+			if rec != nil {
+				m.Event = &MessageEvent{Key: ev.Key, CreatedAt: ev.CreatedAt, Data: ev.Data}
+			}
 			return &messageOutput{Body: m}, nil
 		})
 }
@@ -88,7 +105,7 @@ func (s *Server) registerMessages() {
 // key sees its tenant's only, another's answers 404.
 func (s *Server) message(ctx context.Context, eventID string, p principal) (Message, error) {
 	q := "SELECT subscription_id, event_type, tenant, attempt, outcome, ts, http_status, duration_ms, failure_category, " +
-		"error, response_sample, next_attempt_at FROM " + s.cfg.Database + "." + schema.TableAttempts +
+		"error, response_sample, next_attempt_at, published_at FROM " + s.cfg.Database + "." + schema.TableAttempts +
 		" FINAL WHERE event_id = ?"
 	args := []any{eventID}
 	if !p.admin() {
@@ -106,12 +123,15 @@ func (s *Server) message(ctx context.Context, eventID string, p principal) (Mess
 		var a Attempt
 		var attempt uint32
 		var status uint16
-		var next time.Time
+		var next, published time.Time
 		if err := rows.Scan(&sub, &m.EventType, &m.Tenant, &attempt, &a.Outcome, &a.At, &status, &a.DurationMS,
-			&a.FailureCategory, &a.Error, &a.ResponseSample, &next); err != nil {
+			&a.FailureCategory, &a.Error, &a.ResponseSample, &next, &published); err != nil {
 			return Message{}, s.internal(fmt.Errorf("message log: %w", err))
 		}
 		a.Attempt, a.HTTPStatus = int(attempt), int(status)
+		if m.PublishedAt.IsZero() || published.Before(m.PublishedAt) {
+			m.PublishedAt = published.UTC()
+		}
 		if next.Unix() > 0 {
 			a.NextAttemptAt = &next
 		}

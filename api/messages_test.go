@@ -1,14 +1,20 @@
 package api
 
 import (
+	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/recorder/schema"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // TestMessageLog: an event's attempts, as the recorder stored them, come
@@ -180,4 +186,90 @@ func recorded(t *testing.T, rows [][]any) *replica {
 	r := c.replicaWith(env)
 	r.s.WithClickHouse(ch)
 	return r
+}
+
+// TestMessageRetry: a message shows its event as published, found on the
+// events topic among others of the same second; retrying it sends a new
+// first attempt with the same event id to a subscription it was sent to,
+// partitioned as the pipeline partitions; other subscriptions, another
+// tenant's key and a disabled subscription are refused, writing nothing.
+func TestMessageRetry(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	epoch := time.Unix(0, 0).UTC()
+	r := recorded(t, [][]any{
+		{"r1", "evt_r", "order.created", "sub_r", "acme", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0.Add(time.Second), "endpoint answered 400", epoch, t0, "no"},
+		{"r2", "evt_r", "order.created", "sub_off", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+		{"r3", "evt_gone", "order.created", "sub_r", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+	})
+	c := r.c
+	var recs []*kgo.Record
+	for i := range 50 {
+		ev := topics.Event{ID: fmt.Sprintf("evt_noise_%d", i), Type: "order.created", Tenant: "acme", Key: fmt.Sprint(i), Data: []byte(`1`)}
+		if i == 30 {
+			ev = topics.Event{ID: "evt_r", Type: "order.created", Tenant: "acme", Key: "order/7", Data: []byte(`{"total":7}`)}
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: c.names.Events(), Key: []byte(ev.Key), Value: b, Timestamp: t0.Add(time.Duration(i*30) * time.Millisecond)})
+	}
+	if err := c.cl.ProduceSync(testkit.Ctx(t, 10*time.Second), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"sub_r", "sub_off"} {
+		r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": id, "tenant": "acme",
+			"url": "https://a.example/", "event_types": []string{"*"}}, nil)
+	}
+	r.must(http.StatusOK, "POST", "/v1/subscriptions/sub_off/disable", adminKey, nil, nil)
+
+	var m Message
+	r.must(http.StatusOK, "GET", "/v1/messages/evt_r", adminKey, nil, &m)
+	if m.Event == nil || string(m.Event.Data) != `{"total":7}` || m.Event.Key != "order/7" || !m.PublishedAt.Equal(t0) {
+		t.Fatalf("message %+v, event %+v: want the event as published", m, m.Event)
+	}
+	var gone Message
+	r.must(http.StatusOK, "GET", "/v1/messages/evt_gone", adminKey, nil, &gone)
+	if gone.Event != nil {
+		t.Fatalf("evt_gone was never published, yet shows %+v", gone.Event)
+	}
+
+	before := len(c.records(c.names.Deliveries()))
+	for _, tc := range []struct {
+		name, path, key, sub string
+		status               int
+	}{
+		{"another tenant's", "/v1/messages/evt_r/retry", r.tenantKey("globex"), "sub_r", http.StatusNotFound},
+		{"not sent there", "/v1/messages/evt_r/retry", adminKey, "sub_none", http.StatusNotFound},
+		{"disabled", "/v1/messages/evt_r/retry", adminKey, "sub_off", http.StatusConflict},
+		{"not on the topic", "/v1/messages/evt_gone/retry", adminKey, "sub_r", http.StatusGone},
+		{"unknown event", "/v1/messages/evt_none/retry", adminKey, "sub_r", http.StatusNotFound},
+	} {
+		if a := r.do("POST", tc.path, tc.key, map[string]any{"subscription_id": tc.sub}); a.status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, a.status, a.body, tc.status)
+		}
+	}
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_other", "tenant": "acme",
+		"url": "https://a.example/", "event_types": []string{"*"}}, nil)
+	if a := r.do("POST", "/v1/messages/evt_r/retry", adminKey, map[string]any{"subscription_id": "sub_other"}); a.status != http.StatusUnprocessableEntity {
+		t.Errorf("retry to a subscription it was never sent to: %d %s", a.status, a.body)
+	}
+	if n := len(c.records(c.names.Deliveries())); n != before {
+		t.Fatalf("%d deliveries written by refused retries", n-before)
+	}
+
+	r.must(http.StatusAccepted, "POST", "/v1/messages/evt_r/retry", r.tenantKey("acme"), map[string]any{"subscription_id": "sub_r"}, nil)
+	after := c.records(c.names.Deliveries())[before:]
+	if len(after) != 1 {
+		t.Fatalf("%d deliveries after the retry, want 1", len(after))
+	}
+	d, err := topics.DecodeDelivery(after[0].Value)
+	if err != nil || d.EventID != "evt_r" || d.SubscriptionID != "sub_r" || d.Attempt != 1 || string(d.Data) != `{"total":7}` {
+		t.Fatalf("retried %s (%v)", after[0].Value, err)
+	}
+	want := int32(topics.Partitioner().ForTopic(c.names.Deliveries()).Partition(&kgo.Record{Key: after[0].Key}, 3))
+	if string(after[0].Key) != "sub_r/evt_r" || after[0].Partition != want {
+		t.Fatalf("retried with key %q on partition %d, want sub_r/evt_r on %d", after[0].Key, after[0].Partition, want)
+	}
 }

@@ -30,14 +30,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer srv.Close()
+	n := cfg.Kafka.Names
 	base := append(cfg.Kafka.ClientOpts(), kgo.ClientID("webhooks-api"),
 		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))))
-	cl, err := kgo.NewClient(append(base, ops.KafkaMetrics(reg))...)
+	cl, err := kgo.NewClient(append(base, ops.KafkaMetrics(reg), kgo.RecordPartitioner(Partitioner(n)))...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	n := cfg.Kafka.Names
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations()}, log); err != nil || ctx.Err() != nil {
 		return err
 	}
