@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -63,6 +64,8 @@ func BenchmarkIngest(b *testing.B) {
 				b.Error(err)
 				return 0
 			}
+			// Read to the end: the connection is reused only then.
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusAccepted {
 				b.Errorf("POST %s: %d", path, resp.StatusCode)
