@@ -4,6 +4,7 @@
 #   make test    every test, unit to end-to-end (installs what a fresh Debian machine lacks)
 #   make bench   the benchmark table
 #   make build   binaries into bin/
+#   make assets  the API's front-end assets, from the npm registry (api/assets/npm.lock)
 #   make docs    regenerate docs/configuration.md from the code
 #   make lint    golangci-lint over every module (make test runs it)
 
@@ -25,15 +26,20 @@ STOP_TEST_CLICKHOUSE := $(SERVICES) stop clickhouse $(TESTDIR)/clickhouse >/dev/
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
             ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack ./api/cmd/api
 
-.PHONY: build run test bench lint deps fuzz helm docs
+.PHONY: build run test bench lint deps fuzz helm docs assets
 
 # Every binary says its version (--version): git describe, or dev.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/hookpipe/hookpipe/runtime/version.Version=$(VERSION)
 
-build:
+build: assets
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(BINARIES)
+
+# The front-end assets bin/api embeds, at the versions api/assets/npm.lock
+# pins, checked against the registry's integrity; fetched once.
+assets:
+	@bash $(CURDIR)/pipeline/scripts/npm-assets.sh api/assets/npm.lock api/assets/dist
 
 # Pages generated from the code (a test fails when one is stale).
 docs:
@@ -43,8 +49,9 @@ docs:
 deps:
 	@$(SERVICES) install
 
-run: build
+run:
 	@$(SERVICES) install || echo "make run: continuing without the missing services (see the line above)"
+	@$(MAKE) --no-print-directory build
 	@$(BIN)/stack -data $(RUNDIR) -bin $(BIN) $(if $(filter 0,$(DEMO)),-demo=false,)
 
 # golangci-lint (errcheck, govet, staticcheck, revive, unused, ineffassign,
@@ -86,7 +93,7 @@ $(HELM):
 # Starts a throwaway redis-server and clickhouse-server for the tests and
 # stops them whatever the outcome. WEBHOOKS_TEST_REQUIRE_SERVICES makes a
 # test that would skip for want of a service fail instead.
-test: deps lint fuzz helm
+test: deps assets lint fuzz helm
 	@set -euo pipefail; \
 	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_CLICKHOUSE)' EXIT; \
 	  $(SERVICES) start redis $(TEST_REDIS_PORT) $(TESTDIR)/redis; \
@@ -97,7 +104,7 @@ test: deps lint fuzz helm
 	  HELM=$(HELM) \
 	  $(GO) test -race -count=1 -timeout 20m work
 
-bench: build deps
+bench: deps build
 	@set -euo pipefail; \
 	  trap '$(STOP_TEST_CLICKHOUSE)' EXIT; \
 	  $(TEST_CLICKHOUSE); \

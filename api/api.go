@@ -82,7 +82,8 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 // serves its own).
 func apiConfig() huma.Config {
 	c := huma.DefaultConfig("hookpipe API", version.Version)
-	c.Info.Description = "The control plane of hookpipe: API keys, subscriptions and event ingestion. " +
+	c.Info.Description = "The control plane of hookpipe: API keys, subscriptions, event ingestion, the message log, " +
+		"dead letters and bulk operations (redrives, replays). " +
 		"Authenticate with `Authorization: Bearer <key>`; a tenant key sees only its tenant, and another tenant's " +
 		"resources answer 404."
 	c.OpenAPIPath = "/openapi"

@@ -300,13 +300,13 @@ func TestOpenAPIIsCurrent(t *testing.T) {
 	}
 }
 
-// TestDocsPage: /docs lists every operation of the OpenAPI document, with
+// TestDocsPage: /docs/list lists every operation of the OpenAPI document, with
 // no key and no script.
 func TestDocsPage(t *testing.T) {
 	s := New(Config{}, nil, nil, nil, nil, ops.NewRegistry(), testkit.Logger(t))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	resp, err := http.Get(srv.URL + "/docs")
+	resp, err := http.Get(srv.URL + "/docs/list")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestDocsPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-		t.Fatalf("GET /docs: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		t.Fatalf("GET /docs/list: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	page := string(body)
 	n := 0

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Local services (Redis, ClickHouse, kcat) for `make run`, `make test` and CI.
+# Local services (Redis, ClickHouse, kcat) for `make run`, `make test` and CI,
+# and the tools the tests use (chromium for the browser tests, curl for the
+# npm assets).
 #
 # Usage:
 #   services.sh install
@@ -85,9 +87,12 @@ install_services() {
 	have clickhouse-server || need+=(clickhouse-server)
 	have clickhouse-client || need+=(clickhouse-client)
 	have kcat || need+=(kcat)
+	have chromium || need+=(chromium)
+	have curl || need+=(curl ca-certificates)
+	have openssl || need+=(openssl)
 
 	if ((${#need[@]} == 0)); then
-		log "install: redis-server, clickhouse-server, clickhouse-client and kcat are already installed"
+		log "install: redis-server, clickhouse-server, clickhouse-client, kcat, chromium and curl are already installed"
 		return 0
 	fi
 
@@ -118,7 +123,7 @@ install_services() {
 	fi
 
 	local c
-	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat; do
+	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat chromium curl openssl; do
 		have "$c" || die "install: $c still missing after apt-get install"
 	done
 	log "install: done"
