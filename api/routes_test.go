@@ -30,6 +30,8 @@ func TestTenantIsolation(t *testing.T) {
 	if subA.Tenant != "acme" || subB.Tenant != "globex" {
 		t.Fatalf("tenant keys created subscriptions of tenants %q and %q", subA.Tenant, subB.Tenant)
 	}
+	var opB Operation
+	r.must(http.StatusAccepted, "POST", "/v1/dlq/redrive", keyB, map[string]any{}, &opB)
 	before := len(c.records(c.names.Subscriptions()))
 	path := "/v1/subscriptions/" + subB.ID
 	for _, tc := range []struct {
@@ -42,6 +44,12 @@ func TestTenantIsolation(t *testing.T) {
 		{"POST", path + "/enable", nil},
 		{"POST", path + "/disable", map[string]any{"reason": "x"}},
 		{"POST", path + "/rotate-secret", nil},
+		{"GET", path + "/health", nil},
+		{"POST", path + "/breaker", map[string]any{"action": "reset"}},
+		{"POST", path + "/test", nil},
+		{"POST", "/v1/dlq/redrive", map[string]any{"subscription_id": subB.ID}},
+		{"POST", "/v1/replays", map[string]any{"subscription_id": subB.ID, "since": time.Now().Add(-time.Hour)}},
+		{"GET", "/v1/operations/" + opB.ID, nil},
 	} {
 		if a := r.do(tc.method, tc.path, keyA, tc.body); a.status != http.StatusNotFound {
 			t.Errorf("%s %s with another tenant's key: %d %s, want 404", tc.method, tc.path, a.status, a.body)
@@ -49,6 +57,15 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	if n := len(c.records(c.names.Subscriptions())); n != before {
 		t.Errorf("%d subscription records written by another tenant's requests", n-before)
+	}
+	var ops listOperationsOutput
+	r.must(http.StatusOK, "GET", "/v1/operations", keyA, nil, &ops.Body)
+	if len(ops.Body.Data) != 0 {
+		t.Errorf("acme lists %d operations, none of them its own", len(ops.Body.Data))
+	}
+	r.must(http.StatusOK, "GET", "/v1/operations", adminKey, nil, &ops.Body)
+	if len(ops.Body.Data) != 1 || ops.Body.Data[0].ID != opB.ID {
+		t.Errorf("operations after another tenant's refused requests: %+v, want globex's alone", ops.Body.Data)
 	}
 	var list subscriptionsOutputBody
 	for q, want := range map[string]int{"": 1, "?tenant=globex": 0, "?event_type=order.created": 1, "?enabled=true": 1} {
@@ -255,6 +272,19 @@ func TestBadInput(t *testing.T) {
 		{"enable missing", "POST", "/v1/subscriptions/sub_nope/enable", nil, 404, ""},
 		{"disable missing", "POST", "/v1/subscriptions/sub_nope/disable", nil, 404, ""},
 		{"rotate missing", "POST", "/v1/subscriptions/sub_nope/rotate-secret", nil, 404, ""},
+		{"redrive unknown field", "POST", "/v1/dlq/redrive", map[string]any{"colour": "red"}, 422, "body.colour"},
+		{"redrive bad type", "POST", "/v1/dlq/redrive", map[string]any{"event_type": "a b"}, 422, "body.event_type"},
+		{"redrive zero rate", "POST", "/v1/dlq/redrive", map[string]any{"rate": 0}, 422, "body.rate"},
+		{"redrive bad since", "POST", "/v1/dlq/redrive", map[string]any{"since": "yesterday"}, 422, "body.since"},
+		{"redrive since in the future", "POST", "/v1/dlq/redrive", map[string]any{"since": time.Now().Add(time.Hour)}, 422, "body.since"},
+		{"redrive missing subscription", "POST", "/v1/dlq/redrive", map[string]any{"subscription_id": "sub_nope"}, 404, ""},
+		{"replay without subscription", "POST", "/v1/replays", map[string]any{"since": time.Now()}, 422, "body"},
+		{"replay without since", "POST", "/v1/replays", map[string]any{"subscription_id": "sub_taken"}, 422, "body"}, // "expected required property since"
+		{"replay rate too high", "POST", "/v1/replays", map[string]any{"subscription_id": "sub_taken", "since": time.Now(), "rate": 1e6}, 422, "body.rate"},
+		{"operation missing", "GET", "/v1/operations/op_nope", nil, 404, ""},
+		{"operations bad limit", "GET", "/v1/operations?limit=0", nil, 422, "query.limit"},
+		{"retry without ClickHouse", "POST", "/v1/messages/evt_1/retry", map[string]any{"subscription_id": "sub_taken"}, 503, ""},
+		{"retry unknown field", "POST", "/v1/messages/evt_1/retry", map[string]any{"subscription_id": "sub_taken", "colour": "red"}, 422, "body.colour"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := r.do(tc.method, tc.path, adminKey, tc.body)
@@ -273,6 +303,12 @@ func TestBadInput(t *testing.T) {
 	}
 	if n := len(c.records(c.names.Events())); n != eventsBefore {
 		t.Errorf("%d events written by bad requests", n-eventsBefore)
+	}
+	if n := len(c.records(c.names.Operations())); n != 0 {
+		t.Errorf("%d operations written by bad requests", n)
+	}
+	if n := len(c.records(c.names.Deliveries())); n != 0 {
+		t.Errorf("%d deliveries written by bad requests", n)
 	}
 }
 

@@ -160,3 +160,82 @@ func TestAPIDrivesThePipeline(t *testing.T) {
 		t.Fatalf("dead letters after the redrive: %+v", dead.Data)
 	}
 }
+
+// TestAPIMessageLog: through HTTP only, with the recorder writing to
+// ClickHouse: a delivered event is `delivered` in the message log with the
+// endpoint's answer as the response sample and the event as published; an
+// event the endpoint keeps failing is `retrying`, then `dead`; a redrive
+// operation reaches done, and the event, delivered once, is `delivered`.
+func TestAPIMessageLog(t *testing.T) {
+	e := newEnv(t)
+	e.clickhouseDB()
+	e.startDispatcher()
+	e.startDeliverer()
+	e.startRetrier()
+	e.startRecorder()
+	base := e.startAPI()
+	r := newReceiver(t)
+	r.answer(func(request, http.ResponseWriter) int { return http.StatusOK }) // a 204 has no body
+	r.reply("thanks")
+
+	var sub struct{ ID, Secret string }
+	call(t, "POST", base+"/v1/subscriptions", apiAdminKey, map[string]any{"url": r.url("sub_log"), "id": "sub_log", "tenant": "acme",
+		"event_types": []string{"*"}, "retry_schedule": []string{"1s"}}, &sub, http.StatusCreated)
+	r.trust(topics.Subscription{ID: sub.ID, Secret: sub.Secret})
+	var ids struct{ IDs []string }
+	call(t, "POST", base+"/v1/events", apiAdminKey, map[string]any{"type": "order.created", "tenant": "acme", "data": map[string]int{"n": 1}},
+		&ids, http.StatusAccepted)
+	ok := ids.IDs[0]
+	var m api.Message
+	status := func(id string) string {
+		m = api.Message{}
+		req, _ := http.NewRequest("GET", base+"/v1/messages/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+apiAdminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			return "" // not recorded yet
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.Deliveries) != 1 {
+			t.Fatalf("message %s: %d %+v (%v)", id, resp.StatusCode, m, err)
+		}
+		return m.Deliveries[0].Status
+	}
+	wait(t, 60*time.Second, "the event delivered in the message log", func() bool { return status(ok) == "delivered" })
+	if a := m.Deliveries[0].Attempts; len(a) != 1 || a[0].ResponseSample != "thanks" || a[0].HTTPStatus != http.StatusOK ||
+		m.Event == nil || string(m.Event.Data) != `{"n":1}` {
+		t.Fatalf("delivered message %+v (event %+v)", m, m.Event)
+	}
+
+	r.answer(func(request, http.ResponseWriter) int { return http.StatusServiceUnavailable })
+	r.reply("down for maintenance")
+	call(t, "POST", base+"/v1/events", apiAdminKey, map[string]any{"type": "order.paid", "tenant": "acme", "data": 2}, &ids, http.StatusAccepted)
+	failing := ids.IDs[0]
+	seen := map[string]bool{}
+	wait(t, 60*time.Second, "the failing event retrying, then dead", func() bool {
+		seen[status(failing)] = true
+		return seen["dead"]
+	})
+	if !seen["retrying"] {
+		t.Errorf("the failing event was never seen retrying before dead")
+	}
+	if a := m.Deliveries[0].Attempts; len(a) != 2 || a[0].ResponseSample != "down for maintenance" || a[1].Outcome != topics.OutcomeDead {
+		t.Fatalf("dead message attempts %+v", a)
+	}
+
+	r.answer(nil)
+	r.reply("back")
+	var op struct{ ID, State string }
+	call(t, "POST", base+"/v1/dlq/redrive", apiAdminKey, map[string]any{"subscription_id": "sub_log"}, &op, http.StatusAccepted)
+	wait(t, 60*time.Second, "the redrive done and the event delivered", func() bool {
+		call(t, "GET", base+"/v1/operations/"+op.ID, apiAdminKey, nil, &op, http.StatusOK)
+		return op.State == topics.OperationDone && status(failing) == "delivered"
+	})
+	if n := r.pairs()["sub_log/"+failing]; n != 1 {
+		t.Fatalf("the redriven event was accepted %d times, want once", n)
+	}
+	r.checkSignatures(t)
+}

@@ -344,6 +344,7 @@ type receiver struct {
 	inflight  int
 	maxFlight int
 	status    func(r request, w http.ResponseWriter) int // nil: 204; may set headers
+	body      string                                     // of every answer
 
 }
 
@@ -399,7 +400,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	rq := request{Sub: sub, Header: req.Header.Clone(), Body: body, ID: msg.ID, Type: msg.Type, Data: msg.Data, At: time.Now()}
 	status := http.StatusNoContent
 	r.mu.Lock()
-	answer := r.status
+	answer, reply := r.status, r.body
 	r.mu.Unlock()
 	if answer != nil {
 		status = answer(rq, w)
@@ -411,6 +412,14 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Unlock()
 	w.WriteHeader(status)
+	_, _ = io.WriteString(w, reply)
+}
+
+// reply sets the body of every answer from now on.
+func (r *receiver) reply(body string) {
+	r.mu.Lock()
+	r.body = body
+	r.mu.Unlock()
 }
 
 func (r *receiver) got() []request {
