@@ -7,6 +7,7 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type Server struct {
 	ch     clickhouseConn    // nil: no message log
 	guard  *redisstate.Guard // nil: no Redis
 	ops    *table.OpTable    // nil: no bulk operations
+	signer signer            // of dashboard sessions and portal links
 }
 
 // WithClickHouse gives the API the recorder's ClickHouse, where the message
@@ -59,6 +61,15 @@ func (s *Server) WithClickHouse(ch clickhouseConn) *Server {
 func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g *redisstate.Guard, reg prometheus.Registerer, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg),
 		limit: newLimiter(g, cfg.RateLimit, log), prober: deliverer.NewProber(cfg.HTTP), guard: g}
+	key, err := decodeSessionKey(cfg.SessionKey)
+	if err != nil {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+		if cfg.SessionKey == "" && log != nil {
+			log.Warn("no WEBHOOKS_API_SESSION_KEY: dashboard sessions and portal links work on this replica only, until it restarts")
+		}
+	}
+	s.signer = signer{key: key}
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
 	s.registerDocs()
@@ -74,6 +85,8 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerDeadLetters()
 	s.registerOperations()
 	s.registerRetry()
+	s.registerPortalSessions()
+	s.registerUI()
 	return s
 }
 
@@ -127,17 +140,27 @@ var secured = []map[string][]string{{"bearer": {}}}
 // adminOnly marks operations a tenant key may not call.
 const adminOnly = "admin-only"
 
-// authenticate checks the bearer key of secured operations: unknown or
-// revoked keys answer 401, tenant keys on admin operations 403.
+// internalKey carries the principal of a request the dashboard or the
+// portal makes in-process (Server.call), on behalf of a session it
+// verified. A request from outside cannot set a context value.
+type internalKey struct{}
+
+// authenticate checks the bearer key of secured operations (or the
+// principal of an in-process request): unknown or revoked keys answer 401,
+// tenant keys on admin operations 403.
 func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	op := ctx.Operation()
 	if len(op.Security) == 0 {
 		next(ctx)
 		return
 	}
-	key, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
-	p, known := s.principal(strings.TrimSpace(key))
-	if !ok || !known {
+	p, known := ctx.Context().Value(internalKey{}).(principal)
+	if !known {
+		key, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
+		p, known = s.principal(strings.TrimSpace(key))
+		known = ok && known
+	}
+	if !known {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="hookpipe"`)
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer hpk_...")
 		return

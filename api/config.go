@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -39,6 +40,9 @@ type Config struct {
 	// RateLimit is how many requests per second one API key may make,
 	// across all replicas (GCRA in Redis, a burst of the same); 0: none.
 	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
+	// SessionKey signs the dashboard's session cookies and the portal's
+	// links; every replica must have the same one.
+	SessionKey string `env:"WEBHOOKS_API_SESSION_KEY" desc:"Signs dashboard sessions and portal links: 32 or more random bytes, base64; the same on every replica. Empty: a random key per process (sessions and links then work on that replica only, until it restarts). Never logged."`
 	// Group is the consumer group that elects the replica running the bulk
 	// operations.
 	Group string `env:"WEBHOOKS_API_GROUP" envDefault:"webhooks-api" desc:"Consumer group of the API replicas: the one of them assigned the operations topic's partition runs the bulk operations (redrives, replays)."`
@@ -83,6 +87,11 @@ func (c *Config) validate() error {
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
 		errs = append(errs, fmt.Errorf("%s must be a finite number, not negative", config.Name(c, &c.RateLimit)))
 	}
+	if c.SessionKey != "" {
+		if _, err := decodeSessionKey(c.SessionKey); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", config.Name(c, &c.SessionKey), err))
+		}
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
 	}
@@ -90,4 +99,17 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.RequestTimeout)))
 	}
 	return errors.Join(errs...)
+}
+
+// decodeSessionKey reads a base64 session key of at least 32 bytes.
+func decodeSessionKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			if len(b) < 32 {
+				return nil, fmt.Errorf("%d bytes; want 32 or more random bytes", len(b))
+			}
+			return b, nil
+		}
+	}
+	return nil, errors.New("not base64")
 }

@@ -1,0 +1,549 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/recorder/report"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// The dashboard (/ui, admins) and the tenant portal (/portal/{token}, one
+// tenant) are server-rendered pages over the API itself: each page calls
+// the API's routes in-process as the session's principal (Server.call), so
+// they validate and scope to a tenant exactly as the API does.
+
+//go:embed ui
+var uiFiles embed.FS
+
+var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
+	"join": func(s []string) string { return strings.Join(s, ", ") },
+	"percent": func(v any) string {
+		switch f := v.(type) {
+		case *float64:
+			if f == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f %%", *f*100)
+		case float64:
+			return fmt.Sprintf("%.1f %%", f*100)
+		}
+		return "-"
+	},
+	"ms": func(v any) string {
+		switch f := v.(type) {
+		case *float64:
+			if f == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f ms", *f)
+		case float64:
+			return fmt.Sprintf("%.1f ms", f)
+		}
+		return "-"
+	},
+	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"finished": func(o Operation) bool { return o.State == topics.OperationDone || o.State == topics.OperationFailed },
+}).ParseFS(uiFiles, "ui/pages.html"))
+
+const (
+	sessionCookie = "hookpipe_session"
+	loginCookie   = "hookpipe_login"
+	// sessionTTL is how long a dashboard session lasts.
+	sessionTTL = 12 * time.Hour
+)
+
+// view is who a page is rendered for, and where its links point.
+type view struct {
+	Base   string // /ui or /portal/{token}
+	Assets string
+	CSRF   string
+	Portal bool
+	Tenant string
+	p      principal
+	tls    bool
+}
+
+// page is what a template renders.
+type page struct {
+	V        *view
+	Title    string
+	Section  string
+	Flash    string
+	Error    string
+	Data     any
+	template string
+}
+
+type pageFunc func(w http.ResponseWriter, r *http.Request, v *view) page
+
+// uiSecurity sets the headers of every dashboard and portal answer: scripts
+// and styles of the API's origin only, no referrer (a portal link holds its
+// token), framed only where framing is allowed.
+func uiSecurity(w http.ResponseWriter, frameAncestors string) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors "+frameAncestors)
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+}
+
+func (s *Server) registerUI() {
+	own, _ := fs.Sub(uiFiles, "ui")
+	s.mux.Handle("GET /ui/assets/app.css", http.StripPrefix("/ui/assets/", http.FileServerFS(own)))
+	if htmx, err := fs.Sub(assets, "assets/dist/htmx.org"); err == nil {
+		s.mux.Handle("GET /ui/assets/htmx.min.js", http.StripPrefix("/ui/assets/", http.FileServerFS(htmx)))
+	}
+	s.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+	s.mux.HandleFunc("GET /ui/login", s.loginPage)
+	s.mux.HandleFunc("POST /ui/login", s.login)
+	s.mux.HandleFunc("POST /ui/logout", s.admin(func(w http.ResponseWriter, r *http.Request, v *view) page {
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui", MaxAge: -1, HttpOnly: true, Secure: v.tls, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+		return page{}
+	}))
+	s.mux.HandleFunc("GET /ui/{$}", s.admin(s.overviewPage))
+	for _, area := range []struct {
+		prefix string
+		wrap   func(pageFunc) http.HandlerFunc
+	}{{"/ui", s.admin}, {"/portal/{token}", s.portal}} {
+		for pattern, h := range map[string]pageFunc{
+			"GET /subscriptions":                s.subscriptionsPage,
+			"POST /subscriptions":               s.createSubscription,
+			"GET /subscriptions/{id}":           s.subscriptionPage,
+			"POST /subscriptions/{id}/{action}": s.subscriptionAction,
+			"GET /messages":                     s.messagesPage,
+			"GET /messages/{id}":                s.messagePage,
+			"POST /messages/{id}/retry":         s.retryMessage,
+			"GET /dlq":                          s.dlqPage,
+			"POST /dlq/redrive":                 s.redriveDLQ,
+			"GET /operations":                   s.operationsPage,
+			"GET /operations/{id}":              s.operationPage,
+			"GET /operations/{id}/progress":     s.operationProgress,
+		} {
+			method, path, _ := strings.Cut(pattern, " ")
+			s.mux.HandleFunc(method+" "+area.prefix+path, area.wrap(h))
+		}
+	}
+	s.mux.HandleFunc("GET /portal/{token}/{$}", s.portal(func(w http.ResponseWriter, r *http.Request, v *view) page {
+		http.Redirect(w, r, v.Base+"/subscriptions", http.StatusFound)
+		return page{}
+	}))
+}
+
+// admin serves h to a signed-in admin: a valid session cookie of a key that
+// is still valid, and on POST the session's CSRF token.
+func (s *Server) admin(h pageFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		uiSecurity(w, "'none'")
+		v, ok := s.adminView(r)
+		if !ok {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "sign in first", http.StatusUnauthorized)
+			return
+		}
+		s.serve(w, r, v, h)
+	}
+}
+
+func (s *Server) adminView(r *http.Request) (*view, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil, false
+	}
+	sess, err := s.signer.verify(c.Value, time.Now())
+	if err != nil || sess.Portal {
+		return nil, false
+	}
+	// The key signed in with must still be valid: revoking it ends its
+	// sessions.
+	if sess.Boot {
+		if s.cfg.AdminKey == "" || sess.KeyID != bootID(s.cfg.AdminKey) {
+			return nil, false
+		}
+	} else if k, ok := s.keys.Get(sess.KeyID); !ok || k.Revoked() || k.Tenant != "" {
+		return nil, false
+	}
+	p := principal{keyID: sess.KeyID}
+	if sess.Boot {
+		p.keyID = ""
+	}
+	return &view{Base: "/ui", Assets: "/ui/assets", CSRF: s.signer.csrf(sess), p: p, tls: r.TLS != nil}, true
+}
+
+// portal serves h to the holder of a portal link: the token in the path,
+// signed and not expired, scoping every page to its tenant. The token is
+// the secret: a form posted from elsewhere cannot know it.
+func (s *Server) portal(h pageFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		uiSecurity(w, "*")
+		token := r.PathValue("token")
+		sess, err := s.signer.verify(token, time.Now())
+		if err != nil || !sess.Portal || sess.Tenant == "" {
+			http.Error(w, "this portal link is invalid or has expired: ask for a new one", http.StatusUnauthorized)
+			return
+		}
+		v := &view{Base: "/portal/" + token, Assets: "/ui/assets", CSRF: s.signer.csrf(sess), Portal: true, Tenant: sess.Tenant,
+			p: principal{keyID: "portal:" + sess.Tenant, tenant: sess.Tenant}, tls: r.TLS != nil}
+		s.serve(w, r, v, h)
+	}
+}
+
+// serve checks the CSRF token of a POST, runs h and renders its page.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, v *view, h pageFunc) {
+	if r.Method == http.MethodPost {
+		token := r.Header.Get("X-CSRF-Token")
+		if token == "" {
+			token = r.PostFormValue("_csrf")
+		}
+		if subtle.ConstantTimeCompare([]byte(token), []byte(v.CSRF)) != 1 {
+			http.Error(w, "missing or wrong CSRF token: reload the page", http.StatusForbidden)
+			return
+		}
+	}
+	pg := h(w, r, v)
+	if pg.template == "" {
+		return // answered already (a redirect)
+	}
+	pg.V = v
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pages.ExecuteTemplate(w, pg.template, pg); err != nil {
+		s.log.Error("rendering a page", zap.String("page", pg.template), zap.Error(err))
+	}
+}
+
+// notFound answers a page that does not exist for v (or is another
+// tenant's).
+func notFound(w http.ResponseWriter, what string) page {
+	http.Error(w, what+" not found", http.StatusNotFound)
+	return page{}
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	uiSecurity(w, "'none'")
+	if _, ok := s.adminView(r); ok {
+		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+		return
+	}
+	// A login form's CSRF token: a random value in a cookie and the form.
+	sess := newSession(session{}, 10*time.Minute)
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: sess.Nonce, Path: "/ui/login", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: 600})
+	s.renderLogin(w, sess.Nonce, "")
+}
+
+func (s *Server) renderLogin(w http.ResponseWriter, csrf, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pages.ExecuteTemplate(w, "login", map[string]string{"CSRF": csrf, "Error": msg}); err != nil {
+		s.log.Error("rendering the login page", zap.Error(err))
+	}
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	uiSecurity(w, "'none'")
+	c, err := r.Cookie(loginCookie)
+	if err != nil || c.Value == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue("_csrf"))) != 1 {
+		http.Error(w, "missing or wrong CSRF token: reload the sign-in page", http.StatusForbidden)
+		return
+	}
+	p, ok := s.principal(strings.TrimSpace(r.PostFormValue("key")))
+	if !ok || !p.admin() {
+		w.WriteHeader(http.StatusUnauthorized)
+		s.renderLogin(w, c.Value, "That is not a valid admin key.")
+		return
+	}
+	sess := newSession(session{KeyID: p.keyID}, sessionTTL)
+	if p.keyID == "" {
+		// The bootstrap key: a session ends when the key changes.
+		sess.Boot, sess.KeyID = true, bootID(s.cfg.AdminKey)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.signer.sign(sess), Path: "/ui", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL.Seconds())})
+	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+// problem is the message of an API error for a page.
+func problemText(err error) string {
+	var e *apiError
+	if errors.As(err, &e) {
+		return e.Error()
+	}
+	return "internal error: see the API's log"
+}
+
+func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+	ctx := r.Context()
+	data := struct {
+		Subscriptions int
+		Dead          int
+		Stats         []report.Row
+		StatsError    string
+	}{}
+	var subs subscriptionsOutput
+	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?limit=1000", nil, &subs.Body); err == nil {
+		data.Subscriptions = len(subs.Body.Data)
+	}
+	var dl listDLQOutput
+	if _, err := s.call(ctx, v.p, "GET", "/v1/dlq?limit=1", nil, &dl.Body); err == nil {
+		data.Dead = dl.Body.Matched
+	}
+	var st statsOutput
+	if _, err := s.call(ctx, v.p, "GET", "/v1/stats?by=subscription", nil, &st.Body); err != nil {
+		data.StatsError = problemText(err)
+	}
+	data.Stats = st.Body.Rows
+	return page{Title: "Overview", Section: "overview", Data: data, template: "overview"}
+}
+
+func (s *Server) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+	var out subscriptionsOutput
+	q := url.Values{"limit": {"100"}}
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		q.Set("cursor", c)
+	}
+	pg := page{Title: "Endpoints", Section: "subscriptions", template: "subscriptions"}
+	if _, err := s.call(r.Context(), v.p, "GET", "/v1/subscriptions?"+q.Encode(), nil, &out.Body); err != nil {
+		pg.Error = problemText(err)
+	}
+	pg.Data = map[string]any{"List": out.Body.Data, "Next": out.Body.NextCursor}
+	return pg
+}
+
+func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *view) page {
+	body := map[string]any{"url": r.PostFormValue("url"), "event_types": splitTypes(r.PostFormValue("event_types"))}
+	if o := r.PostFormValue("ordering"); o != "" {
+		body["ordering"] = o
+	}
+	if t := r.PostFormValue("tenant"); t != "" && !v.Portal {
+		body["tenant"] = t
+	}
+	var sub Subscription
+	if _, err := s.call(r.Context(), v.p, "POST", "/v1/subscriptions", body, &sub); err != nil {
+		pg := s.subscriptionsPage(w, r, v)
+		pg.Error = "Not added: " + problemText(err)
+		return pg
+	}
+	return s.renderSubscription(w, r, v, sub.ID, "Added. Its signing secret, shown this once: "+sub.Secret, nil)
+}
+
+func splitTypes(s string) []string {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (s *Server) subscriptionPage(w http.ResponseWriter, r *http.Request, v *view) page {
+	return s.renderSubscription(w, r, v, r.PathValue("id"), "", nil)
+}
+
+func (s *Server) renderSubscription(w http.ResponseWriter, r *http.Request, v *view, id, flash string, test any) page {
+	ctx := r.Context()
+	var sub Subscription
+	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id), nil, &sub); err != nil {
+		return notFound(w, "endpoint "+id)
+	}
+	data := map[string]any{"Sub": sub, "Test": test}
+	var h Health
+	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id)+"/health", nil, &h); err != nil {
+		data["HealthError"] = problemText(err)
+	} else {
+		data["Health"] = h
+	}
+	return page{Title: "Endpoint " + id, Section: "subscriptions", Flash: flash, Data: data, template: "subscription"}
+}
+
+// subscriptionAction runs a button of the endpoint page.
+func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *view) page {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	path := "/v1/subscriptions/" + url.PathEscape(id)
+	var flash string
+	var err error
+	switch action := r.PathValue("action"); action {
+	case "test":
+		var out testSendOutput
+		if _, err = s.call(ctx, v.p, "POST", path+"/test", nil, &out.Body); err == nil {
+			if r.Header.Get("HX-Request") == "true" {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				if err := pages.ExecuteTemplate(w, "test-result", out.Body); err != nil {
+					s.log.Error("rendering a test result", zap.Error(err))
+				}
+				return page{}
+			}
+			return s.renderSubscription(w, r, v, id, "", out.Body)
+		}
+	case "enable", "disable":
+		_, err = s.call(ctx, v.p, "POST", path+"/"+action, nil, nil)
+		flash = "Endpoint " + action + "d."
+	case "rotate-secret":
+		var sub Subscription
+		_, err = s.call(ctx, v.p, "POST", path+"/rotate-secret", nil, &sub)
+		flash = "Secret rotated; the new one, shown this once: " + sub.Secret + " (the old one signs for 24 h more)."
+	case "breaker-reset":
+		_, err = s.call(ctx, v.p, "POST", path+"/breaker", map[string]any{"action": "reset"}, nil)
+		flash = "Breaker reset."
+	default:
+		return notFound(w, "action "+action)
+	}
+	var e *apiError
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return notFound(w, "endpoint "+id)
+	}
+	pg := s.renderSubscription(w, r, v, id, flash, nil)
+	if err != nil {
+		pg.Flash, pg.Error = "", problemText(err)
+	}
+	return pg
+}
+
+var messageStatuses = []string{"delivered", "retrying", "pending", "dead", "skipped"}
+
+func (s *Server) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+	in := r.URL.Query()
+	q := url.Values{"limit": {"100"}}
+	for _, k := range []string{"status", "event_type", "subscription_id"} {
+		if x := in.Get(k); x != "" {
+			q.Set(k, x)
+		}
+	}
+	var out listMessagesOutput
+	data := map[string]any{"Statuses": messageStatuses, "Status": in.Get("status"), "Type": in.Get("event_type"), "Sub": in.Get("subscription_id")}
+	if _, err := s.call(r.Context(), v.p, "GET", "/v1/messages?"+q.Encode(), nil, &out.Body); err != nil {
+		data["ListError"] = problemText(err)
+	}
+	data["List"] = out.Body.Data
+	return page{Title: "Messages", Section: "messages", Data: data, template: "messages"}
+}
+
+func (s *Server) messagePage(w http.ResponseWriter, r *http.Request, v *view) page {
+	return s.renderMessage(w, r, v, r.PathValue("id"), "", "")
+}
+
+func (s *Server) renderMessage(w http.ResponseWriter, r *http.Request, v *view, id, flash, msg string) page {
+	var m Message
+	if _, err := s.call(r.Context(), v.p, "GET", "/v1/messages/"+url.PathEscape(id), nil, &m); err != nil {
+		return notFound(w, "message "+id)
+	}
+	return page{Title: "Message " + id, Section: "messages", Flash: flash, Error: msg, Data: map[string]any{"Msg": m}, template: "message"}
+}
+
+func (s *Server) retryMessage(w http.ResponseWriter, r *http.Request, v *view) page {
+	id := r.PathValue("id")
+	sub := r.PostFormValue("subscription_id")
+	if _, err := s.call(r.Context(), v.p, "POST", "/v1/messages/"+url.PathEscape(id)+"/retry", map[string]string{"subscription_id": sub}, nil); err != nil {
+		var e *apiError
+		if errors.As(err, &e) && e.Status == http.StatusNotFound {
+			return notFound(w, "message "+id)
+		}
+		return s.renderMessage(w, r, v, id, "", "Not sent: "+problemText(err))
+	}
+	return s.renderMessage(w, r, v, id, "Sent again to "+sub+"; the new attempt shows here in a few seconds.", "")
+}
+
+type dlqFilter struct{ Sub, Type, Category string }
+
+func (s *Server) dlqPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+	in := r.URL.Query()
+	f := dlqFilter{Sub: in.Get("subscription_id"), Type: in.Get("event_type"), Category: in.Get("category")}
+	q := url.Values{"limit": {"200"}}
+	for k, x := range map[string]string{"subscription_id": f.Sub, "event_type": f.Type, "category": f.Category} {
+		if x != "" {
+			q.Set(k, x)
+		}
+	}
+	var out listDLQOutput
+	data := map[string]any{"Filter": f}
+	if _, err := s.call(r.Context(), v.p, "GET", "/v1/dlq?"+q.Encode(), nil, &out.Body); err != nil {
+		data["ListError"] = problemText(err)
+	}
+	data["List"], data["Matched"] = out.Body.Data, out.Body.Matched
+	return page{Title: "Dead letters", Section: "dlq", Data: data, template: "dlq"}
+}
+
+func (s *Server) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) page {
+	body := map[string]any{}
+	for _, k := range []string{"subscription_id", "event_type", "category"} {
+		if x := r.PostFormValue(k); x != "" {
+			body[k] = x
+		}
+	}
+	if x := r.PostFormValue("rate"); x != "" {
+		rate, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			pg := s.dlqPage(w, r, v)
+			pg.Error = "The rate must be a number."
+			return pg
+		}
+		body["rate"] = rate
+	}
+	var op Operation
+	if _, err := s.call(r.Context(), v.p, "POST", "/v1/dlq/redrive", body, &op); err != nil {
+		pg := s.dlqPage(w, r, v)
+		pg.Error = "Not started: " + problemText(err)
+		return pg
+	}
+	http.Redirect(w, r, v.Base+"/operations/"+op.ID, http.StatusSeeOther)
+	return page{}
+}
+
+func (s *Server) operationsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+	var out listOperationsOutput
+	pg := page{Title: "Operations", Section: "operations", template: "operations"}
+	if _, err := s.call(r.Context(), v.p, "GET", "/v1/operations", nil, &out.Body); err != nil {
+		pg.Error = problemText(err)
+	}
+	pg.Data = map[string]any{"List": out.Body.Data}
+	return pg
+}
+
+func (s *Server) operation(ctx context.Context, v *view, id string) (Operation, bool) {
+	var op Operation
+	_, err := s.call(ctx, v.p, "GET", "/v1/operations/"+url.PathEscape(id), nil, &op)
+	return op, err == nil
+}
+
+func (s *Server) operationPage(w http.ResponseWriter, r *http.Request, v *view) page {
+	op, ok := s.operation(r.Context(), v, r.PathValue("id"))
+	if !ok {
+		return notFound(w, "operation "+r.PathValue("id"))
+	}
+	return page{Title: "Operation " + op.ID, Section: "operations", Data: map[string]any{"Op": op}, template: "operation"}
+}
+
+// operationProgress is the progress fragment the operation page polls.
+func (s *Server) operationProgress(w http.ResponseWriter, r *http.Request, v *view) page {
+	op, ok := s.operation(r.Context(), v, r.PathValue("id"))
+	if !ok {
+		return notFound(w, "operation "+r.PathValue("id"))
+	}
+	return page{Data: map[string]any{"Op": op}, template: "progress"}
+}
+
+// bootID names the bootstrap admin key in its sessions: a hash, never the
+// key.
+func bootID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "boot-" + hex.EncodeToString(sum[:8])
+}
