@@ -82,6 +82,8 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerHealth()
 	s.registerBreaker()
 	s.registerStats()
+	s.registerSeries()
+	s.registerLag()
 	s.registerDeadLetters()
 	s.registerOperations()
 	s.registerRetry()

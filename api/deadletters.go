@@ -44,8 +44,9 @@ type listDLQInput struct {
 
 type listDLQOutput struct {
 	Body struct {
-		Data    []DeadLetter `json:"data" doc:"Newest first."`
-		Matched int          `json:"matched" doc:"How many passed the filters, before the limit."`
+		Data       []DeadLetter   `json:"data" doc:"Newest first."`
+		Matched    int            `json:"matched" doc:"How many passed the filters, before the limit."`
+		ByCategory map[string]int `json:"by_category" doc:"Of those matched, how many per failure category."`
 	}
 }
 
@@ -75,9 +76,11 @@ func (s *Server) registerDeadLetters() {
 				}
 				out.Body.Data = append(out.Body.Data, deadLetterOf(e))
 			}
+			out.Body.ByCategory = map[string]int{}
 			for _, e := range found {
 				if !e.Redriven || in.All {
 					out.Body.Matched++
+					out.Body.ByCategory[e.DeadLetter.FailureCategory]++
 				}
 			}
 			return out, nil

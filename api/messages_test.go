@@ -273,3 +273,40 @@ func TestMessageRetry(t *testing.T) {
 		t.Fatalf("retried with key %q on partition %d, want sub_r/evt_r on %d", after[0].Key, after[0].Partition, want)
 	}
 }
+
+// TestSeries: the series counts attempts by outcome per step from the
+// recorder's views, every step of the window present, one series per
+// subscription when asked, a tenant key's own only.
+func TestSeries(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	t0 := now.Truncate(time.Minute).Add(-2 * time.Minute)
+	epoch := time.Unix(0, 0).UTC()
+	r := recorded(t, [][]any{
+		{"x1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "", epoch, t0, ""},
+		{"x2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
+		{"x3", "evt_2", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 20.0, t0.Add(time.Minute), "", epoch, t0, ""},
+		{"x4", "evt_3", "order.created", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+		{"x5", "evt_4", "order.created", "sub_g", "globex", uint32(1), "blocked", "breaker_open", uint16(0), 0.0, t0, "", epoch, t0, ""},
+	})
+	var out seriesOutput
+	r.must(http.StatusOK, "GET", "/v1/stats/series?window=1h", adminKey, nil, &out.Body)
+	if len(out.Body.Series) != 1 || len(out.Body.Series[0].Points) != 60 || out.Body.StepSeconds != 60 {
+		t.Fatalf("series of 1h: %d series, step %d", len(out.Body.Series), out.Body.StepSeconds)
+	}
+	var ok, retry, dead, held uint64
+	for _, p := range out.Body.Series[0].Points {
+		ok, retry, dead, held = ok+p.Success, retry+p.Retry, dead+p.Dead, held+p.HeldBack
+		if p.At.Equal(t0) && (p.Success != 1 || p.Retry != 1 || p.P99MS == nil || *p.P99MS < 10) {
+			t.Errorf("the minute of %v: %+v", t0, p)
+		}
+	}
+	if ok != 2 || retry != 1 || dead != 1 || held != 1 {
+		t.Fatalf("totals success %d retry %d dead %d held back %d", ok, retry, dead, held)
+	}
+	r.must(http.StatusOK, "GET", "/v1/stats/series?window=7d&by=subscription", r.tenantKey("acme"), nil, &out.Body)
+	if len(out.Body.Series) != 1 || out.Body.Series[0].Key != "sub_a" || len(out.Body.Series[0].Points) != 168 {
+		t.Fatalf("acme's series by subscription: %d series (%+v)", len(out.Body.Series), out.Body.Series)
+	}
+	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats/series?window=2h", adminKey, nil, nil)
+}

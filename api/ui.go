@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -106,6 +107,11 @@ func uiSecurity(w http.ResponseWriter, frameAncestors string) {
 func (s *Server) registerUI() {
 	own, _ := fs.Sub(uiFiles, "ui")
 	s.mux.Handle("GET /ui/assets/app.css", http.StripPrefix("/ui/assets/", http.FileServerFS(own)))
+	s.mux.Handle("GET /ui/assets/app.js", http.StripPrefix("/ui/assets/", http.FileServerFS(own)))
+	if uplot, err := fs.Sub(assets, "assets/dist/uplot"); err == nil {
+		s.mux.Handle("GET /ui/assets/uPlot.iife.min.js", http.StripPrefix("/ui/assets/", http.FileServerFS(uplot)))
+		s.mux.Handle("GET /ui/assets/uPlot.min.css", http.StripPrefix("/ui/assets/", http.FileServerFS(uplot)))
+	}
 	if htmx, err := fs.Sub(assets, "assets/dist/htmx.org"); err == nil {
 		s.mux.Handle("GET /ui/assets/htmx.min.js", http.StripPrefix("/ui/assets/", http.FileServerFS(htmx)))
 	}
@@ -289,24 +295,91 @@ func problemText(err error) string {
 	return "internal error: see the API's log"
 }
 
+// windowOf is the page's chart window: 1h, 24h (default) or 7d.
+func windowOf(r *http.Request) string {
+	if w := r.URL.Query().Get("window"); seriesWindows[w].span > 0 {
+		return w
+	}
+	return "24h"
+}
+
+// chart is what a page draws of a series: the JSON the charts read, and
+// the window's totals.
+type chart struct {
+	Window      string
+	JSON        string
+	Requests    uint64
+	SuccessRate *float64
+	Error       string
+}
+
+// chartOf reads the series of the window (one subscription's when sub is
+// set) as v's principal.
+func (s *Server) chartOf(ctx context.Context, v *view, window, sub string) chart {
+	c := chart{Window: window}
+	q := url.Values{"window": {window}}
+	if sub != "" {
+		q.Set("subscription_id", sub)
+	}
+	var out seriesOutput
+	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/series?"+q.Encode(), nil, &out.Body); err != nil {
+		c.Error = problemText(err)
+		return c
+	}
+	var points []Point
+	if len(out.Body.Series) > 0 {
+		points = out.Body.Series[0].Points
+	}
+	var ok uint64
+	for _, p := range points {
+		c.Requests += p.Success + p.Retry + p.Dead
+		ok += p.Success
+	}
+	if c.Requests > 0 {
+		r := float64(ok) / float64(c.Requests)
+		c.SuccessRate = &r
+	}
+	b, _ := json.Marshal(map[string]any{"step": out.Body.StepSeconds, "points": points})
+	c.JSON = string(b)
+	return c
+}
+
 func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	ctx := r.Context()
+	window := windowOf(r)
 	data := struct {
+		Chart         chart
+		Windows       []string
 		Subscriptions int
 		Dead          int
+		ByCategory    map[string]int
+		BreakersOpen  []string
+		Lag           []GroupLag
+		LagError      string
 		Stats         []report.Row
 		StatsError    string
-	}{}
+	}{Chart: s.chartOf(ctx, v, window, ""), Windows: []string{"1h", "24h", "7d"}}
 	var subs subscriptionsOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?limit=1000", nil, &subs.Body); err == nil {
 		data.Subscriptions = len(subs.Body.Data)
+		for _, sub := range subs.Body.Data {
+			if b := s.breaker(ctx, sub.ID); b.State != "closed" {
+				data.BreakersOpen = append(data.BreakersOpen, sub.ID+" ("+b.State+")")
+			}
+		}
 	}
 	var dl listDLQOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/dlq?limit=1", nil, &dl.Body); err == nil {
-		data.Dead = dl.Body.Matched
+		data.Dead, data.ByCategory = dl.Body.Matched, dl.Body.ByCategory
 	}
+	var lag lagOutput
+	if _, err := s.call(ctx, v.p, "GET", "/v1/lag", nil, &lag.Body); err != nil {
+		data.LagError = problemText(err)
+	}
+	data.Lag = lag.Body.Data
 	var st statsOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/stats?by=subscription", nil, &st.Body); err != nil {
+	since := time.Now().Add(-seriesWindows[window].span).UTC().Format(time.RFC3339)
+	if _, err := s.call(ctx, v.p, "GET", "/v1/stats?by=subscription&since="+url.QueryEscape(since), nil, &st.Body); err != nil {
 		data.StatsError = problemText(err)
 	}
 	data.Stats = st.Body.Rows
@@ -364,7 +437,7 @@ func (s *Server) renderSubscription(w http.ResponseWriter, r *http.Request, v *v
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id), nil, &sub); err != nil {
 		return notFound(w, "endpoint "+id)
 	}
-	data := map[string]any{"Sub": sub, "Test": test}
+	data := map[string]any{"Sub": sub, "Test": test, "Chart": s.chartOf(ctx, v, windowOf(r), sub.ID), "Windows": []string{"1h", "24h", "7d"}}
 	var h Health
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id)+"/health", nil, &h); err != nil {
 		data["HealthError"] = problemText(err)

@@ -1,0 +1,160 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/hookpipe/hookpipe/recorder/schema"
+)
+
+// seriesWindows are the windows a series covers, each with its step.
+var seriesWindows = map[string]struct{ span, step time.Duration }{
+	"1h":  {time.Hour, time.Minute},
+	"24h": {24 * time.Hour, 15 * time.Minute},
+	"7d":  {7 * 24 * time.Hour, time.Hour},
+}
+
+// Point is one step of a series.
+type Point struct {
+	At       time.Time `json:"at" doc:"The step's start."`
+	Success  uint64    `json:"success" doc:"Attempts answered 2xx."`
+	Retry    uint64    `json:"retry" doc:"Failed attempts sent to a retry tier."`
+	Dead     uint64    `json:"dead" doc:"Failed attempts dead-lettered."`
+	HeldBack uint64    `json:"held_back" doc:"Attempts not made: blocked, throttled or skipped."`
+	P50MS    *float64  `json:"p50_ms"`
+	P99MS    *float64  `json:"p99_ms"`
+}
+
+// Series is the delivery outcomes of a window, step by step.
+type Series struct {
+	Key    string  `json:"key,omitempty" doc:"The subscription, when by subscription."`
+	Points []Point `json:"points" doc:"Every step of the window, oldest first; steps without attempts are zero."`
+}
+
+type seriesInput struct {
+	Window         string `query:"window" enum:"1h,24h,7d" default:"24h" doc:"1h in minutes, 24h in quarters of an hour, 7d in hours."`
+	SubscriptionID string `query:"subscription_id" doc:"Only this subscription's."`
+	By             string `query:"by" enum:"all,subscription" default:"all" doc:"One series, or one per subscription."`
+}
+
+type seriesOutput struct {
+	Body struct {
+		Window      string   `json:"window"`
+		StepSeconds int      `json:"step_seconds"`
+		Series      []Series `json:"series"`
+	}
+}
+
+func (s *Server) registerSeries() {
+	huma.Register(s.api, huma.Operation{OperationID: "get-stats-series", Method: http.MethodGet, Path: "/v1/stats/series",
+		Summary: "Delivery outcomes over time", Description: "Attempts by outcome and p50/p99 request duration, step by step, " +
+			"from the recorder's per-minute views in ClickHouse: what the dashboard's charts draw.",
+		Tags: []string{"Messages"}, Security: secured},
+		func(ctx context.Context, in *seriesInput) (*seriesOutput, error) {
+			if s.ch == nil {
+				return nil, huma.Error503ServiceUnavailable("statistics need ClickHouse (WEBHOOKS_CLICKHOUSE_ADDR)")
+			}
+			w := seriesWindows[in.Window]
+			now := time.Now().UTC()
+			end := now.Truncate(w.step).Add(w.step)
+			start := end.Add(-w.span)
+			var where []string
+			args := []any{start}
+			if p := principalOf(ctx); !p.admin() {
+				where, args = append(where, "tenant = ?"), append(args, p.tenant)
+			}
+			if in.SubscriptionID != "" {
+				where, args = append(where, "subscription_id = ?"), append(args, in.SubscriptionID)
+			}
+			cond := "minute >= ?"
+			for _, c := range where {
+				cond += " AND " + c
+			}
+			key := "''"
+			if in.By == "subscription" {
+				key = "subscription_id"
+			}
+			step := int(w.step.Seconds())
+			bucket := fmt.Sprintf("toDateTime(intDiv(toUInt32(minute), %d) * %d, 'UTC')", step, step)
+			byKey := map[string]map[int64]*Point{}
+			var order []string
+			point := func(k string, at time.Time) *Point {
+				m, ok := byKey[k]
+				if !ok {
+					m = map[int64]*Point{}
+					byKey[k] = m
+					order = append(order, k)
+				}
+				p, ok := m[at.Unix()]
+				if !ok {
+					p = &Point{At: at.UTC()}
+					m[at.Unix()] = p
+				}
+				return p
+			}
+			db := s.cfg.Database
+			rows, err := s.ch.Query(ctx, "SELECT "+key+" AS k, "+bucket+" AS t, sumIf(attempts, outcome = 'success'), "+
+				"sumIf(attempts, outcome = 'retry'), sumIf(attempts, outcome = 'dead'), "+
+				"sumIf(attempts, outcome NOT IN ('success', 'retry', 'dead')) FROM "+db+"."+schema.TableOutcomes+
+				" WHERE "+cond+" GROUP BY k, t ORDER BY k, t", args...)
+			if err != nil {
+				return nil, s.internal(fmt.Errorf("series: %w", err))
+			}
+			for rows.Next() {
+				var k string
+				var at time.Time
+				var ok, retry, dead, held uint64
+				if err := rows.Scan(&k, &at, &ok, &retry, &dead, &held); err != nil {
+					rows.Close()
+					return nil, s.internal(fmt.Errorf("series: %w", err))
+				}
+				p := point(k, at)
+				p.Success, p.Retry, p.Dead, p.HeldBack = ok, retry, dead, held
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, s.internal(fmt.Errorf("series: %w", err))
+			}
+			rows, err = s.ch.Query(ctx, "SELECT "+key+" AS k, "+bucket+" AS t, quantilesMerge("+schema.Quantiles+
+				")(duration_ms_quantiles) FROM "+db+"."+schema.TableLatency+" WHERE "+cond+" GROUP BY k, t ORDER BY k, t", args...)
+			if err != nil {
+				return nil, s.internal(fmt.Errorf("series: %w", err))
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var k string
+				var at time.Time
+				var q []float64
+				if err := rows.Scan(&k, &at, &q); err != nil {
+					return nil, s.internal(fmt.Errorf("series: %w", err))
+				}
+				if p := point(k, at); len(q) == 3 {
+					p.P50MS, p.P99MS = &q[0], &q[2]
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return nil, s.internal(fmt.Errorf("series: %w", err))
+			}
+			out := &seriesOutput{}
+			out.Body.Window, out.Body.StepSeconds, out.Body.Series = in.Window, step, []Series{}
+			if len(order) == 0 && in.By != "subscription" {
+				order = append(order, "")
+			}
+			for _, k := range order {
+				se := Series{Key: k, Points: make([]Point, 0, int(w.span/w.step))}
+				for at := start; at.Before(end); at = at.Add(w.step) {
+					if p, ok := byKey[k][at.Unix()]; ok {
+						se.Points = append(se.Points, *p)
+					} else {
+						se.Points = append(se.Points, Point{At: at})
+					}
+				}
+				out.Body.Series = append(out.Body.Series, se)
+			}
+			return out, nil
+		})
+}

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/hookpipe/hookpipe/api"
+	"github.com/hookpipe/hookpipe/runtime/testkit/browsertest"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// TestDashboardOverPipeline: the whole pipeline with Redis and ClickHouse
+// behind the dashboard, in a real browser: events published through the
+// API show in the message log, delivered with the endpoint's answer as the
+// response sample; an endpoint that fails every request shows its breaker
+// open and its dead letters (those exhausted before the breaker opened); the overview draws its charts. Screenshots of
+// each page go under .build/screenshots.
+func TestDashboardOverPipeline(t *testing.T) {
+	e := newEnv(t)
+	url, prefix := redistest.Shared(t)
+	e.withRedis(url, prefix, map[string]string{"WEBHOOKS_BREAKER_MIN_CALLS": "8", "WEBHOOKS_BREAKER_SLEEP": "10m"})
+	e.vars["WEBHOOKS_API_RATE_LIMIT"] = "0" // the test polls the message log
+	e.clickhouseDB()
+	e.startDispatcher()
+	e.startDeliverer()
+	e.startRetrier()
+	e.startRecorder()
+	base := e.startAPI()
+	r := newReceiver(t)
+	r.answer(func(q request, _ http.ResponseWriter) int {
+		if q.Sub == "bad" {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	r.reply("thanks from the endpoint")
+	for _, id := range []string{"good", "bad"} {
+		var sub struct{ ID, Secret string }
+		call(t, "POST", base+"/v1/subscriptions", apiAdminKey, map[string]any{"id": id, "tenant": "acme", "url": r.url(id),
+			"event_types": []string{"order.*"}, "retry_schedule": []string{"1s"}}, &sub, http.StatusCreated)
+		r.trust(topics.Subscription{ID: sub.ID, Secret: sub.Secret})
+	}
+	var events []any
+	for i := range 6 {
+		events = append(events, map[string]any{"type": "order.created", "tenant": "acme", "key": fmt.Sprint(i), "data": map[string]int{"n": i}})
+	}
+	var ids struct{ IDs []string }
+	call(t, "POST", base+"/v1/events/batch", apiAdminKey, map[string]any{"events": events}, &ids, http.StatusAccepted)
+	var last []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("message statuses at the end: %v", last)
+		}
+	}()
+	// bad's six first attempts fail, then two of their retries, which
+	// exhausts them (dead) and opens bad's breaker (eight calls): the rest
+	// wait behind it (pending).
+	wait(t, 90*time.Second, "every event delivered to good, and bad's dead or held behind its breaker", func() bool {
+		last = last[:0]
+		dead := 0
+		for _, id := range ids.IDs {
+			var m api.Message
+			req, _ := http.NewRequest("GET", base+"/v1/messages/"+id, nil)
+			req.Header.Set("Authorization", "Bearer "+apiAdminKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = json.NewDecoder(resp.Body).Decode(&m)
+			resp.Body.Close()
+			status := map[string]string{}
+			for _, d := range m.Deliveries {
+				status[d.SubscriptionID] = d.Status
+			}
+			last = append(last, fmt.Sprint(id, status))
+			if err != nil || status["good"] != "delivered" || (status["bad"] != "dead" && status["bad"] != "pending") {
+				return false
+			}
+			if status["bad"] == "dead" {
+				dead++
+			}
+		}
+		return dead > 0
+	})
+
+	ctx := browsertest.New(t)
+	browsertest.Do(ctx, t, "signing in",
+		chromedp.Navigate(base+"/ui/login"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="key"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="key"]`), apiAdminKey),
+		chromedp.Submit(chromedp.CSS(`input[name="key"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`header nav`)),
+		chromedp.WaitVisible(chromedp.CSS(`#chart-outcomes .uplot`)),
+		chromedp.WaitVisible(chromedp.CSS(`#chart-latency .uplot`)),
+	)
+	if n := browsertest.Text(ctx, t, "#requests"); n == "0" {
+		t.Fatalf("the overview counts %s requests", n)
+	}
+	if b := browsertest.Text(ctx, t, "#breakers"); !strings.Contains(b, "bad (open)") {
+		t.Errorf("breakers on the overview: %q, want bad open", b)
+	}
+	browsertest.Screenshot(ctx, t, "ui-overview")
+	browsertest.NoCSPViolations(ctx, t, "overview")
+
+	browsertest.Do(ctx, t, "the message log",
+		chromedp.Navigate(base+"/ui/messages?status=delivered"),
+		chromedp.WaitVisible(chromedp.CSS(`main table`)),
+	)
+	if list := browsertest.Text(ctx, t, "main table"); !strings.Contains(list, ids.IDs[0]) || !strings.Contains(list, "good") {
+		t.Fatalf("the delivered messages: %q, want %s to good", list, ids.IDs[0])
+	}
+	browsertest.Screenshot(ctx, t, "ui-messages")
+	browsertest.Do(ctx, t, "a message",
+		chromedp.Navigate(base+"/ui/messages/"+ids.IDs[0]),
+		chromedp.WaitVisible(chromedp.CSS(`main h2`)),
+	)
+	msg := browsertest.Text(ctx, t, "main")
+	for _, want := range []string{"thanks from the endpoint", `"n": 0`, "delivered"} {
+		if !strings.Contains(strings.ReplaceAll(msg, `"n":0`, `"n": 0`), want) {
+			t.Errorf("the message page lacks %q: %q", want, msg)
+		}
+	}
+	browsertest.Screenshot(ctx, t, "ui-message")
+	browsertest.NoCSPViolations(ctx, t, "message page")
+
+	browsertest.Do(ctx, t, "the failing endpoint",
+		chromedp.Navigate(base+"/ui/subscriptions/bad"),
+		chromedp.WaitVisible(chromedp.CSS(`#chart-outcomes .uplot`)),
+	)
+	if page := browsertest.Text(ctx, t, "main"); !strings.Contains(page, "open") {
+		t.Errorf("the failing endpoint's page does not show its breaker open: %q", page)
+	}
+	browsertest.Screenshot(ctx, t, "ui-failing-endpoint")
+	browsertest.Do(ctx, t, "the dead letters",
+		chromedp.Navigate(base+"/ui/dlq?subscription_id=bad"),
+		chromedp.WaitVisible(chromedp.CSS(`#dlq-matched`)),
+	)
+	if n := browsertest.Text(ctx, t, "#dlq-matched"); n == "0" {
+		t.Errorf("no dead letters of the failing endpoint on the dead-letter page")
+	}
+	browsertest.Screenshot(ctx, t, "ui-dead-letters")
+	browsertest.NoCSPViolations(ctx, t, "dead letters")
+}
