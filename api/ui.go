@@ -387,17 +387,74 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 }
 
 func (s *Server) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+	ctx := r.Context()
 	var out subscriptionsOutput
 	q := url.Values{"limit": {"100"}}
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		q.Set("cursor", c)
 	}
 	pg := page{Title: "Endpoints", Section: "subscriptions", template: "subscriptions"}
-	if _, err := s.call(r.Context(), v.p, "GET", "/v1/subscriptions?"+q.Encode(), nil, &out.Body); err != nil {
+	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?"+q.Encode(), nil, &out.Body); err != nil {
 		pg.Error = problemText(err)
 	}
-	pg.Data = map[string]any{"List": out.Body.Data, "Next": out.Body.NextCursor}
+	type row struct {
+		Subscription
+		Breaker   string
+		Sparkline template.HTML
+		Rate      *float64
+	}
+	spark := map[string]Series{}
+	var series seriesOutput
+	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/series?window=24h&by=subscription", nil, &series.Body); err == nil {
+		for _, se := range series.Body.Series {
+			spark[se.Key] = se
+		}
+	}
+	rows := make([]row, 0, len(out.Body.Data))
+	for _, sub := range out.Body.Data {
+		svg, rate := sparkline(spark[sub.ID].Points)
+		rows = append(rows, row{Subscription: sub, Breaker: s.breaker(ctx, sub.ID).State, Sparkline: svg, Rate: rate})
+	}
+	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor}
 	return pg
+}
+
+// sparkline draws the success rate of each step of points as an inline SVG
+// line (steps without requests are gaps), and returns the rate of them all.
+// It is built from numbers only.
+func sparkline(points []Point) (template.HTML, *float64) {
+	if len(points) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="spark" viewBox="0 0 %d 20" preserveAspectRatio="none" role="img" aria-label="success rate, last 24 h">`, len(points)-1)
+	var ok, all uint64
+	var line []string
+	flush := func() {
+		if len(line) > 0 {
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="#1b6e3a" stroke-width="1.5" vector-effect="non-scaling-stroke" points="%s"/>`, strings.Join(line, " "))
+			line = line[:0]
+		}
+	}
+	for i, p := range points {
+		n := p.Success + p.Retry + p.Dead
+		ok, all = ok+p.Success, all+n
+		if n == 0 {
+			flush()
+			continue
+		}
+		line = append(line, fmt.Sprintf("%d,%.1f", i, 19-18*float64(p.Success)/float64(n)))
+		if len(line) == 1 && (i+1 == len(points) || points[i+1].Success+points[i+1].Retry+points[i+1].Dead == 0) {
+			line = append(line, fmt.Sprintf("%.1f,%.1f", float64(i)+0.5, 19-18*float64(p.Success)/float64(n)))
+		}
+	}
+	flush()
+	b.WriteString(`</svg>`)
+	if all == 0 {
+		return template.HTML(b.String()), nil // #nosec G203 -- numbers only
+	}
+	rate := float64(ok) / float64(all)
+	return template.HTML(b.String()), &rate // #nosec G203 -- numbers only
 }
 
 func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *view) page {

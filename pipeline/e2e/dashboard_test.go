@@ -20,7 +20,8 @@ import (
 // behind the dashboard, in a real browser: events published through the
 // API show in the message log, delivered with the endpoint's answer as the
 // response sample; an endpoint that fails every request shows its breaker
-// open and its dead letters (those exhausted before the breaker opened); the overview draws its charts. Screenshots of
+// open and its dead letters (those exhausted before the breaker opened),
+// and the endpoints their breakers and 24 h success sparklines; the overview draws its charts. Screenshots of
 // each page go under .build/screenshots.
 func TestDashboardOverPipeline(t *testing.T) {
 	e := newEnv(t)
@@ -109,6 +110,15 @@ func TestDashboardOverPipeline(t *testing.T) {
 	browsertest.Screenshot(ctx, t, "ui-overview")
 	browsertest.NoCSPViolations(ctx, t, "overview")
 
+	browsertest.Do(ctx, t, "the endpoints",
+		chromedp.Navigate(base+"/ui/subscriptions"),
+		chromedp.WaitVisible(chromedp.CSS(`.spark polyline`)),
+	)
+	if list := browsertest.Text(ctx, t, "main table"); !strings.Contains(list, "100.0 %") || !strings.Contains(list, "open") {
+		t.Errorf("the endpoints: %q, want good at 100 %% and bad's breaker open", list)
+	}
+	browsertest.Screenshot(ctx, t, "ui-endpoints")
+	browsertest.NoCSPViolations(ctx, t, "endpoints")
 	browsertest.Do(ctx, t, "the message log",
 		chromedp.Navigate(base+"/ui/messages?status=delivered"),
 		chromedp.WaitVisible(chromedp.CSS(`main table`)),
