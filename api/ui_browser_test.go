@@ -50,7 +50,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if h := browsertest.Text(ctx, t, "main h1"); h != "Overview" {
 		t.Fatalf("after signing in: %q, want the overview", h)
 	}
-	browsertest.Screenshot(ctx, t, "ui-overview")
+	browsertest.Screenshot(ctx, t, "ui-first-sign-in")
 	browsertest.NoCSPViolations(ctx, t, "overview")
 
 	browsertest.Do(ctx, t, "adding an endpoint",

@@ -109,6 +109,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	uiKey, err := sessionKey(os.Getenv, o.dataDir)
+	if err != nil {
+		return err
+	}
 
 	redis, err := stack.StartRedis(ctx, o.redisPort, filepath.Join(o.dataDir, "redis"), logDir)
 	switch {
@@ -140,7 +144,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		env := childEnv(brokers, o.redisPort, c.port, secretsKeyValue)
 		if c.name == "api" {
-			env = append(env, "WEBHOOKS_API_ADMIN_KEY="+adminKey, "WEBHOOKS_API_ADDR="+o.apiAddr)
+			env = append(env, "WEBHOOKS_API_ADMIN_KEY="+adminKey, "WEBHOOKS_API_SESSION_KEY="+uiKey, "WEBHOOKS_API_ADDR="+o.apiAddr)
 		}
 		p, err := stack.Start(c.name, bin, nil, env, logDir)
 		if err != nil {
@@ -150,7 +154,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		go func() { <-p.Done(); exited <- p }()
 		fmt.Fprintf(out, "%-9s pid %d, metrics and health on 127.0.0.1:%d, log %s\n", c.name, p.Pid(), c.port, p.LogPath)
 		if c.name == "api" {
-			fmt.Fprintf(out, "%-9s http://%s (admin key in %s; docs/api.md)\n", "", o.apiAddr, adminKeyFrom)
+			fmt.Fprintf(out, "%-9s http://%s (admin key in %s; docs/api.md), dashboard http://%s/ui/\n", "", o.apiAddr, adminKeyFrom, o.apiAddr)
 		}
 	}
 

@@ -48,26 +48,41 @@ func secretsKey(getenv func(string) string, dataDir string) (string, *topics.Key
 	return v, k, path, nil
 }
 
-// devAPIKeyFile holds the dev admin key of the API under the data dir.
-const devAPIKeyFile = "api.key"
-
 // apiKey returns the admin key the API accepts (WEBHOOKS_API_ADMIN_KEY) and
 // where it came from: getenv's when set, else the dev key kept in
 // <dataDir>/api.key, created once (mode 0600), so that curl and scripts
 // find it: curl -H "Authorization: Bearer $(cat .run/api.key)".
 func apiKey(getenv func(string) string, dataDir string) (string, string, error) {
-	const env = "WEBHOOKS_API_ADMIN_KEY"
+	return devValue(getenv, "WEBHOOKS_API_ADMIN_KEY", filepath.Join(dataDir, "api.key"), func() string {
+		key, _ := topics.NewAPIKey("make run", "")
+		return key
+	})
+}
+
+// sessionKey returns the key that signs the dashboard's sessions
+// (WEBHOOKS_API_SESSION_KEY): getenv's when set, else the dev key kept in
+// <dataDir>/session.key, so that a sign-in outlives a restart of the stack.
+func sessionKey(getenv func(string) string, dataDir string) (string, error) {
+	v, _, err := devValue(getenv, "WEBHOOKS_API_SESSION_KEY", filepath.Join(dataDir, "session.key"), func() string {
+		key := make([]byte, 32)
+		rand.Read(key) // never returns an error since Go 1.24
+		return base64.StdEncoding.EncodeToString(key)
+	})
+	return v, err
+}
+
+// devValue returns getenv(env) and "$env" when set; else the value kept in
+// the file at path, created once with gen(), and the path.
+func devValue(getenv func(string) string, env, path string, gen func() string) (string, string, error) {
 	if v := getenv(env); v != "" {
 		return v, "$" + env, nil
 	}
-	path := filepath.Join(dataDir, devAPIKeyFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		key, _ := topics.NewAPIKey("make run", "")
-		b, err = createOnce(path, []byte(key+"\n"))
+		b, err = createOnce(path, []byte(gen()+"\n"))
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("dev API key: %w", err)
+		return "", "", fmt.Errorf("dev %s: %w", env, err)
 	}
 	return strings.TrimSpace(string(b)), path, nil
 }
