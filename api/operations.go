@@ -24,6 +24,7 @@ type Operation struct {
 	SubscriptionID string    `json:"subscription_id,omitempty"`
 	EventType      string    `json:"event_type,omitempty"`
 	Category       string    `json:"category,omitempty"`
+	DeadLetters    int       `json:"dead_letters,omitempty" doc:"How many dead letters it was limited to, when named."`
 	Since          time.Time `json:"since,omitzero"`
 	Until          time.Time `json:"until,omitzero"`
 	Rate           float64   `json:"rate" doc:"Deliveries per second at most."`
@@ -39,7 +40,7 @@ type Operation struct {
 
 func operationOf(o *topics.Operation) Operation {
 	out := Operation{ID: o.ID, Kind: o.Kind, State: o.State, Error: o.Error, Tenant: o.Tenant, SubscriptionID: o.Subscription,
-		EventType: o.EventType, Category: o.Category, Since: o.Since, Until: o.Until, Rate: o.Rate, Matched: o.Matched, Done: o.Done,
+		EventType: o.EventType, Category: o.Category, DeadLetters: len(o.DeadLetters), Since: o.Since, Until: o.Until, Rate: o.Rate, Matched: o.Matched, Done: o.Done,
 		Sent: o.Sent, Skipped: o.Skipped, Failed: o.Failed, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
 	switch {
 	case o.State == topics.OperationDone:
@@ -57,13 +58,20 @@ type operationOutput struct {
 
 type redriveInput struct {
 	Body struct {
-		SubscriptionID string    `json:"subscription_id,omitempty" doc:"Only this subscription's dead letters."`
-		EventType      string    `json:"event_type,omitempty" doc:"Only this type, prefix.* or *."`
-		Category       string    `json:"category,omitempty" doc:"Only this failure category (an exhausted one's last failure counts too)."`
-		Since          time.Time `json:"since,omitzero" doc:"Only those dead at or after this time."`
-		Until          time.Time `json:"until,omitzero" doc:"Only those dead before this time; at the latest, when the operation is created (dead letters of its own redrive are never taken again)."`
-		Rate           float64   `json:"rate,omitempty" exclusiveMinimum:"0" maximum:"10000" default:"100" doc:"Deliveries per second at most."`
+		SubscriptionID string          `json:"subscription_id,omitempty" doc:"Only this subscription's dead letters."`
+		EventType      string          `json:"event_type,omitempty" doc:"Only this type, prefix.* or *."`
+		Category       string          `json:"category,omitempty" doc:"Only this failure category (an exhausted one's last failure counts too)."`
+		Since          time.Time       `json:"since,omitzero" doc:"Only those dead at or after this time."`
+		Until          time.Time       `json:"until,omitzero" doc:"Only those dead before this time; at the latest, when the operation is created (dead letters of its own redrive are never taken again)."`
+		DeadLetters    []DeadLetterRef `json:"dead_letters,omitempty" maxItems:"1000" doc:"Only these dead letters (as GET /v1/dlq lists them), of those passing the other filters."`
+		Rate           float64         `json:"rate,omitempty" exclusiveMinimum:"0" maximum:"10000" default:"100" doc:"Deliveries per second at most."`
 	}
+}
+
+// DeadLetterRef names a dead letter by its place on the dlq topic.
+type DeadLetterRef struct {
+	Partition int32 `json:"partition" minimum:"0"`
+	Offset    int64 `json:"offset" minimum:"0"`
 }
 
 type replayInput struct {
@@ -108,8 +116,12 @@ func (s *Server) registerOperations() {
 				return nil, huma.Error422UnprocessableEntity("invalid redrive", &huma.ErrorDetail{Location: "body.event_type",
 					Message: "a type, prefix.* or *", Value: b.EventType})
 			}
-			return s.startOperation(ctx, &topics.Operation{Kind: topics.OperationRedrive, Subscription: b.SubscriptionID,
-				EventType: b.EventType, Category: b.Category, Since: b.Since, Until: b.Until, Rate: b.Rate})
+			o := &topics.Operation{Kind: topics.OperationRedrive, Subscription: b.SubscriptionID,
+				EventType: b.EventType, Category: b.Category, Since: b.Since, Until: b.Until, Rate: b.Rate}
+			for _, d := range b.DeadLetters {
+				o.DeadLetters = append(o.DeadLetters, topics.Position(d))
+			}
+			return s.startOperation(ctx, o)
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "replay-events", Method: http.MethodPost, Path: "/v1/replays",
 		Summary: "Replay events to a subscription", Description: "Starts an operation that reads the events published in the " +

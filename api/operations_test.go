@@ -261,3 +261,37 @@ func TestReplayOperation(t *testing.T) {
 		t.Errorf("%d operations written by refused replays", n-ops)
 	}
 }
+
+// TestRedriveSelected: a redrive naming dead letters sends those back and
+// no other, however many pass its filters.
+func TestRedriveSelected(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	c.deadLetters(5, "evt", "sub_a", "acme")
+	var l listDLQOutput
+	r.must(http.StatusOK, "GET", "/v1/dlq", adminKey, nil, &l.Body)
+	if len(l.Body.Data) != 5 {
+		t.Fatalf("%d dead letters listed, want 5", len(l.Body.Data))
+	}
+	picked := []DeadLetter{l.Body.Data[1], l.Body.Data[3]}
+	var refs []DeadLetterRef
+	for _, d := range picked {
+		refs = append(refs, DeadLetterRef{Partition: d.Partition, Offset: d.Offset})
+	}
+	var o Operation
+	r.must(http.StatusAccepted, "POST", "/v1/dlq/redrive", adminKey, map[string]any{"dead_letters": refs}, &o)
+	o = r.finished(o.ID, adminKey)
+	if o.State != topics.OperationDone || o.Sent != 2 || o.Matched != 2 || o.DeadLetters != 2 {
+		t.Fatalf("redrive of two named dead letters: %+v", o)
+	}
+	sent := c.deliveries()
+	if len(sent) != 2 || sent[picked[0].EventID] != 1 || sent[picked[1].EventID] != 1 {
+		t.Fatalf("sent back %v, want %s and %s once", sent, picked[0].EventID, picked[1].EventID)
+	}
+	r.must(http.StatusOK, "GET", "/v1/dlq", adminKey, nil, &l.Body)
+	if len(l.Body.Data) != 3 {
+		t.Fatalf("%d dead letters left, want 3", len(l.Body.Data))
+	}
+	r.must(http.StatusUnprocessableEntity, "POST", "/v1/dlq/redrive", adminKey, map[string]any{"dead_letters": []any{map[string]any{"partition": -1, "offset": 0}}}, nil)
+}

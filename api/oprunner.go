@@ -200,6 +200,11 @@ func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error 
 	if err != nil {
 		return fmt.Errorf("reading the dead letters: %w", err)
 	}
+	if len(o.DeadLetters) > 0 {
+		found = slices.DeleteFunc(found, func(e *dlq.Entry) bool {
+			return !slices.Contains(o.DeadLetters, topics.Position{Partition: e.Partition, Offset: e.Offset})
+		})
+	}
 	todo, already, undecodable := dlq.ToRedrive(found)
 	if o.State == topics.OperationPending {
 		o.Matched, o.Skipped, o.Failed = len(found), already, undecodable

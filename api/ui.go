@@ -531,6 +531,13 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		var sub Subscription
 		_, err = s.call(ctx, v.p, "POST", path+"/rotate-secret", nil, &sub)
 		flash = "Secret rotated; the new one, shown this once: " + sub.Secret + " (the old one signs for 24 h more)."
+	case "edit":
+		body := map[string]any{"url": r.PostFormValue("url"), "event_types": splitTypes(r.PostFormValue("event_types"))}
+		if o := r.PostFormValue("ordering"); o != "" {
+			body["ordering"] = o
+		}
+		_, err = s.call(ctx, v.p, "PATCH", path, body, nil)
+		flash = "Saved."
 	case "breaker-reset":
 		_, err = s.call(ctx, v.p, "POST", path+"/breaker", map[string]any{"action": "reset"}, nil)
 		flash = "Breaker reset."
@@ -558,8 +565,14 @@ func (s *Server) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) p
 			q.Set(k, x)
 		}
 	}
+	since := in.Get("since")
+	if seriesWindows[since].span == 0 {
+		since = "24h"
+	}
+	q.Set("since", time.Now().Add(-seriesWindows[since].span).UTC().Format(time.RFC3339))
 	var out listMessagesOutput
-	data := map[string]any{"Statuses": messageStatuses, "Status": in.Get("status"), "Type": in.Get("event_type"), "Sub": in.Get("subscription_id")}
+	data := map[string]any{"Statuses": messageStatuses, "Status": in.Get("status"), "Type": in.Get("event_type"), "Sub": in.Get("subscription_id"),
+		"Since": since, "Sinces": []string{"1h", "24h", "7d"}}
 	if _, err := s.call(r.Context(), v.p, "GET", "/v1/messages?"+q.Encode(), nil, &out.Body); err != nil {
 		data["ListError"] = problemText(err)
 	}
@@ -608,7 +621,7 @@ func (s *Server) dlqPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	if _, err := s.call(r.Context(), v.p, "GET", "/v1/dlq?"+q.Encode(), nil, &out.Body); err != nil {
 		data["ListError"] = problemText(err)
 	}
-	data["List"], data["Matched"] = out.Body.Data, out.Body.Matched
+	data["List"], data["Matched"], data["ByCategory"] = out.Body.Data, out.Body.Matched, out.Body.ByCategory
 	return page{Title: "Dead letters", Section: "dlq", Data: data, template: "dlq"}
 }
 
@@ -627,6 +640,26 @@ func (s *Server) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) pag
 			return pg
 		}
 		body["rate"] = rate
+	}
+	if r.PostFormValue("scope") == "selected" {
+		var refs []DeadLetterRef
+		for _, x := range r.PostForm["dl"] {
+			p, o, ok := strings.Cut(x, ":")
+			partition, err1 := strconv.ParseInt(p, 10, 32)
+			offset, err2 := strconv.ParseInt(o, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				pg := s.dlqPage(w, r, v)
+				pg.Error = "Not started: " + x + " is not a dead letter's place."
+				return pg
+			}
+			refs = append(refs, DeadLetterRef{Partition: int32(partition), Offset: offset})
+		}
+		if len(refs) == 0 {
+			pg := s.dlqPage(w, r, v)
+			pg.Error = "Select the dead letters to redrive first."
+			return pg
+		}
+		body["dead_letters"] = refs
 	}
 	var op Operation
 	if _, err := s.call(r.Context(), v.p, "POST", "/v1/dlq/redrive", body, &op); err != nil {

@@ -18,8 +18,8 @@ import (
 
 // TestDashboardInBrowser: in a real browser, an operator signs in, adds an
 // endpoint (its secret shown once), sends it a test event and sees the
-// answer, redrives its dead letters and watches the progress bar reach
-// 100 %; a portal link shows the tenant its own endpoint, and another
+// answer, redrives two selected dead letters, then all the others,
+// watching the progress bar reach 100 %; a portal link shows the tenant its own endpoint, and another
 // tenant's, reached by editing the URL, is not found. Every page keeps to
 // its Content-Security-Policy, also at 360 px wide.
 func TestDashboardInBrowser(t *testing.T) {
@@ -80,6 +80,25 @@ func TestDashboardInBrowser(t *testing.T) {
 	)
 	if m := browsertest.Text(ctx, t, "#dlq-matched"); m != "30" {
 		t.Fatalf("%s dead letters match, want 30", m)
+	}
+	browsertest.Do(ctx, t, "redriving two selected dead letters",
+		chromedp.Click(chromedp.CSS(`tbody tr:nth-child(2) input[name="dl"]`)),
+		chromedp.Click(chromedp.CSS(`tbody tr:nth-child(5) input[name="dl"]`)),
+		chromedp.Click(chromedp.CSS(`#redrive-selected`)),
+		chromedp.WaitVisible(chromedp.CSS(`#op-percent`)),
+	)
+	testkit.WaitEvery(t, 100*time.Millisecond, 60*time.Second, "the selected redrive done", func() bool {
+		return browsertest.Text(ctx, t, "#op-state") == "done"
+	})
+	if p := browsertest.Text(ctx, t, "#progress"); !strings.Contains(p, "2 sent") {
+		t.Fatalf("the selected redrive: %q, want 2 sent", p)
+	}
+	browsertest.Do(ctx, t, "the dead letters left",
+		chromedp.Navigate(base+"/ui/dlq?subscription_id="+id),
+		chromedp.WaitVisible(chromedp.CSS(`#redrive`)),
+	)
+	if m := browsertest.Text(ctx, t, "#dlq-matched"); m != "28" {
+		t.Fatalf("%s dead letters match after redriving two, want 28", m)
 	}
 	browsertest.Do(ctx, t, "starting the redrive",
 		chromedp.SetValue(chromedp.CSS(`input[name="rate"]`), "10"),

@@ -260,3 +260,35 @@ func TestSparkline(t *testing.T) {
 		t.Fatalf("no requests: %s %v", svg, rate)
 	}
 }
+
+// TestPortalMessages: a portal's message log shows its tenant's messages
+// only; another tenant's message, by URL or by its retry form, is not
+// found.
+func TestPortalMessages(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	epoch := time.Unix(0, 0).UTC()
+	r := recorded(t, [][]any{
+		{"p1", "evt_acme", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "acme's answer"},
+		{"p2", "evt_globex", "order.created", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0, "", epoch, t0, "globex's answer"},
+	})
+	u := r.uiClient()
+	portal := r.portalLink("acme")
+	status, body := u.get(portal + "/messages?since=1h")
+	if status != http.StatusOK || !strings.Contains(body, "evt_acme") || strings.Contains(body, "evt_globex") {
+		t.Fatalf("acme's message log: %d, want evt_acme and not evt_globex: %.600s", status, body)
+	}
+	if status, body := u.get(portal + "/messages/evt_acme"); status != http.StatusOK || !strings.Contains(body, "acme&#39;s answer") {
+		t.Fatalf("acme's message: %d %.600s", status, body)
+	}
+	if status, body := u.get(portal + "/messages/evt_globex"); status != http.StatusNotFound || strings.Contains(body, "globex's answer") {
+		t.Fatalf("globex's message in acme's portal: %d", status)
+	}
+	token := u.csrf(portal + "/subscriptions")
+	if status, _ := u.post(portal+"/messages/evt_globex/retry", url.Values{"_csrf": {token}, "subscription_id": {"sub_g"}}); status != http.StatusNotFound {
+		t.Fatalf("retrying globex's message from acme's portal: %d, want 404", status)
+	}
+	if n := len(r.c.records(r.c.names.Deliveries())); n != 0 {
+		t.Fatalf("%d deliveries written from another tenant's portal", n)
+	}
+}

@@ -23,6 +23,9 @@ type Operation struct {
 	Category     string    `json:"category,omitempty"`
 	Since        time.Time `json:"since,omitzero"`
 	Until        time.Time `json:"until,omitzero"`
+	// DeadLetters, when set, limits a redrive to these dead letters (their
+	// place on the dlq topic), of those that pass the filters.
+	DeadLetters []Position `json:"dead_letters,omitempty"`
 	// Rate is how many deliveries per second it produces at most.
 	Rate float64 `json:"rate"`
 	// State is OperationPending, OperationRunning, OperationDone or
@@ -45,6 +48,12 @@ type Operation struct {
 	Stop      map[int32]int64 `json:"stop,omitempty"`
 	CreatedAt time.Time       `json:"created_at"`
 	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// Position is a record's place in a topic's partition.
+type Position struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 // Operation kinds and states.
@@ -84,6 +93,8 @@ func DecodeOperation(b []byte) (Operation, error) {
 		return Operation{}, invalid("operation", "kind", "%q is not an operation kind", o.Kind)
 	case o.Kind == OperationReplay && o.Subscription == "":
 		return Operation{}, invalid("operation", "subscription_id", "a replay needs its subscription")
+	case o.Kind != OperationRedrive && len(o.DeadLetters) > 0:
+		return Operation{}, invalid("operation", "dead_letters", "only a redrive names dead letters")
 	case !(o.Rate > 0):
 		return Operation{}, invalid("operation", "rate", "%v is not a positive rate", o.Rate)
 	}

@@ -37,6 +37,7 @@ func TestDecodeOperationRejects(t *testing.T) {
 		{`{"id":"op_1","kind":"replay","rate":1,"state":"pending"}`, "subscription_id"},
 		{`{"id":"op_1","kind":"redrive","rate":0,"state":"pending"}`, "rate"},
 		{`{"id":"op_1","kind":"redrive","rate":1,"state":"paused"}`, "state"},
+		{`{"id":"op_1","kind":"replay","subscription_id":"s","dead_letters":[{"partition":0,"offset":1}],"rate":1,"state":"pending"}`, "dead_letters"},
 	} {
 		if _, err := DecodeOperation([]byte(tc.value)); err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: error %v, want one naming %s", tc.value, err, tc.field)

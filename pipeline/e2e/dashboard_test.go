@@ -21,7 +21,8 @@ import (
 // API show in the message log, delivered with the endpoint's answer as the
 // response sample; an endpoint that fails every request shows its breaker
 // open and its dead letters (those exhausted before the breaker opened),
-// and the endpoints their breakers and 24 h success sparklines; the overview draws its charts. Screenshots of
+// and the endpoints their breakers and 24 h success sparklines; another
+// tenant's portal neither lists a message nor shows it by URL; the overview draws its charts. Screenshots of
 // each page go under .build/screenshots.
 func TestDashboardOverPipeline(t *testing.T) {
 	e := newEnv(t)
@@ -157,4 +158,22 @@ func TestDashboardOverPipeline(t *testing.T) {
 	}
 	browsertest.Screenshot(ctx, t, "ui-dead-letters")
 	browsertest.NoCSPViolations(ctx, t, "dead letters")
+
+	var link struct{ URL string }
+	call(t, "POST", base+"/v1/portal-sessions", apiAdminKey, map[string]any{"tenant": "globex"}, &link, http.StatusCreated)
+	portal := base + strings.TrimSuffix(link.URL, "/")
+	browsertest.Do(ctx, t, "another tenant's portal",
+		chromedp.Navigate(portal+"/messages"),
+		chromedp.WaitVisible(chromedp.CSS(`main h1`)),
+	)
+	if list := browsertest.Text(ctx, t, "main"); strings.Contains(list, ids.IDs[0]) {
+		t.Fatalf("globex's portal lists acme's message %s", ids.IDs[0])
+	}
+	browsertest.Do(ctx, t, "editing the URL to acme's message",
+		chromedp.Navigate(portal+"/messages/"+ids.IDs[0]),
+		chromedp.WaitReady(chromedp.CSS(`body`)),
+	)
+	if page := browsertest.Text(ctx, t, "body"); !strings.Contains(page, "not found") || strings.Contains(page, "thanks from the endpoint") {
+		t.Fatalf("acme's message in globex's portal: %q", page)
+	}
 }
