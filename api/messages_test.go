@@ -304,6 +304,9 @@ func TestSeries(t *testing.T) {
 	if ok != 2 || retry != 1 || dead != 1 || held != 1 {
 		t.Fatalf("totals success %d retry %d dead %d held back %d", ok, retry, dead, held)
 	}
+	if se := out.Body.Series[0]; se.P50MS == nil || se.P99MS == nil || *se.P50MS < 5 || *se.P99MS < 30 || *se.P99MS > 40 {
+		t.Fatalf("p50 %v, p99 %v over the hour, want from the four requests (5 to 40 ms)", se.P50MS, se.P99MS)
+	}
 	r.must(http.StatusOK, "GET", "/v1/stats/series?window=7d&by=subscription", r.tenantKey("acme"), nil, &out.Body)
 	if len(out.Body.Series) != 1 || out.Body.Series[0].Key != "sub_a" || len(out.Body.Series[0].Points) != 168 {
 		t.Fatalf("acme's series by subscription: %d series (%+v)", len(out.Body.Series), out.Body.Series)

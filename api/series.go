@@ -33,6 +33,9 @@ type Point struct {
 type Series struct {
 	Key    string  `json:"key,omitempty" doc:"The subscription, when by subscription."`
 	Points []Point `json:"points" doc:"Every step of the window, oldest first; steps without attempts are zero."`
+	// P50MS and P99MS are over the whole window.
+	P50MS *float64 `json:"p50_ms" doc:"Median request duration over the whole window."`
+	P99MS *float64 `json:"p99_ms"`
 }
 
 type seriesInput struct {
@@ -139,6 +142,24 @@ func (s *Server) registerSeries() {
 			if err := rows.Err(); err != nil {
 				return nil, s.internal(fmt.Errorf("series: %w", err))
 			}
+			whole := map[string][]float64{}
+			rows, err = s.ch.Query(ctx, "SELECT "+key+" AS k, quantilesMerge("+schema.Quantiles+")(duration_ms_quantiles) FROM "+
+				db+"."+schema.TableLatency+" WHERE "+cond+" GROUP BY k", args...)
+			if err != nil {
+				return nil, s.internal(fmt.Errorf("series: %w", err))
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var k string
+				var q []float64
+				if err := rows.Scan(&k, &q); err != nil {
+					return nil, s.internal(fmt.Errorf("series: %w", err))
+				}
+				whole[k] = q
+			}
+			if err := rows.Err(); err != nil {
+				return nil, s.internal(fmt.Errorf("series: %w", err))
+			}
 			out := &seriesOutput{}
 			out.Body.Window, out.Body.StepSeconds, out.Body.Series = in.Window, step, []Series{}
 			if len(order) == 0 && in.By != "subscription" {
@@ -146,6 +167,9 @@ func (s *Server) registerSeries() {
 			}
 			for _, k := range order {
 				se := Series{Key: k, Points: make([]Point, 0, int(w.span/w.step))}
+				if q := whole[k]; len(q) == 3 {
+					se.P50MS, se.P99MS = &q[0], &q[2]
+				}
 				for at := start; at.Before(end); at = at.Add(w.step) {
 					if p, ok := byKey[k][at.Unix()]; ok {
 						se.Points = append(se.Points, *p)

@@ -306,11 +306,12 @@ func windowOf(r *http.Request) string {
 // chart is what a page draws of a series: the JSON the charts read, and
 // the window's totals.
 type chart struct {
-	Window      string
-	JSON        string
-	Requests    uint64
-	SuccessRate *float64
-	Error       string
+	Window       string
+	JSON         string
+	Requests     uint64
+	SuccessRate  *float64
+	P50MS, P99MS *float64
+	Error        string
 }
 
 // chartOf reads the series of the window (one subscription's when sub is
@@ -329,6 +330,7 @@ func (s *Server) chartOf(ctx context.Context, v *view, window, sub string) chart
 	var points []Point
 	if len(out.Body.Series) > 0 {
 		points = out.Body.Series[0].Points
+		c.P50MS, c.P99MS = out.Body.Series[0].P50MS, out.Body.Series[0].P99MS
 	}
 	var ok uint64
 	for _, p := range points {

@@ -102,8 +102,8 @@ func TestDashboardOverPipeline(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#chart-outcomes .uplot`)),
 		chromedp.WaitVisible(chromedp.CSS(`#chart-latency .uplot`)),
 	)
-	if n := browsertest.Text(ctx, t, "#requests"); n == "0" {
-		t.Fatalf("the overview counts %s requests", n)
+	if n, p99 := browsertest.Text(ctx, t, "#requests"), browsertest.Text(ctx, t, "#p99"); n == "0" || !strings.HasSuffix(p99, " ms") {
+		t.Fatalf("the overview counts %s requests, p99 %q", n, p99)
 	}
 	if b := browsertest.Text(ctx, t, "#breakers"); !strings.Contains(b, "bad (open)") {
 		t.Errorf("breakers on the overview: %q, want bad open", b)

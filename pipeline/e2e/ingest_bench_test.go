@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -105,6 +106,18 @@ func BenchmarkIngest(b *testing.B) {
 			}
 			return post("/v1/events/batch", map[string]any{"events": evs})
 		})
+		// The HTTP ceiling of this machine: a handler that only reads the
+		// body and answers 202, served by net/http in this process, to the
+		// same client.
+		plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusAccepted)
+		}))
+		plainBase := base
+		base = plain.URL
+		ceiling, ceilingP99 := run(n, 1, func(i int) time.Duration { return post("/v1/events", event(i)) })
+		base = plainBase
+		plain.Close()
 		cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
 		if err != nil {
 			b.Fatal(err)
@@ -126,11 +139,13 @@ func BenchmarkIngest(b *testing.B) {
 		b.ReportMetric(batch, "batched-events/s")
 		b.ReportMetric(direct, "direct-events/s")
 		b.ReportMetric(single/direct, "single/direct")
+		b.ReportMetric(ceiling/direct, "http-ceiling/direct")
 		b.Logf("\n| ingest (%d events, %d clients) | events/s | p99 request |\n|---|---|---|\n"+
 			"| POST /v1/events, one per request | %.0f | %v |\n| POST /v1/events/batch, 100 per request | %.0f | %v |\n"+
-			"| franz-go ProduceSync, one per call | %.0f | %v |\n| single / direct | %.2f | |",
+			"| franz-go ProduceSync, one per call | %.0f | %v |\n| single / direct | %.2f | |\n"+
+			"| net/http answering 202 without work, one per request (the HTTP ceiling here) | %.0f | %v |\n| ceiling / direct | %.2f | |",
 			n, conc, single, singleP99.Round(time.Microsecond), batch, batchP99.Round(time.Microsecond),
-			direct, directP99.Round(time.Microsecond), single/direct)
+			direct, directP99.Round(time.Microsecond), single/direct, ceiling, ceilingP99.Round(time.Microsecond), ceiling/direct)
 		e.close()
 	}
 }
