@@ -112,7 +112,10 @@ func (s *Server) message(ctx context.Context, eventID string, p principal) (Mess
 		q += " AND tenant = ?"
 		args = append(args, p.tenant)
 	}
-	rows, err := s.ch.Query(ctx, q+" ORDER BY subscription_id, ts, attempt", args...)
+	// Attempts in the same instant (whole seconds on servers without
+	// DateTime64) are ordered with a success last (nothing follows one but
+	// a redrive's or a retry's new attempts), then by attempt.
+	rows, err := s.ch.Query(ctx, q+" ORDER BY subscription_id, ts, outcome = 'success', attempt", args...)
 	if err != nil {
 		return Message{}, s.internal(fmt.Errorf("message log: %w", err))
 	}
@@ -235,8 +238,9 @@ func (s *Server) listMessages(ctx context.Context, in *listMessagesInput, p prin
 		having = append(having, "(last_at < ? OR (last_at = ? AND (event_id < ? OR (event_id = ? AND subscription_id < ?))))")
 		hargs = append(hargs, at, at, id, id, sub)
 	}
+	// The last outcome: see message for the order of attempts in one instant.
 	q := "SELECT event_id, subscription_id, any(event_type), any(tenant), " +
-		"argMax(outcome, toUInt64(ts) * 1000 + least(attempt, 999)) AS last_outcome, max(ts) AS last_at, count() " +
+		"argMax(outcome, (ts, outcome = 'success', attempt)) AS last_outcome, max(ts) AS last_at, count() " +
 		"FROM " + s.cfg.Database + "." + schema.TableAttempts + " FINAL WHERE " + strings.Join(where, " AND ") +
 		" GROUP BY event_id, subscription_id"
 	if len(having) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -312,4 +313,32 @@ func TestSeries(t *testing.T) {
 		t.Fatalf("acme's series by subscription: %d series (%+v)", len(out.Body.Series), out.Body.Series)
 	}
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats/series?window=2h", adminKey, nil, nil)
+}
+
+// TestMessageStatusWithinASecond: with whole-second timestamps, a dead
+// attempt and the success of its redrive in the same second read as
+// delivered, in the message and in the list.
+func TestMessageStatusWithinASecond(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	epoch := time.Unix(0, 0).UTC()
+	r := recorded(t, [][]any{
+		{"s1", "evt_s", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0.Add(time.Second), t0, ""},
+		{"s2", "evt_s", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
+		{"s3", "evt_s", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
+		{"d1", "evt_d", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0, t0, ""},
+		{"d2", "evt_d", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0, "", epoch, t0, ""},
+	})
+	for id, want := range map[string]string{"evt_s": "delivered", "evt_d": "dead"} {
+		var m Message
+		r.must(http.StatusOK, "GET", "/v1/messages/"+id, adminKey, nil, &m)
+		if got := m.Deliveries[0].Status; got != want {
+			t.Errorf("%s: %s, want %s", id, got, want)
+		}
+		var l listMessagesOutput
+		r.must(http.StatusOK, "GET", "/v1/messages?status="+want, adminKey, nil, &l.Body)
+		if !slices.ContainsFunc(l.Body.Data, func(s MessageSummary) bool { return s.EventID == id }) {
+			t.Errorf("%s not listed %s", id, want)
+		}
+	}
 }

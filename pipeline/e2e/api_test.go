@@ -180,7 +180,7 @@ func TestAPIMessageLog(t *testing.T) {
 
 	var sub struct{ ID, Secret string }
 	call(t, "POST", base+"/v1/subscriptions", apiAdminKey, map[string]any{"url": r.url("sub_log"), "id": "sub_log", "tenant": "acme",
-		"event_types": []string{"*"}, "retry_schedule": []string{"1s"}}, &sub, http.StatusCreated)
+		"event_types": []string{"*"}, "retry_schedule": []string{"3s"}}, &sub, http.StatusCreated) // retrying long enough to be seen
 	r.trust(topics.Subscription{ID: sub.ID, Secret: sub.Secret})
 	var ids struct{ IDs []string }
 	call(t, "POST", base+"/v1/events", apiAdminKey, map[string]any{"type": "order.created", "tenant": "acme", "data": map[string]int{"n": 1}},
