@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookpipe/hookpipe/runtime/dlq"
+	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -264,15 +265,21 @@ func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 		return nil
 	}
 	w := kafka.Window{Topic: s.names.Events(), Start: o.Next, Stop: o.Stop}
+	filters := filter.NewCache()
 	err := kafka.Scan(ctx, s.cfg.Kafka.ClientOpts(), w, func(rec *kgo.Record) error {
 		o.Done++
 		o.Next[rec.Partition] = rec.Offset + 1
 		pending++
 		ev, err := topics.DecodeEvent(rec.Value, topics.DefaultMaxEventBytes)
+		var ok bool
+		if err == nil {
+			// As the dispatcher matches: types, tenant, filter.
+			ok, _ = filters.Matches(sub, filter.NewInput(&ev))
+		}
 		switch {
 		case err != nil:
 			o.Failed++
-		case !sub.Matches(&ev) || (o.EventType != "" && !topics.MatchType(o.EventType, ev.Type)):
+		case !ok || (o.EventType != "" && !topics.MatchType(o.EventType, ev.Type)):
 			o.Skipped++
 		default:
 			o.Sent++

@@ -246,6 +246,9 @@ func TestBadInput(t *testing.T) {
 		{"bad secret", "POST", "/v1/subscriptions", good(map[string]any{"secret": "whsec_c2hvcnQ="}), 422, "body.secret"},
 		{"reserved header", "POST", "/v1/subscriptions", good(map[string]any{"headers": map[string]string{"Webhook-Signature": "x"}}), 422, "body.headers"},
 		{"timeout too long", "POST", "/v1/subscriptions", good(map[string]any{"timeout_ms": 600000}), 422, "body.timeout_ms"},
+		{"filter does not compile", "POST", "/v1/subscriptions", good(map[string]any{"filter": "data.total >"}), 422, "body.filter"},
+		{"filter not a bool", "POST", "/v1/subscriptions", good(map[string]any{"filter": "data.total + 1"}), 422, "body.filter"},
+		{"patch filter unknown variable", "PATCH", "/v1/subscriptions/sub_taken", map[string]any{"filter": "amount > 3"}, 422, "body.filter"},
 		{"bad id", "POST", "/v1/subscriptions", good(map[string]any{"id": "sub 1"}), 422, "body.id"},
 		{"taken id", "POST", "/v1/subscriptions", good(map[string]any{"id": "sub_taken"}), 409, ""},
 		{"patch bad url", "PATCH", "/v1/subscriptions/sub_taken", map[string]any{"url": "nope"}, 422, "body.url"},
@@ -351,5 +354,29 @@ func TestPublish(t *testing.T) {
 	want := int32(kgo.StickyKeyPartitioner(nil).ForTopic(first.Topic).Partition(&kgo.Record{Key: []byte("order_42")}, int(partitions)))
 	if string(first.Key) != "order_42" || first.Partition != want || byID["evt_b2"].Partition != want {
 		t.Fatalf("key %q on partition %d (and %d), want order_42 on %d", first.Key, first.Partition, byID["evt_b2"].Partition, want)
+	}
+}
+
+// TestSubscriptionFilter: a filter is stored as given, shown, and removed
+// by an empty one; the compiler's message names what is wrong.
+func TestSubscriptionFilter(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	var s Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"order.*"},
+		"filter": `data.total > 100 && "vip" in data.tags`}, &s)
+	r.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &s)
+	if s.Filter != `data.total > 100 && "vip" in data.tags` {
+		t.Fatalf("stored filter %q", s.Filter)
+	}
+	var cleared Subscription
+	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"filter": ""}, &cleared)
+	if cleared.Filter != "" || cleared.ID != s.ID {
+		t.Fatalf("filter after removing it: %q", cleared.Filter)
+	}
+	a := r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"filter": "amount > 3"})
+	if a.status != http.StatusUnprocessableEntity || !strings.Contains(string(a.body), "undeclared reference to 'amount'") {
+		t.Fatalf("a filter over an unknown variable: %d %s", a.status, a.body)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -28,6 +29,7 @@ type Subscription struct {
 	RateLimitPerS  float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second to the endpoint; absent: no limit."`
 	RetrySchedule  []string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; absent: the default."`
 	RetryStatuses  []int             `json:"retry_statuses,omitempty" doc:"Permanent statuses retried instead of dead-lettered."`
+	Filter         string            `json:"filter,omitempty" doc:"A CEL expression over the event's type, tenant, key and data that must be true for the subscription to take it."`
 	DisabledReason string            `json:"disabled_reason,omitempty"`
 	Secret         string            `json:"secret,omitempty" doc:"The signing secret (whsec_...): in the answers to create and rotate-secret only."`
 	CreatedAt      time.Time         `json:"created_at"`
@@ -37,7 +39,7 @@ type Subscription struct {
 func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 	out := Subscription{ID: s.ID, Tenant: s.Tenant, URL: s.URL, EventTypes: s.EventTypes, Enabled: s.Enabled,
 		Ordering: s.Ordering, Headers: s.Headers, TimeoutMS: int(s.Timeout().Milliseconds()), RateLimitPerS: s.RateLimitPerS,
-		RetrySchedule: s.RetrySchedule, RetryStatuses: s.RetryStatuses, DisabledReason: s.DisabledReason,
+		RetrySchedule: s.RetrySchedule, RetryStatuses: s.RetryStatuses, Filter: s.Filter, DisabledReason: s.DisabledReason,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	if out.Ordering == "" {
 		out.Ordering = topics.OrderingNone
@@ -62,6 +64,7 @@ type subscriptionFields struct {
 	RateLimitPerS *float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second; 0: no limit."`
 	RetrySchedule *[]string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
 	RetryStatuses *[]int             `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
+	Filter        *string            `json:"filter,omitempty" doc:"A CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. data.total > 100 && \"vip\" in data.tags; compiled and type-checked here (422 with the compiler's message); empty: none."`
 	Secret        *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
 	// Verify is for create only.
 	Verify bool `json:"verify,omitempty" doc:"On create: first send the endpoint a signed webhook.verify event whose data holds a challenge; the endpoint must answer 2xx with the challenge in its body, or the subscription is not created (422 naming what it answered)."`
@@ -78,6 +81,7 @@ func (f *subscriptionFields) apply(sub *topics.Subscription) {
 	set(&sub.URL, f.URL)
 	set(&sub.Ordering, f.Ordering)
 	set(&sub.Secret, f.Secret)
+	set(&sub.Filter, f.Filter)
 	if f.EventTypes != nil {
 		sub.EventTypes = f.EventTypes
 	}
@@ -168,7 +172,7 @@ func (s *Server) registerSubscriptions() {
 				}
 				sub.Secret = secret
 			}
-			if err := sub.Validate(); err != nil {
+			if err := filter.Validate(&sub); err != nil {
 				return nil, s.invalid(err, "")
 			}
 			if err := s.subs.WaitCaughtUp(ctx); err != nil {
@@ -320,7 +324,7 @@ func (s *Server) change(ctx context.Context, id string, fn func(*topics.Subscrip
 	sub := *cur
 	fn(&sub)
 	sub.UpdatedAt = time.Now().UTC()
-	if err := sub.Validate(); err != nil {
+	if err := filter.Validate(&sub); err != nil {
 		return nil, s.invalid(err, "")
 	}
 	if err := s.writeSubscription(ctx, &sub); err != nil {

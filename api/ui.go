@@ -534,7 +534,8 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		_, err = s.call(ctx, v.p, "POST", path+"/rotate-secret", nil, &sub)
 		flash = "Secret rotated; the new one, shown this once: " + sub.Secret + " (the old one signs for 24 h more)."
 	case "edit":
-		body := map[string]any{"url": r.PostFormValue("url"), "event_types": splitTypes(r.PostFormValue("event_types"))}
+		body := map[string]any{"url": r.PostFormValue("url"), "event_types": splitTypes(r.PostFormValue("event_types")),
+			"filter": strings.TrimSpace(r.PostFormValue("filter"))}
 		if o := r.PostFormValue("ordering"); o != "" {
 			body["ordering"] = o
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/table"
@@ -92,7 +93,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer dd.close()
 	dd.register(reg)
-	d := &dispatcher{cfg: cfg, sess: sess, table: table, m: m, dedup: dd,
+	d := &dispatcher{cfg: cfg, sess: sess, table: table, m: m, dedup: dd, filters: filter.NewCache(),
 		log: log.With(zap.String("transactional_id", cfg.TransactionalID))}
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
 		zap.String("deliveries", cfg.Kafka.Names.Deliveries()), zap.String("group", cfg.Group))
@@ -132,12 +133,13 @@ func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
 }
 
 type dispatcher struct {
-	cfg   Config
-	sess  *kgo.GroupTransactSession
-	table subscriptionTable
-	log   *zap.Logger
-	m     *metrics
-	dedup *dedup // nil without Redis
+	cfg     Config
+	sess    *kgo.GroupTransactSession
+	table   subscriptionTable
+	log     *zap.Logger
+	m       *metrics
+	dedup   *dedup // nil without Redis
+	filters *filter.Cache
 }
 
 // run is the poll loop. Work on a polled batch runs under a context that
@@ -219,13 +221,17 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 	}
 	now := time.Now()
 	dups := d.dedup.duplicates(work, fs)
-	var events, deliveries, dead int
+	var events, deliveries, dead, filterErrors int
+	filterFailed := func(sub *topics.Subscription, err error) {
+		filterErrors++
+		d.log.Debug("filter failed on an event: not matched", zap.String("subscription", sub.ID), zap.Error(err))
+	}
 	for r := range fs.RecordsAll() {
 		events++
 		if dups[r] {
 			continue // its idempotency key was used by another event (dedup.go)
 		}
-		out, invalid := fanOut(r, d.table, d.cfg.Kafka.Names, d.cfg.MaxEventBytes, now)
+		out, invalid := fanOut(r, d.table, d.filters, d.cfg.Kafka.Names, d.cfg.MaxEventBytes, now, filterFailed)
 		if invalid != nil {
 			dead++
 			d.log.Warn("dead-lettering invalid event", zap.String("topic", r.Topic),
@@ -262,7 +268,7 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 			return fmt.Errorf("abort transaction of %s: %w", d.cfg.TransactionalID, err)
 		}
 	}
-	d.m.transaction(committed, events, deliveries, dead, time.Since(now))
+	d.m.transaction(committed, events, deliveries, dead, filterErrors, time.Since(now))
 	switch {
 	case committed:
 		d.log.Debug("dispatched", zap.Int("events", events), zap.Int("deliveries", deliveries), zap.Int("dead_letters", dead))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -15,16 +16,29 @@ type matcher interface {
 }
 
 // fanOut turns one event record into the records it causes: one delivery
-// per matching subscription, or, when the event is invalid, one dead letter
-// and the reason, which the caller logs. now stamps dead letters.
-func fanOut(r *kgo.Record, subs matcher, names topics.Names, maxEventBytes int, now time.Time) ([]*kgo.Record, error) {
+// per matching subscription whose filter (if any) takes it, or, when the
+// event is invalid, one dead letter and the reason, which the caller logs.
+// A filter that fails on the event does not take it; filterFailed hears of
+// it. now stamps dead letters.
+func fanOut(r *kgo.Record, subs matcher, filters *filter.Cache, names topics.Names, maxEventBytes int, now time.Time,
+	filterFailed func(*topics.Subscription, error)) ([]*kgo.Record, error) {
 	ev, err := topics.DecodeEvent(r.Value, maxEventBytes)
 	if err != nil {
 		return []*kgo.Record{deadLetter(r, err, names, now)}, err
 	}
 	matched := subs.Match(&ev)
 	out := make([]*kgo.Record, 0, len(matched))
+	in := filter.NewInput(&ev)
 	for _, sub := range matched {
+		if sub.Filter != "" {
+			ok, err := filters.Matches(sub, in)
+			if err != nil {
+				filterFailed(sub, err)
+			}
+			if !ok {
+				continue
+			}
+		}
 		out = append(out, topics.DeliveryRecord(r, &ev, sub, names))
 	}
 	return out, nil

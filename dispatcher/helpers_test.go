@@ -29,7 +29,7 @@ func wait(tb testing.TB, timeout time.Duration, cond func() bool) {
 // harness is one kfake cluster with the pipeline's topics, a plain producer
 // and an admin client.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	cluster *kfake.Cluster
 	kafka   kafka.Config
@@ -37,7 +37,7 @@ type harness struct {
 	adm     *kadm.Client
 }
 
-func newHarness(t *testing.T, partitions int32, opts ...kfake.Opt) *harness {
+func newHarness(t testing.TB, partitions int32, opts ...kfake.Opt) *harness {
 	t.Helper()
 	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {
@@ -76,7 +76,7 @@ func (h *harness) config(txnID string) Config {
 
 // runner is a dispatcher running in a goroutine.
 type runner struct {
-	t      *testing.T
+	t      testing.TB
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
 	err    error         // what Run returned, once done is closed
@@ -169,7 +169,13 @@ func (h *harness) produce(rs ...*kgo.Record) {
 // past every given event record.
 func (h *harness) waitDispatched(events []*kgo.Record) {
 	h.t.Helper()
-	wait(h.t, 20*time.Second, func() bool {
+	h.waitDispatchedWithin(events, 20*time.Second)
+}
+
+// waitDispatchedWithin is waitDispatched with its own timeout.
+func (h *harness) waitDispatchedWithin(events []*kgo.Record, timeout time.Duration) {
+	h.t.Helper()
+	wait(h.t, timeout, func() bool {
 		offs, err := h.adm.FetchOffsets(h.ctx, topics.GroupDispatcher)
 		if err != nil {
 			return false

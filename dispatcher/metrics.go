@@ -9,7 +9,7 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// metrics are the dispatcher's Prometheus metrics (charts/webhooks/README.md
+// metrics are the dispatcher's Prometheus metrics (docs/operations.md
 // lists them). Everything is counted when its transaction committed, so the
 // counters never include work that is dispatched again.
 type metrics struct {
@@ -18,6 +18,7 @@ type metrics struct {
 	deadLetters  prometheus.Counter
 	transactions *prometheus.CounterVec
 	duration     prometheus.Histogram
+	filterErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,13 +41,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
 			Name: "transaction_duration_seconds", Help: "Time from the start of a transaction to its commit.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
+		filterErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
+			Name: "filter_errors_total", Help: "Subscription filters that failed on an event (a missing field, a type they did not expect, the cost limit): the event was not delivered to that subscription."}),
 	}
-	reg.MustRegister(m.events, m.deliveries, dlq, m.transactions, m.duration)
+	reg.MustRegister(m.events, m.deliveries, dlq, m.transactions, m.duration, m.filterErrors)
 	return m
 }
 
 // transaction records how a transaction ended.
-func (m *metrics) transaction(committed bool, events, deliveries, dead int, took time.Duration) {
+func (m *metrics) transaction(committed bool, events, deliveries, dead, filterErrors int, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -58,5 +61,6 @@ func (m *metrics) transaction(committed bool, events, deliveries, dead int, took
 	m.events.Add(float64(events))
 	m.deliveries.Add(float64(deliveries))
 	m.deadLetters.Add(float64(dead))
+	m.filterErrors.Add(float64(filterErrors))
 	m.duration.Observe(took.Seconds())
 }

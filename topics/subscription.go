@@ -26,6 +26,9 @@ const DefaultTimeout = 15 * time.Second
 // MaxURLLength bounds subscription URLs.
 const MaxURLLength = 2048
 
+// MaxFilterLength bounds a subscription's filter expression.
+const MaxFilterLength = 2048
+
 // SecretPrefix starts every signing secret (Standard Webhooks).
 const SecretPrefix = "whsec_"
 
@@ -49,6 +52,12 @@ type Subscription struct {
 	// subscription retries on its schedule instead of dead-lettering at
 	// once: an endpoint that answers 404 while it is being deployed.
 	RetryStatuses []int `json:"retry_statuses,omitempty"`
+	// Filter, when set, is a CEL expression over the event's type, tenant,
+	// key and data that must be true for the subscription to take it
+	// (besides its types and tenant). Writers compile it before writing
+	// (package runtime/filter); an expression that fails on an event does
+	// not match it.
+	Filter string `json:"filter,omitempty"`
 	// Secret signs every request. PreviousSecret also signs until
 	// PreviousSecretUntil, so receivers can roll over without dropping.
 	Secret              string    `json:"secret"`
@@ -193,6 +202,9 @@ func (s Subscription) Validate() error {
 	}
 	if _, err := ParseSchedule(s.RetrySchedule); err != nil {
 		return err
+	}
+	if len(s.Filter) > MaxFilterLength {
+		return invalid("subscription", "filter", "%d characters; at most %d", len(s.Filter), MaxFilterLength)
 	}
 	for i, code := range s.RetryStatuses {
 		if !PermanentStatus(code) {

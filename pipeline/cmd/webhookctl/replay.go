@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -33,7 +34,8 @@ type replaySummary struct {
 	Scanned int64 `json:"scanned"`
 	// Replayed counts the deliveries produced.
 	Replayed int64 `json:"replayed"`
-	// NotMatching counts events the subscription (or --types) does not want.
+	// NotMatching counts events the subscription (its types, tenant and
+	// filter, or --types) does not want.
 	NotMatching int64 `json:"not_matching"`
 	// Undecodable counts events the dispatcher could not dispatch either.
 	Undecodable int64 `json:"undecodable"`
@@ -122,16 +124,19 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 			batch = batch[:0]
 			return nil
 		}
+		filters := filter.NewCache()
 		err = k.scan(ctx, w, func(r *kgo.Record) error {
 			st.scanned.Add(1)
 			ev, err := topics.DecodeEvent(r.Value, maxBytes)
-			switch {
-			case err != nil:
+			if err != nil {
 				st.undecodable.Add(1)
 				return nil
-			case !sub.Matches(&ev) || (len(patterns) > 0 && !slices.ContainsFunc(patterns, func(pt string) bool {
+			}
+			// As the dispatcher matches: types, tenant, filter.
+			ok, _ := filters.Matches(sub, filter.NewInput(&ev))
+			if !ok || (len(patterns) > 0 && !slices.ContainsFunc(patterns, func(pt string) bool {
 				return topics.MatchType(pt, ev.Type)
-			})):
+			})) {
 				st.notMatching.Add(1)
 				return nil
 			}

@@ -171,12 +171,15 @@ func (h *harness) partitions(topic string) int {
 
 // TestReplayedIsDispatched: a replayed delivery is the record the
 // dispatcher made of the same event for the same subscription: key, value,
-// headers and partition.
+// headers and partition; an event the subscription's filter refuses is
+// neither dispatched nor replayed.
 func TestReplayedIsDispatched(t *testing.T) {
 	h := newHarness(t, true)
-	h.create("--id", "sub_same", "--url", "https://same.example/", "--events", "order.*", "--ordering", "key")
-	h.publishAt([]string{`{"id":"evt_same","type":"order.created","tenant":"acme","key":"k7","data":{"n":1}}`},
-		[]string{"k7"}, []time.Time{time.Now().Add(-time.Minute).Truncate(time.Millisecond)})
+	h.create("--id", "sub_same", "--url", "https://same.example/", "--events", "order.*", "--ordering", "key", "--filter", "data.n > 0")
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	h.publishAt([]string{`{"id":"evt_same","type":"order.created","tenant":"acme","key":"k7","data":{"n":1}}`,
+		`{"id":"evt_filtered","type":"order.created","tenant":"acme","key":"k7","data":{"n":0}}`},
+		[]string{"k7", "k7"}, []time.Time{at, at})
 
 	cfg, err := dispatcher.LoadConfig(func(k string) string { return h.env[k] })
 	if err != nil {
@@ -195,8 +198,8 @@ func TestReplayedIsDispatched(t *testing.T) {
 
 	var sum replaySummary
 	h.json(&sum, "replay", "--subscription", "sub_same", "--since", "1h", "--rate", "1000")
-	if sum.Replayed != 1 {
-		t.Fatalf("replay: %+v, want one", sum)
+	if sum.Replayed != 1 || sum.NotMatching != 1 {
+		t.Fatalf("replay: %+v, want one, and the one the filter refuses not", sum)
 	}
 	got := h.committed(h.names.Deliveries())
 	if len(got) != 2 {

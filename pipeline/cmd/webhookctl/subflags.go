@@ -29,11 +29,12 @@ type subFlags struct {
 	timeout  time.Duration
 	schedule string
 	statuses string
+	filter   string
 	disabled bool
 }
 
 // subFlagNames are the flags define registers, for telling which were given.
-var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "disabled"}
+var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "disabled"}
 
 func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	secretHelp := "signing secret, whsec_ + base64 of 24-64 bytes (default: generated)"
@@ -52,6 +53,7 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.DurationVar(&f.timeout, "http-timeout", topics.DefaultTimeout, "HTTP timeout of one attempt")
 	fs.StringVar(&f.schedule, "retry-schedule", "", "comma-separated delays of the retries after the first attempt (empty: 5s,5m,30m,2h,5h,10h,10h)")
 	fs.StringVar(&f.statuses, "retry-statuses", "", "comma-separated permanent statuses to retry instead of dead-lettering at once, e.g. 404 (empty: none)")
+	fs.StringVar(&f.filter, "filter", "", `CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. 'data.total > 100 && "vip" in data.tags' (empty: none)`)
 	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
 }
 
@@ -101,6 +103,9 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 			}
 			s.RetryStatuses = append(s.RetryStatuses, code)
 		}
+	}
+	if given("filter") {
+		s.Filter = f.filter
 	}
 	if given("disabled") {
 		s.Enabled = !f.disabled

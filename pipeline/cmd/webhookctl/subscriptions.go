@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -43,7 +44,7 @@ func createCmd(fs *flag.FlagSet) runFunc {
 			}
 			s.Secret = secret
 		}
-		if err := s.Validate(); err != nil {
+		if err := filter.Validate(&s); err != nil {
 			return err
 		}
 		k, err := c.connect(ctx)
@@ -262,7 +263,7 @@ func (c *cli) change(ctx context.Context, id string, fn func(s *topics.Subscript
 		return nil, err
 	}
 	s.UpdatedAt = now
-	if err := s.Validate(); err != nil {
+	if err := filter.Validate(&s); err != nil {
 		return nil, err
 	}
 	if err := k.putSubscription(ctx, &s); err != nil {

@@ -132,6 +132,8 @@ func TestCreateRejects(t *testing.T) {
 		{"retry status not a number", base("--retry-statuses", "404,gone"), 2},
 		{"retry status not permanent", base("--retry-statuses", "503"), 2},
 		{"timeout too long", base("--http-timeout", "10m"), 2},
+		{"filter does not compile", base("--filter", "data.n >"), 2},
+		{"filter over an unknown name", base("--filter", "amount > 3"), 2},
 		{"negative rate", base("--rate-limit", "-1"), 2},
 		{"bad id", base("--id", "sub 1"), 2},
 		{"duplicate id", base("--id", "sub_taken"), 1},
@@ -168,6 +170,8 @@ func TestUpdate(t *testing.T) {
 		{"default schedule", []string{"--retry-schedule", ""}, func(s *topics.Subscription) { s.RetrySchedule = nil }},
 		{"retry statuses", []string{"--retry-statuses", "404, 422"}, func(s *topics.Subscription) { s.RetryStatuses = []int{404, 422} }},
 		{"retry statuses cleared", []string{"--retry-statuses", ""}, func(s *topics.Subscription) { s.RetryStatuses = nil }},
+		{"filter", []string{"--filter", `data.n > 1 && "vip" in data.tags`}, func(s *topics.Subscription) { s.Filter = `data.n > 1 && "vip" in data.tags` }},
+		{"filter cleared", []string{"--filter", ""}, func(s *topics.Subscription) { s.Filter = "" }},
 		{"disabled", []string{"--disabled"}, func(s *topics.Subscription) { s.Enabled = false }},
 		{"secret replaced", []string{"--secret", "whsec_" + strings.Repeat("A", 40)}, func(s *topics.Subscription) {
 			s.Secret = "whsec_" + strings.Repeat("A", 40)
