@@ -60,6 +60,10 @@ type Config struct {
 	// fills the buffer that other subscriptions share. A busy but
 	// fast subscription keeps its records up to half of MaxBuffered.
 	MaxQueuedPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION" envDefault:"1024" desc:"Records of one slow subscription held before the rest spill to the retry path unattempted (at least the per-subscription cap)."`
+	// Notices publishes operational events (topics.Notice) to the events
+	// topic: an endpoint failing, recovered or disabled, a delivery
+	// dead-lettered.
+	Notices bool `env:"WEBHOOKS_OPERATIONAL_EVENTS" envDefault:"true" desc:"Publish operational events to the events topic, in the subscription's tenant: webhook.endpoint.failing, .recovered, .disabled and webhook.message.dead (docs/design.md)."`
 	// RetryFloor is the shortest delay before retrying a 429 or a timeout.
 	RetryFloor time.Duration `env:"WEBHOOKS_RETRY_FLOOR" envDefault:"1m" desc:"Shortest delay before retrying a 429 or a timeout."`
 	// Secrets seals and opens subscription secrets (config.LoadKeyring);

@@ -325,6 +325,7 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 // produce waits until the broker acknowledged every record. kgo retries
 // retriable errors itself, so an error here is fatal (or shutdown).
 func (d *deliverer) produce(ctx context.Context, recs []*kgo.Record) bool {
+	recs = d.withNotices(recs)
 	var err error
 	for _, r := range d.cl.ProduceSync(ctx, recs...) {
 		if r.Err != nil {
@@ -343,6 +344,7 @@ func (d *deliverer) produce(ctx context.Context, recs []*kgo.Record) bool {
 // was acknowledged (true) or one failed (false; fatal unless shutting down,
 // as for produce).
 func (d *deliverer) produceThen(ctx context.Context, recs []*kgo.Record, done func(bool)) {
+	recs = d.withNotices(recs)
 	if len(recs) == 0 {
 		done(true)
 		return

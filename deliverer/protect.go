@@ -154,11 +154,16 @@ func (d *deliverer) settle(ctx context.Context, sub *topics.Subscription, t brea
 		}
 		log.Warn(what, zap.Int64("calls", o.Calls), zap.Int64("failures", o.Failures),
 			zap.Duration("probe_in", p.cfg.Breaker.SleepWindow))
+		if o.Transition == breaker.Opened {
+			d.breakerNotice(ctx, sub, topics.NoticeFailing, fmt.Sprintf("circuit breaker opened: %d of the last %d attempts failed; "+
+				"deliveries wait in the retry tiers, a probe in %s", o.Failures, o.Calls, p.cfg.Breaker.SleepWindow), time.Now().UTC())
+		}
 		if err := p.g.ClearRecovering(ctx, sub.ID); err != nil {
 			log.Debug("clearing the recovery mark", zap.Error(err))
 		}
 	case breaker.Closed:
 		log.Info("circuit breaker closed: endpoint recovered; its pending retries are released early")
+		d.breakerNotice(ctx, sub, topics.NoticeRecovered, "circuit breaker closed: the probes succeeded", time.Now().UTC())
 		if err := p.g.MarkRecovering(ctx, sub.ID, time.Now()); err != nil {
 			log.Warn("cannot mark the subscription recovering; its retries wait out their tiers", zap.Error(err))
 		}

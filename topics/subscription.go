@@ -297,9 +297,11 @@ func MatchType(pattern, typ string) bool {
 }
 
 // Matches reports whether this subscription wants the event: enabled, same
-// tenant when the subscription has one, and a matching type pattern.
+// tenant when the subscription has one, and a matching type pattern; and
+// not an operational event about itself (NoticePrefix, keyed by its id),
+// so a failing endpoint is never sent the news of its own failures.
 func (s *Subscription) Matches(e *Event) bool {
-	if !s.Enabled {
+	if !s.Enabled || (e.Key == s.ID && IsNotice(e.Type)) {
 		return false
 	}
 	if s.Tenant != "" && s.Tenant != e.Tenant {

@@ -479,3 +479,19 @@ func TestInvalidError(t *testing.T) {
 		t.Errorf("wrapped validation error lost its type: %v", wrapped)
 	}
 }
+
+// TestNoNoticesAboutItself: a subscription to operational events is never
+// sent those about itself, and gets the others.
+func TestNoNoticesAboutItself(t *testing.T) {
+	s := Subscription{ID: "ops", Tenant: "acme", EventTypes: []string{"webhook.*"}, Enabled: true}
+	if s.Matches(&Event{Type: NoticeFailing, Tenant: "acme", Key: "ops"}) {
+		t.Fatal("ops matched the news of its own failure")
+	}
+	if !s.Matches(&Event{Type: NoticeFailing, Tenant: "acme", Key: "shop"}) {
+		t.Fatal("ops did not match another subscription's failure")
+	}
+	o := Subscription{ID: "order_1", EventTypes: []string{"order.*"}, Enabled: true}
+	if !o.Matches(&Event{Type: "order.created", Key: "order_1"}) {
+		t.Fatal("an ordinary event whose key is the subscription's id did not match")
+	}
+}

@@ -320,7 +320,13 @@ func TestOpenSet(t *testing.T) {
 	// x half-opens and its probe succeeds: closed, out of the set.
 	clock = clock.Add(time.Second)
 	var probe Decision
-	waitFor(t, 5*time.Second, "x to half-open", func() bool { probe = b.Allow(ctx, "x"); return probe.Allowed })
+	// Time passes on the replicas' clock too: an answer "open, 1ms left"
+	// that b caches must not outlive that millisecond.
+	waitFor(t, 5*time.Second, "x to half-open", func() bool {
+		clock = clock.Add(time.Millisecond)
+		probe = b.Allow(ctx, "x")
+		return probe.Allowed
+	})
 	if o := record(t, b, "x", probe.Ticket, Success); o.Transition != Closed {
 		t.Fatalf("probe success: %+v, want closed", o)
 	}
