@@ -25,9 +25,14 @@ func noticeID(typ string, parts ...string) string {
 	return "ntf_" + typ[len(topics.NoticePrefix):] + "_" + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-// noticeRecord is the events record of an operational event about sub.
+// noticeRecord is the events record of an operational event about sub,
+// nil when no subscription would take it: events nobody asked for are not
+// published.
 func (d *deliverer) noticeRecord(id, typ string, sub *topics.Subscription, n topics.Notice) *kgo.Record {
 	ev := topics.NoticeEvent(id, typ, sub, n)
+	if d.table != nil && len(d.table.Match(&ev)) == 0 {
+		return nil
+	}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		panic(err) // an Event has no type that fails
@@ -58,9 +63,11 @@ func (d *deliverer) notices(recs []*kgo.Record) []*kgo.Record {
 			if !ok {
 				continue // deleted: nobody to tell in its tenant
 			}
-			out = append(out, d.noticeRecord(noticeID(topics.NoticeMessageDead, del.SubscriptionID, del.EventID, fmt.Sprint(r.Partition), fmt.Sprint(dl.Attempts)),
+			if n := d.noticeRecord(noticeID(topics.NoticeMessageDead, del.SubscriptionID, del.EventID, fmt.Sprint(r.Partition), fmt.Sprint(dl.Attempts)),
 				topics.NoticeMessageDead, sub, topics.Notice{Reason: dl.Reason, FailureCategory: dl.FailureCategory, EventID: del.EventID,
-					EventType: del.EventType, Attempts: dl.Attempts, At: dl.DeadAt}))
+					EventType: del.EventType, Attempts: dl.Attempts, At: dl.DeadAt}); n != nil {
+				out = append(out, n)
+			}
 		case d.names.Subscriptions():
 			if r.Value == nil {
 				continue
@@ -69,8 +76,10 @@ func (d *deliverer) notices(recs []*kgo.Record) []*kgo.Record {
 			if err != nil || sub.Enabled {
 				continue
 			}
-			out = append(out, d.noticeRecord(noticeID(topics.NoticeDisabled, sub.ID, sub.UpdatedAt.Format(time.RFC3339Nano)),
-				topics.NoticeDisabled, &sub, topics.Notice{Reason: sub.DisabledReason, At: sub.UpdatedAt}))
+			if n := d.noticeRecord(noticeID(topics.NoticeDisabled, sub.ID, sub.UpdatedAt.Format(time.RFC3339Nano)),
+				topics.NoticeDisabled, &sub, topics.Notice{Reason: sub.DisabledReason, At: sub.UpdatedAt}); n != nil {
+				out = append(out, n)
+			}
 		}
 	}
 	return out
@@ -92,6 +101,9 @@ func (d *deliverer) breakerNotice(ctx context.Context, sub *topics.Subscription,
 		return
 	}
 	r := d.noticeRecord(noticeID(typ, sub.ID, at.Format(time.RFC3339Nano)), typ, sub, topics.Notice{Reason: reason, At: at})
+	if r == nil {
+		return
+	}
 	d.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 		if err != nil {
 			d.log.Warn("operational event not published", zap.String("type", typ), zap.String("subscription", sub.ID), zap.Error(err))

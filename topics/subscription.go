@@ -297,11 +297,27 @@ func MatchType(pattern, typ string) bool {
 }
 
 // Matches reports whether this subscription wants the event: enabled, same
-// tenant when the subscription has one, and a matching type pattern; and
-// not an operational event about itself (NoticePrefix, keyed by its id),
-// so a failing endpoint is never sent the news of its own failures.
+// tenant when the subscription has one, and a matching type pattern. An
+// operational event (NoticePrefix) matches only patterns that name it
+// ("webhook.*" or its type; "*" does not), and never the subscription it
+// is about (keyed by its id), so a failing endpoint is never sent the news
+// of its own failures.
 func (s *Subscription) Matches(e *Event) bool {
-	if !s.Enabled || (e.Key == s.ID && IsNotice(e.Type)) {
+	if !s.Enabled {
+		return false
+	}
+	if IsNotice(e.Type) {
+		if e.Key == s.ID {
+			return false
+		}
+		if s.Tenant != "" && s.Tenant != e.Tenant {
+			return false
+		}
+		for _, p := range s.EventTypes {
+			if strings.HasPrefix(p, NoticePrefix) && MatchType(p, e.Type) {
+				return true
+			}
+		}
 		return false
 	}
 	if s.Tenant != "" && s.Tenant != e.Tenant {

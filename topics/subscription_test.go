@@ -481,7 +481,8 @@ func TestInvalidError(t *testing.T) {
 }
 
 // TestNoNoticesAboutItself: a subscription to operational events is never
-// sent those about itself, and gets the others.
+// sent those about itself, and gets the others of its tenant; "*" is not a
+// subscription to them.
 func TestNoNoticesAboutItself(t *testing.T) {
 	s := Subscription{ID: "ops", Tenant: "acme", EventTypes: []string{"webhook.*"}, Enabled: true}
 	if s.Matches(&Event{Type: NoticeFailing, Tenant: "acme", Key: "ops"}) {
@@ -493,5 +494,16 @@ func TestNoNoticesAboutItself(t *testing.T) {
 	o := Subscription{ID: "order_1", EventTypes: []string{"order.*"}, Enabled: true}
 	if !o.Matches(&Event{Type: "order.created", Key: "order_1"}) {
 		t.Fatal("an ordinary event whose key is the subscription's id did not match")
+	}
+	all := Subscription{ID: "all", Tenant: "acme", EventTypes: []string{"*"}, Enabled: true}
+	if all.Matches(&Event{Type: NoticeMessageDead, Tenant: "acme", Key: "shop"}) {
+		t.Fatal(`"*" matched an operational event: only a pattern naming them does`)
+	}
+	one := Subscription{ID: "one", Tenant: "acme", EventTypes: []string{NoticeDisabled}, Enabled: true}
+	if !one.Matches(&Event{Type: NoticeDisabled, Tenant: "acme", Key: "shop"}) || one.Matches(&Event{Type: NoticeFailing, Tenant: "acme", Key: "shop"}) {
+		t.Fatal("a subscription naming one operational event type matched another, or not its own")
+	}
+	if s.Matches(&Event{Type: NoticeFailing, Tenant: "globex", Key: "shop"}) {
+		t.Fatal("ops matched another tenant's operational event")
 	}
 }

@@ -161,6 +161,30 @@ func TestAPIDrivesThePipeline(t *testing.T) {
 	}
 }
 
+// message reads an event's message log with the admin key; found is false
+// while the recorder has stored none of its attempts, or has not yet
+// created its tables.
+func message(t testing.TB, base, id string) (m api.Message, found bool) {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+"/v1/messages/"+id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiAdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode >= http.StatusInternalServerError {
+		return m, false
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("message %s: %d (%v)", id, resp.StatusCode, err)
+	}
+	return m, true
+}
+
 // TestAPIMessageLog: through HTTP only, with the recorder writing to
 // ClickHouse: a delivered event is `delivered` in the message log with the
 // endpoint's answer as the response sample and the event as published; an
@@ -188,19 +212,12 @@ func TestAPIMessageLog(t *testing.T) {
 	ok := ids.IDs[0]
 	var m api.Message
 	status := func(id string) string {
-		m = api.Message{}
-		req, _ := http.NewRequest("GET", base+"/v1/messages/"+id, nil)
-		req.Header.Set("Authorization", "Bearer "+apiAdminKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode == http.StatusNotFound {
+		var found bool
+		if m, found = message(t, base, id); !found {
 			return "" // not recorded yet
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.Deliveries) != 1 {
-			t.Fatalf("message %s: %d %+v (%v)", id, resp.StatusCode, m, err)
+		if len(m.Deliveries) != 1 {
+			t.Fatalf("message %s: %+v", id, m)
 		}
 		return m.Deliveries[0].Status
 	}

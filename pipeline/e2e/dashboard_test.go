@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/hookpipe/hookpipe/api"
 	"github.com/hookpipe/hookpipe/runtime/testkit/browsertest"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
@@ -68,21 +66,13 @@ func TestDashboardOverPipeline(t *testing.T) {
 		last = last[:0]
 		dead := 0
 		for _, id := range ids.IDs {
-			var m api.Message
-			req, _ := http.NewRequest("GET", base+"/v1/messages/"+id, nil)
-			req.Header.Set("Authorization", "Bearer "+apiAdminKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = json.NewDecoder(resp.Body).Decode(&m)
-			resp.Body.Close()
+			m, found := message(t, base, id)
 			status := map[string]string{}
 			for _, d := range m.Deliveries {
 				status[d.SubscriptionID] = d.Status
 			}
 			last = append(last, fmt.Sprint(id, status))
-			if err != nil || status["good"] != "delivered" || (status["bad"] != "dead" && status["bad"] != "pending") {
+			if !found || status["good"] != "delivered" || (status["bad"] != "dead" && status["bad"] != "pending") {
 				return false
 			}
 			if status["bad"] == "dead" {
