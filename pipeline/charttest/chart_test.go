@@ -8,6 +8,7 @@ package charttest
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -978,6 +979,78 @@ func TestMonitoring(t *testing.T) {
 		"WebhooksRetriesOverdue", "WebhooksRetrierWindowOverrun", "WebhooksRecorderClickHouseDown", "WebhooksBreakerOpenTooLong"} {
 		if !alerts[a] {
 			t.Errorf("no alert %s", a)
+		}
+	}
+}
+
+// TestGrafanaDashboards: the dashboards come in one ConfigMap with the
+// sidecar's label; they are Grafana JSON whose every panel reads a
+// datasource variable, and every metric they query is one
+// docs/operations.md lists; the ClickHouse one queries the configured
+// database's views, and only when asked.
+func TestGrafanaDashboards(t *testing.T) {
+	if m := render(t); len(m.configMaps) != 1 {
+		t.Fatalf("dashboards rendered by default: %d ConfigMaps", len(m.configMaps))
+	}
+	m := render(t, "grafanaDashboards.enabled=true", "grafanaDashboards.clickhouse=true", "clickhouse.database=hooks_prod",
+		"grafanaDashboards.annotations.grafana_folder=hookpipe")
+	var cm *corev1.ConfigMap
+	for _, c := range m.configMaps {
+		if strings.HasSuffix(c.Name, "-grafana-dashboards") {
+			cm = c
+		}
+	}
+	if cm == nil || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "hookpipe" {
+		t.Fatalf("dashboard ConfigMap %+v", cm)
+	}
+	ops, err := os.ReadFile(filepath.Join(chart, "..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metric := regexp.MustCompile(`webhooks_[a-z_]+`)
+	type panel struct {
+		Title      string
+		Type       string
+		Datasource struct{ UID string }
+		Targets    []struct {
+			Expr, RawSQL string `json:"rawSql"`
+		}
+	}
+	for name, want := range map[string]string{"hookpipe.json": "${datasource}", "hookpipe-clickhouse.json": "${clickhouse}"} {
+		var d struct {
+			UID    string
+			Panels []panel
+		}
+		if err := json.Unmarshal([]byte(cm.Data[name]), &d); err != nil || d.UID == "" || len(d.Panels) < 4 {
+			t.Fatalf("%s: %v, %d panels", name, err, len(d.Panels))
+		}
+		for _, p := range d.Panels {
+			if p.Type == "row" {
+				continue
+			}
+			if p.Datasource.UID != want || len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q reads %q with %d queries", name, p.Title, p.Datasource.UID, len(p.Targets))
+			}
+			for _, q := range p.Targets {
+				for _, m := range metric.FindAllString(q.Expr, -1) {
+					m = strings.TrimSuffix(m, "_bucket")
+					if !strings.Contains(string(ops), "`"+m+"`") {
+						t.Errorf("%s: panel %q queries %s, which docs/operations.md does not list", name, p.Title, m)
+					}
+				}
+				if q.RawSQL != "" && !strings.Contains(q.RawSQL, "FROM hooks_prod.") {
+					t.Errorf("%s: panel %q does not read the configured database: %s", name, p.Title, q.RawSQL)
+				}
+			}
+		}
+	}
+	if m := render(t, "grafanaDashboards.enabled=true"); len(m.configMaps) != 2 {
+		t.Fatalf("%d ConfigMaps with the dashboards, want 2", len(m.configMaps))
+	} else {
+		for _, c := range m.configMaps {
+			if _, ok := c.Data["hookpipe-clickhouse.json"]; ok {
+				t.Error("the ClickHouse dashboard rendered without grafanaDashboards.clickhouse")
+			}
 		}
 	}
 }
