@@ -983,6 +983,12 @@ func TestMonitoring(t *testing.T) {
 	}
 }
 
+// templateVar is a Grafana dashboard variable.
+type templateVar struct {
+	Name  string
+	Query json.RawMessage
+}
+
 // TestGrafanaDashboards: the dashboards come in one ConfigMap with the
 // sidecar's label; they are Grafana JSON whose every panel reads a
 // datasource variable, and every metric they query is one
@@ -1013,16 +1019,25 @@ func TestGrafanaDashboards(t *testing.T) {
 		Type       string
 		Datasource struct{ UID string }
 		Targets    []struct {
-			Expr, RawSQL string `json:"rawSql"`
+			Expr   string
+			RawSQL string `json:"rawSql"`
 		}
 	}
 	for name, want := range map[string]string{"hookpipe.json": "${datasource}", "hookpipe-clickhouse.json": "${clickhouse}"} {
 		var d struct {
-			UID    string
-			Panels []panel
+			UID        string
+			Panels     []panel
+			Templating struct {
+				List []templateVar
+			}
 		}
 		if err := json.Unmarshal([]byte(cm.Data[name]), &d); err != nil || d.UID == "" || len(d.Panels) < 4 {
 			t.Fatalf("%s: %v, %d panels", name, err, len(d.Panels))
+		}
+		if name == "hookpipe-clickhouse.json" && !slices.ContainsFunc(d.Templating.List, func(v templateVar) bool {
+			return v.Name == "database" && string(v.Query) == `"hooks_prod"`
+		}) {
+			t.Errorf("%s: the database variable is not the configured database: %+v", name, d.Templating.List)
 		}
 		for _, p := range d.Panels {
 			if p.Type == "row" {
@@ -1038,8 +1053,8 @@ func TestGrafanaDashboards(t *testing.T) {
 						t.Errorf("%s: panel %q queries %s, which docs/operations.md does not list", name, p.Title, m)
 					}
 				}
-				if q.RawSQL != "" && !strings.Contains(q.RawSQL, "FROM hooks_prod.") {
-					t.Errorf("%s: panel %q does not read the configured database: %s", name, p.Title, q.RawSQL)
+				if q.RawSQL != "" && !strings.Contains(q.RawSQL, "FROM ${database}.") {
+					t.Errorf("%s: panel %q does not read the database variable: %s", name, p.Title, q.RawSQL)
 				}
 			}
 		}
