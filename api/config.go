@@ -77,7 +77,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 }
 
 func (c *Config) validate() error {
-	var errs []error
+	errs := []error{c.Validate()} // the HTTP settings (deliverer.HTTP)
 	if c.AdminKey != "" && (!strings.HasPrefix(c.AdminKey, topics.APIKeyPrefix) || len(c.AdminKey) < 24) {
 		errs = append(errs, fmt.Errorf("%s: not an API key (%s and at least 20 characters)", config.Name(c, &c.AdminKey), topics.APIKeyPrefix))
 	}

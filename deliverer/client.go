@@ -35,9 +35,15 @@ type sender struct {
 func newSender(c Config) *sender {
 	guard := ssrf.New(c.AllowCIDRs)
 	dialer := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second, Control: guard.Control}
+	dial := dialer.DialContext
+	if proxy, err := parseProxy(c.EgressProxy); c.EgressProxy != "" && err == nil { // validated with the config
+		dial = newEgress(proxy, guard, c.ConnectTimeout).DialContext
+	}
 	tr := &http.Transport{
-		Proxy:             nil, // a proxy would dial for us and bypass the SSRF guard
-		DialContext:       dialer.DialContext,
+		// Not http.Transport's proxy: it would have the proxy resolve and
+		// dial the endpoint, past the SSRF guard (see egress).
+		Proxy:             nil,
+		DialContext:       dial,
 		ForceAttemptHTTP2: true,
 		// Idle connections are pooled per host, and many subscriptions may
 		// share one host: keep as many as can be in flight at once.

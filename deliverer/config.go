@@ -31,6 +31,20 @@ type HTTP struct {
 	// ConnectTimeout bounds TCP connect plus TLS handshake (never more
 	// than the subscription's timeout, which bounds the whole attempt).
 	ConnectTimeout time.Duration `env:"WEBHOOKS_CONNECT_TIMEOUT" envDefault:"10s" desc:"Bounds TCP connect plus TLS handshake."`
+	// EgressProxy sends every request through this HTTP CONNECT proxy,
+	// tunnelled to the address the SSRF guard checked.
+	EgressProxy string `env:"WEBHOOKS_EGRESS_PROXY" desc:"HTTP CONNECT proxy every request to an endpoint goes through, http://[user:password@]host:port (a fixed egress for receivers with IP allowlists); the SSRF guard still checks the endpoint's address, and the proxy is asked for that address. Never logged."`
+}
+
+// Validate checks the HTTP settings.
+func (h *HTTP) Validate() error {
+	if h.EgressProxy == "" {
+		return nil
+	}
+	if _, err := parseProxy(h.EgressProxy); err != nil {
+		return fmt.Errorf("%s: %w", config.Name(h, &h.EgressProxy), err)
+	}
+	return nil
 }
 
 // Parsers read the fields of HTTP that runtime/config does not know (the
@@ -96,7 +110,7 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	var errs []error
+	errs := []error{c.Validate()} // the HTTP settings
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxInFlight)))
 	}
