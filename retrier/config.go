@@ -50,6 +50,10 @@ type Config struct {
 	// RecoveryRate is how many retries of a recovered subscription are
 	// released early per second (recovery.go); 0 turns acceleration off.
 	RecoveryRate float64 `env:"WEBHOOKS_RECOVERY_RATE" envDefault:"10" desc:"Retries of a recovered subscription released early per second (0: off)."`
+	// RecoveryRamp is how long the early releases take to grow from a
+	// tenth of RecoveryRate to all of it (recovery.go); 0 starts at all of
+	// it.
+	RecoveryRamp time.Duration `env:"WEBHOOKS_RECOVERY_RAMP" envDefault:"5m" desc:"How long early releases of a recovered subscription take to grow from a tenth of WEBHOOKS_RECOVERY_RATE to all of it; they halve and grow again when the endpoint fails anew (0: the full rate at once, and a minute to grow back after new failures)."`
 
 	// dial, when set, replaces the Kafka client's dialer: tests use it to
 	// run the retrier over kfake's virtual network under testing/synctest.
@@ -75,6 +79,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
+	}
+	if c.RecoveryRamp < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.RecoveryRamp)))
 	}
 	if c.RecoveryRate < 0 || math.IsNaN(c.RecoveryRate) || math.IsInf(c.RecoveryRate, 0) {
 		errs = append(errs, fmt.Errorf("%s must be a finite number, not negative", config.Name(c, &c.RecoveryRate)))

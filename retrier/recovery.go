@@ -29,6 +29,12 @@ import (
 // is forgotten when the breaker opens again (the deliverer removes it) or
 // once no record written before it can still be waiting in a tier.
 //
+// The rate ramps: it starts at a tenth of RecoveryRate and grows linearly
+// to all of it over RecoveryRamp, so an endpoint just back is not met with
+// its whole backlog at once. When the endpoint fails again (its breaker
+// counts new failures) the rate halves and ramps again from there; when
+// its breaker opens again, the mark is gone and early releases stop.
+//
 // The rate is per retrier process: a subscription's retries sit on one
 // partition per tier (deliveries are partitioned by subscription), so it
 // is at most the number of tiers times the rate across all replicas.
@@ -43,12 +49,13 @@ const recoveryTick = 50 * time.Millisecond
 type recovery struct {
 	g       *redisstate.Guard
 	rate    float64
+	ramp    time.Duration
 	horizon time.Duration // how long a mark can matter
 	log     *zap.Logger
 
 	mu          sync.Mutex
 	marks       map[string]time.Time // subscription -> when its breaker closed
-	limits      map[string]*rate.Limiter
+	limits      map[string]*ramped
 	lastRefused time.Time // a candidate waited for its turn
 	released    uint64
 }
@@ -69,8 +76,8 @@ func newRecovery(cfg Config, log *zap.Logger) (*recovery, error) {
 	for _, t := range cfg.Kafka.Names.Tiers {
 		longest = max(longest, t)
 	}
-	return &recovery{g: g, rate: cfg.RecoveryRate, horizon: 2*longest + time.Minute, log: log,
-		marks: map[string]time.Time{}, limits: map[string]*rate.Limiter{}}, nil
+	return &recovery{g: g, rate: cfg.RecoveryRate, ramp: cfg.RecoveryRamp, horizon: 2*longest + time.Minute, log: log,
+		marks: map[string]time.Time{}, limits: map[string]*ramped{}}, nil
 }
 
 func (rc *recovery) close() {
@@ -97,18 +104,32 @@ func (rc *recovery) run(ctx context.Context) {
 }
 
 func (rc *recovery) refresh(ctx context.Context) {
-	marks, err := rc.g.Recovering(ctx, time.Now().Add(-rc.horizon))
+	now := time.Now()
+	marks, err := rc.g.Recovering(ctx, now.Add(-rc.horizon))
 	if err != nil {
 		return // Redis down (logged by the guard): keep the marks known
+	}
+	// The failures each marked subscription's breaker counts now: more
+	// than last time means the endpoint fails again.
+	failures := map[string]int64{}
+	for sub := range marks {
+		if st, err := rc.g.ReadBreaker(ctx, sub); err == nil {
+			failures[sub] = st.Failures
+		}
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	for sub, at := range marks {
 		if old, ok := rc.marks[sub]; !ok || !old.Equal(at) {
 			rc.log.Info("subscription recovered: releasing its pending retries early",
-				zap.String("subscription", sub), zap.Time("breaker_closed", at), zap.Float64("per_second", rc.rate))
-			// A burst of a tenth of a second: the ramp starts gently.
-			rc.limits[sub] = rate.NewLimiter(rate.Limit(rc.rate), max(1, int(math.Ceil(rc.rate/10))))
+				zap.String("subscription", sub), zap.Time("breaker_closed", at), zap.Float64("per_second", rc.rate),
+				zap.Duration("ramp", rc.ramp))
+			rc.limits[sub] = newRamped(rc.rate, rc.ramp, now, failures[sub])
+			continue
+		}
+		if l := rc.limits[sub]; l.failed(failures[sub], now) {
+			rc.log.Info("recovering subscription fails again: halving its early releases",
+				zap.String("subscription", sub), zap.Float64("per_second", l.base))
 		}
 	}
 	for sub := range rc.limits {
@@ -117,6 +138,56 @@ func (rc *recovery) refresh(ctx context.Context) {
 		}
 	}
 	rc.marks = marks
+}
+
+// ramped is the early-release rate of one recovering subscription: from
+// base at from, linearly up to max over ramp.
+type ramped struct {
+	lim       *rate.Limiter
+	max, base float64
+	ramp      time.Duration
+	from      time.Time
+	failures  int64 // the breaker's failure count last seen
+}
+
+func newRamped(max float64, ramp time.Duration, now time.Time, failures int64) *ramped {
+	base := max
+	if ramp > 0 {
+		base = max / 10
+	}
+	// A burst of a tenth of a second at the full rate.
+	return &ramped{lim: rate.NewLimiter(rate.Limit(base), int(math.Max(1, math.Ceil(max/10)))), max: max, base: base,
+		ramp: ramp, from: now, failures: failures}
+}
+
+// at is the rate at now.
+func (r *ramped) at(now time.Time) float64 {
+	if r.ramp <= 0 || !now.Before(r.from.Add(r.ramp)) {
+		return r.max
+	}
+	return r.base + (r.max-r.base)*float64(now.Sub(r.from))/float64(r.ramp)
+}
+
+// failed notes the breaker's failure count; when it grew, the rate halves
+// (down to a tenth of the most) and ramps again from now. It reports
+// whether it did.
+func (r *ramped) failed(failures int64, now time.Time) bool {
+	grew := failures > r.failures
+	r.failures = failures
+	if !grew {
+		return false
+	}
+	r.base, r.from = math.Max(r.max/10, r.at(now)/2), now
+	if r.ramp <= 0 {
+		r.ramp = time.Minute // a full-rate start still ramps back after a failure
+	}
+	return true
+}
+
+// allow takes one release at now, at the rate of now.
+func (r *ramped) allow(now time.Time) bool {
+	r.lim.SetLimitAt(now, rate.Limit(r.at(now)))
+	return r.lim.AllowN(now, 1)
 }
 
 // early returns the held records of h that go out before they are due:
@@ -138,7 +209,7 @@ func (rc *recovery) early(h *hold.Partition, now time.Time) []hold.Record {
 		if !ok || !r.Rec.Timestamp.Before(at) {
 			continue
 		}
-		if !rc.limits[string(sub)].AllowN(now, 1) {
+		if !rc.limits[string(sub)].allow(now) {
 			rc.lastRefused = now
 			continue
 		}

@@ -2,6 +2,7 @@ package retrier
 
 import (
 	"context"
+	"math"
 	"fmt"
 	"maps"
 	"slices"
@@ -29,6 +30,7 @@ func TestRecoveryReleasesHeldRetriesEarly(t *testing.T) {
 		redisstate.EnvKeyPrefix:  prefix,
 		redisstate.EnvTimeout:    "500ms",
 		"WEBHOOKS_RECOVERY_RATE": fmt.Sprint(rate),
+		"WEBHOOKS_RECOVERY_RAMP": "0", // the full rate at once (TestRamp covers the ramp)
 	}, nil)
 	h.tail()
 	recovered := subOn(t, 0)
@@ -141,5 +143,50 @@ func TestRecoveryConfig(t *testing.T) {
 				t.Fatalf("LoadConfig = rate %v, redis %q, %v; want %v, %q", c.RecoveryRate, c.Redis.URL, err, tc.rate, tc.url)
 			}
 		})
+	}
+}
+
+// TestRamp: early releases start at a tenth of the rate and grow linearly
+// to all of it over the ramp; new failures halve the rate and ramp again
+// from there; without a ramp the full rate applies at once.
+func TestRamp(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	r := newRamped(50, 100*time.Second, t0, 3)
+	for _, tc := range []struct {
+		after time.Duration
+		want  float64
+	}{{0, 5}, {50 * time.Second, 27.5}, {100 * time.Second, 50}, {time.Hour, 50}} {
+		if got := r.at(t0.Add(tc.after)); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("after %v: %v/s, want %v", tc.after, got, tc.want)
+		}
+	}
+	if r.failed(3, t0.Add(50*time.Second)) {
+		t.Fatal("no new failure, yet the rate halved")
+	}
+	if !r.failed(5, t0.Add(100*time.Second)) || r.at(t0.Add(100*time.Second)) != 25 || r.at(t0.Add(150*time.Second)) != 37.5 {
+		t.Fatalf("after new failures at the full rate: %v/s, then %v/s; want 25, ramping to 50", r.at(t0.Add(100*time.Second)),
+			r.at(t0.Add(150*time.Second)))
+	}
+	for _, f := range []int64{9, 12, 15} { // 12.5, 6.25, then the floor
+		r.failed(f, t0.Add(100*time.Second))
+	}
+	if got := r.at(t0.Add(100 * time.Second)); got != 5 {
+		t.Fatalf("after failing again and again: %v/s, want the floor of a tenth", got)
+	}
+	flat := newRamped(50, 0, t0, 0)
+	if flat.at(t0) != 50 {
+		t.Fatalf("without a ramp: %v/s, want 50 at once", flat.at(t0))
+	}
+	// Releases follow the rate: in the first second of a ramp from 5/s, the
+	// burst (a tenth of a second at the full rate: 5) and about 5 more.
+	fresh := newRamped(50, 100*time.Second, t0, 0)
+	got := 0
+	for i := range 1000 {
+		if fresh.allow(t0.Add(time.Duration(i) * time.Millisecond)) {
+			got++
+		}
+	}
+	if got < 5 || got > 12 {
+		t.Fatalf("%d releases in the first second of a ramp from 5/s (burst 5), want about 10", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,12 +28,15 @@ import (
 // failed (before it opened, and failed probes) climb to the long tiers.
 // Without acceleration those wait out their tiers after the endpoint is
 // back; with it, the retrier releases them once the breaker closed, at
-// WEBHOOKS_RECOVERY_RATE per second.
+// WEBHOOKS_RECOVERY_RATE per second, ramped up from a tenth of it over
+// WEBHOOKS_RECOVERY_RAMP (10s here, for 5m); the endpoint's requests per
+// second after it is back are drawn for that run.
 func BenchmarkRecovery(b *testing.B) {
 	const (
-		outage = 20 * time.Second
-		rate   = 10 // events/s during the outage
-		ramp   = 50 // WEBHOOKS_RECOVERY_RATE with acceleration
+		outage   = 20 * time.Second
+		rate     = 10 // events/s during the outage
+		ramp     = 50 // WEBHOOKS_RECOVERY_RATE with acceleration
+		rampTime = 10 * time.Second
 	)
 	srv := redistest.Start(b)
 	for b.Loop() {
@@ -42,6 +46,9 @@ func BenchmarkRecovery(b *testing.B) {
 			failed int // HTTP attempts during the outage
 			// waiting: deliveries due more than 1s after the endpoint was back
 			waiting, blocked int
+			// perSecond: requests the endpoint got in each second after it
+			// was back
+			perSecond []int
 		}
 		runs := 0
 		run := func(accelerate bool) result {
@@ -59,6 +66,7 @@ func BenchmarkRecovery(b *testing.B) {
 				"WEBHOOKS_BREAKER_SLEEP":     "1s",
 				"WEBHOOKS_BREAKER_PROBES":    "3",
 				"WEBHOOKS_RECOVERY_RATE":     recoveryRate,
+				"WEBHOOKS_RECOVERY_RAMP":     rampTime.String(),
 			})
 			r := newReceiver(b)
 			var down atomic.Bool
@@ -92,6 +100,16 @@ func BenchmarkRecovery(b *testing.B) {
 				return len(ids) >= sent
 			})
 			res := result{events: sent, drain: time.Since(back), failed: int(failed.Load())}
+			for _, q := range r.got() {
+				if q.At.Before(back) {
+					continue
+				}
+				sec := int(q.At.Sub(back) / time.Second)
+				for len(res.perSecond) <= sec {
+					res.perSecond = append(res.perSecond, 0)
+				}
+				res.perSecond[sec]++
+			}
 			// From the attempt records: the deliveries that, when the
 			// endpoint came back, waited in a tier until more than a
 			// breaker sleep later (their last record before it).
@@ -135,6 +153,10 @@ func BenchmarkRecovery(b *testing.B) {
 		fmt.Fprintf(os.Stdout, "%-58s %12s %12s\n", "time to drain after the endpoint is back",
 			without.drain.Round(10*time.Millisecond), with.drain.Round(10*time.Millisecond))
 		fmt.Fprintf(os.Stdout, "%-58s %12.1f\n", "speed-up", without.drain.Seconds()/with.drain.Seconds())
+		fmt.Fprintf(os.Stdout, "\nrequests to the endpoint per second after it is back, with %d/s ramped over %v:\n", ramp, rampTime)
+		for sec, n := range with.perSecond {
+			fmt.Fprintf(os.Stdout, "%4ds %4d %s\n", sec, n, strings.Repeat("#", (n+1)/2))
+		}
 		b.ReportMetric(without.drain.Seconds(), "drain-s-without")
 		b.ReportMetric(with.drain.Seconds(), "drain-s-with")
 	}
