@@ -150,13 +150,13 @@ type ramped struct {
 	failures  int64 // the breaker's failure count last seen
 }
 
-func newRamped(max float64, ramp time.Duration, now time.Time, failures int64) *ramped {
-	base := max
+func newRamped(most float64, ramp time.Duration, now time.Time, failures int64) *ramped {
+	base := most
 	if ramp > 0 {
-		base = max / 10
+		base = most / 10
 	}
 	// A burst of a tenth of a second at the full rate.
-	return &ramped{lim: rate.NewLimiter(rate.Limit(base), int(math.Max(1, math.Ceil(max/10)))), max: max, base: base,
+	return &ramped{lim: rate.NewLimiter(rate.Limit(base), int(math.Max(1, math.Ceil(most/10)))), max: most, base: base,
 		ramp: ramp, from: now, failures: failures}
 }
 

@@ -2,9 +2,9 @@ package retrier
 
 import (
 	"context"
-	"math"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
