@@ -380,3 +380,29 @@ func TestSubscriptionFilter(t *testing.T) {
 		t.Fatalf("a filter over an unknown variable: %d %s", a.status, a.body)
 	}
 }
+
+// TestSubscriptionAuth: endpoint auth is shown without its secrets (they
+// are sealed at rest: topics.TestAuthSealed), refused when incomplete, and
+// removed with type none.
+func TestSubscriptionAuth(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	var s Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"},
+		"auth": map[string]any{"type": "basic", "username": "hooks", "password": "correct-horse-battery"}}, &s)
+	a := r.do("GET", "/v1/subscriptions/"+s.ID, adminKey, nil)
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"auth":{"type":"basic","username":"hooks"}`) ||
+		strings.Contains(string(a.body), "correct-horse") {
+		t.Fatalf("GET: %d %s", a.status, a.body)
+	}
+	if a := r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "bearer"}}); a.status != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(a.body), "body.auth.token") {
+		t.Fatalf("bearer without a token: %d %s", a.status, a.body)
+	}
+	var cleared Subscription
+	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "none"}}, &cleared)
+	if cleared.Auth != nil {
+		t.Fatalf("auth after removing it: %+v", cleared.Auth)
+	}
+}

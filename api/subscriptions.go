@@ -30,6 +30,7 @@ type Subscription struct {
 	RetrySchedule  []string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; absent: the default."`
 	RetryStatuses  []int             `json:"retry_statuses,omitempty" doc:"Permanent statuses retried instead of dead-lettered."`
 	Filter         string            `json:"filter,omitempty" doc:"A CEL expression over the event's type, tenant, key and data that must be true for the subscription to take it."`
+	Auth           *AuthView         `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint (its password or token never shown)."`
 	DisabledReason string            `json:"disabled_reason,omitempty"`
 	Secret         string            `json:"secret,omitempty" doc:"The signing secret (whsec_...): in the answers to create and rotate-secret only."`
 	CreatedAt      time.Time         `json:"created_at"`
@@ -41,6 +42,9 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 		Ordering: s.Ordering, Headers: s.Headers, TimeoutMS: int(s.Timeout().Milliseconds()), RateLimitPerS: s.RateLimitPerS,
 		RetrySchedule: s.RetrySchedule, RetryStatuses: s.RetryStatuses, Filter: s.Filter, DisabledReason: s.DisabledReason,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	if a := s.Auth; a != nil {
+		out.Auth = &AuthView{Type: a.Type, Username: a.Username}
+	}
 	if out.Ordering == "" {
 		out.Ordering = topics.OrderingNone
 	}
@@ -48,6 +52,20 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 		out.Secret = s.Secret
 	}
 	return out
+}
+
+// AuthView is a subscription's endpoint auth as the API shows it.
+type AuthView struct {
+	Type     string `json:"type" enum:"basic,bearer"`
+	Username string `json:"username,omitempty"`
+}
+
+// AuthFields set a subscription's endpoint auth.
+type AuthFields struct {
+	Type     string `json:"type" enum:"basic,bearer,none" doc:"basic (username and password), bearer (a static token), or none to remove it."`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty" doc:"Sealed at rest, never shown again."`
+	Token    string `json:"token,omitempty" doc:"Sealed at rest, never shown again."`
 }
 
 // subscriptionFields are the settable fields of a subscription; nil leaves
@@ -64,6 +82,7 @@ type subscriptionFields struct {
 	RateLimitPerS *float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second; 0: no limit."`
 	RetrySchedule *[]string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
 	RetryStatuses *[]int             `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
+	Auth          *AuthFields        `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint, besides signing: sent as its Authorization header."`
 	Filter        *string            `json:"filter,omitempty" doc:"A CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. data.total > 100 && \"vip\" in data.tags; compiled and type-checked here (422 with the compiler's message); empty: none."`
 	Secret        *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
 	// Verify is for create only.
@@ -82,6 +101,12 @@ func (f *subscriptionFields) apply(sub *topics.Subscription) {
 	set(&sub.Ordering, f.Ordering)
 	set(&sub.Secret, f.Secret)
 	set(&sub.Filter, f.Filter)
+	if a := f.Auth; a != nil {
+		sub.Auth = nil
+		if a.Type != "none" {
+			sub.Auth = &topics.EndpointAuth{Type: a.Type, Username: a.Username, Password: a.Password, Token: a.Token}
+		}
+	}
 	if f.EventTypes != nil {
 		sub.EventTypes = f.EventTypes
 	}

@@ -3,6 +3,7 @@ package deliverer
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -135,6 +136,9 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	for k, v := range sub.Headers {
 		req.Header.Set(k, v)
 	}
+	if v := authorization(sub.Auth); v != "" {
+		req.Header.Set("Authorization", v)
+	}
 	now := time.Now()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header["webhook-id"] = []string{d.EventID}
@@ -187,5 +191,27 @@ func redact(sample string, sub *topics.Subscription, now time.Time) string {
 			sample = strings.ReplaceAll(sample, v, "[redacted]")
 		}
 	}
+	if a := sub.Auth; a != nil {
+		// The header value first: it holds the others.
+		for _, v := range append([]string{strings.TrimPrefix(strings.TrimPrefix(authorization(a), "Basic "), "Bearer ")}, a.Secrets()...) {
+			if len(v) >= 4 {
+				sample = strings.ReplaceAll(sample, v, "[redacted]")
+			}
+		}
+	}
 	return sample
+}
+
+// authorization is the Authorization header value of an endpoint's auth,
+// "" without one.
+func authorization(a *topics.EndpointAuth) string {
+	switch {
+	case a == nil:
+		return ""
+	case a.Type == topics.AuthBasic:
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password))
+	case a.Type == topics.AuthBearer:
+		return "Bearer " + a.Token
+	}
+	return ""
 }

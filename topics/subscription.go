@@ -58,6 +58,9 @@ type Subscription struct {
 	// (package runtime/filter); an expression that fails on an event does
 	// not match it.
 	Filter string `json:"filter,omitempty"`
+	// Auth, when set, authenticates the deliverer to the endpoint (its
+	// secrets sealed at rest like Secret).
+	Auth *EndpointAuth `json:"auth,omitempty"`
 	// Secret signs every request. PreviousSecret also signs until
 	// PreviousSecretUntil, so receivers can roll over without dropping.
 	Secret              string    `json:"secret"`
@@ -103,10 +106,14 @@ func DecodeSubscriptionPlain(b []byte, k *Keyring) (s Subscription, plaintext bo
 	if len(s.RetryStatuses) == 0 {
 		s.RetryStatuses = nil
 	}
-	for _, f := range []struct {
+	fields := []struct {
 		name string
 		v    *string
-	}{{"secret", &s.Secret}, {"previous_secret", &s.PreviousSecret}} {
+	}{{"secret", &s.Secret}, {"previous_secret", &s.PreviousSecret}}
+	if s.Auth != nil {
+		fields = append(fields, s.Auth.secrets()...)
+	}
+	for _, f := range fields {
 		if !isSealed(*f.v) {
 			plaintext = plaintext || (k != nil && *f.v != "")
 			continue
@@ -138,6 +145,15 @@ func (s *Subscription) EncodeWith(k *Keyring) []byte {
 	w.Secret = k.seal(s.ID, "secret", s.Secret)
 	if s.PreviousSecret != "" {
 		w.PreviousSecret = k.seal(s.ID, "previous_secret", s.PreviousSecret)
+	}
+	if s.Auth != nil {
+		a := *s.Auth
+		for _, f := range a.secrets() {
+			if *f.v != "" {
+				*f.v = k.seal(s.ID, f.name, *f.v)
+			}
+		}
+		w.Auth = &a
 	}
 	return w.Encode()
 }
@@ -202,6 +218,16 @@ func (s Subscription) Validate() error {
 	}
 	if _, err := ParseSchedule(s.RetrySchedule); err != nil {
 		return err
+	}
+	if s.Auth != nil {
+		if err := s.Auth.validate(); err != nil {
+			return err
+		}
+		for k := range s.Headers {
+			if http.CanonicalHeaderKey(k) == "Authorization" {
+				return invalid("subscription", "headers", "Authorization is set by auth")
+			}
+		}
 	}
 	if len(s.Filter) > MaxFilterLength {
 		return invalid("subscription", "filter", "%d characters; at most %d", len(s.Filter), MaxFilterLength)

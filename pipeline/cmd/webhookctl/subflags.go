@@ -30,11 +30,15 @@ type subFlags struct {
 	schedule string
 	statuses string
 	filter   string
+	auth     string
+	authUser string
+	authPass string
+	authTok  string
 	disabled bool
 }
 
 // subFlagNames are the flags define registers, for telling which were given.
-var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "disabled"}
+var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "auth", "auth-username", "auth-password", "auth-token", "disabled"}
 
 func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	secretHelp := "signing secret, whsec_ + base64 of 24-64 bytes (default: generated)"
@@ -54,6 +58,10 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.StringVar(&f.schedule, "retry-schedule", "", "comma-separated delays of the retries after the first attempt (empty: 5s,5m,30m,2h,5h,10h,10h)")
 	fs.StringVar(&f.statuses, "retry-statuses", "", "comma-separated permanent statuses to retry instead of dead-lettering at once, e.g. 404 (empty: none)")
 	fs.StringVar(&f.filter, "filter", "", `CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. 'data.total > 100 && "vip" in data.tags' (empty: none)`)
+	fs.StringVar(&f.auth, "auth", "", "endpoint auth, sent as Authorization: basic (--auth-username, --auth-password) or bearer (--auth-token); none removes it")
+	fs.StringVar(&f.authUser, "auth-username", "", "basic auth username")
+	fs.StringVar(&f.authPass, "auth-password", "", "basic auth password (sealed at rest, never printed)")
+	fs.StringVar(&f.authTok, "auth-token", "", "bearer token (sealed at rest, never printed)")
 	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
 }
 
@@ -106,6 +114,15 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 	}
 	if given("filter") {
 		s.Filter = f.filter
+	}
+	if f.auth == "" && (f.authUser != "" || f.authPass != "" || f.authTok != "") {
+		return usagef("--auth-username, --auth-password and --auth-token go with --auth")
+	}
+	if given("auth") {
+		s.Auth = nil
+		if f.auth != "" && f.auth != "none" {
+			s.Auth = &topics.EndpointAuth{Type: f.auth, Username: f.authUser, Password: f.authPass, Token: f.authTok}
+		}
 	}
 	if given("disabled") {
 		s.Enabled = !f.disabled

@@ -133,6 +133,9 @@ func TestCreateRejects(t *testing.T) {
 		{"retry status not permanent", base("--retry-statuses", "503"), 2},
 		{"timeout too long", base("--http-timeout", "10m"), 2},
 		{"filter does not compile", base("--filter", "data.n >"), 2},
+		{"basic auth without password", base("--auth", "basic", "--auth-username", "u"), 2},
+		{"unknown auth", base("--auth", "kerberos"), 2},
+		{"auth values without --auth", base("--auth-token", "t"), 2},
 		{"filter over an unknown name", base("--filter", "amount > 3"), 2},
 		{"negative rate", base("--rate-limit", "-1"), 2},
 		{"bad id", base("--id", "sub 1"), 2},
@@ -172,6 +175,10 @@ func TestUpdate(t *testing.T) {
 		{"retry statuses cleared", []string{"--retry-statuses", ""}, func(s *topics.Subscription) { s.RetryStatuses = nil }},
 		{"filter", []string{"--filter", `data.n > 1 && "vip" in data.tags`}, func(s *topics.Subscription) { s.Filter = `data.n > 1 && "vip" in data.tags` }},
 		{"filter cleared", []string{"--filter", ""}, func(s *topics.Subscription) { s.Filter = "" }},
+		{"bearer auth", []string{"--auth", "bearer", "--auth-token", "tok_0123456789"}, func(s *topics.Subscription) {
+			s.Auth = &topics.EndpointAuth{Type: topics.AuthBearer, Token: "tok_0123456789"}
+		}},
+		{"auth removed", []string{"--auth", "none"}, func(s *topics.Subscription) { s.Auth = nil }},
 		{"disabled", []string{"--disabled"}, func(s *topics.Subscription) { s.Enabled = false }},
 		{"secret replaced", []string{"--secret", "whsec_" + strings.Repeat("A", 40)}, func(s *topics.Subscription) {
 			s.Secret = "whsec_" + strings.Repeat("A", 40)

@@ -23,6 +23,16 @@ func masked(s *topics.Subscription) topics.Subscription {
 	if m.PreviousSecret != "" {
 		m.PreviousSecret = redacted
 	}
+	if s.Auth != nil {
+		a := *s.Auth
+		if a.Password != "" {
+			a.Password = redacted
+		}
+		if a.Token != "" {
+			a.Token = redacted
+		}
+		m.Auth = &a
+	}
 	return m
 }
 
@@ -77,6 +87,9 @@ func (c *cli) printSubscription(s *topics.Subscription, reveal bool) error {
 	}
 	row("rate limit", rate)
 	row("retry schedule", or(strings.Join(s.RetrySchedule, ", "), "default"))
+	if a := s.Auth; a != nil {
+		row("auth", strings.TrimSpace(a.Type+" "+a.Username))
+	}
 	retried := make([]string, len(s.RetryStatuses))
 	for i, code := range s.RetryStatuses {
 		retried[i] = strconv.Itoa(code)
