@@ -47,6 +47,18 @@ func (e *env) startAPI() string {
 	return base
 }
 
+// startAllWithClickHouse runs every component, the recorder writing to a
+// fresh ClickHouse database, and returns the API's base URL.
+func (e *env) startAllWithClickHouse() string {
+	e.t.Helper()
+	e.clickhouseDB()
+	e.startDispatcher()
+	e.startDeliverer()
+	e.startRetrier()
+	e.startRecorder()
+	return e.startAPI()
+}
+
 // call makes an API request that must answer want and decodes the answer.
 func call(t testing.TB, method, url, key string, body, out any, want int) {
 	t.Helper()
@@ -192,12 +204,7 @@ func message(t testing.TB, base, id string) (m api.Message, found bool) {
 // operation reaches done, and the event, delivered once, is `delivered`.
 func TestAPIMessageLog(t *testing.T) {
 	e := newEnv(t)
-	e.clickhouseDB()
-	e.startDispatcher()
-	e.startDeliverer()
-	e.startRetrier()
-	e.startRecorder()
-	base := e.startAPI()
+	base := e.startAllWithClickHouse()
 	r := newReceiver(t)
 	r.answer(func(request, http.ResponseWriter) int { return http.StatusOK }) // a 204 has no body
 	r.reply("thanks")

@@ -27,12 +27,7 @@ func TestDashboardOverPipeline(t *testing.T) {
 	url, prefix := redistest.Shared(t)
 	e.withRedis(url, prefix, map[string]string{"WEBHOOKS_BREAKER_MIN_CALLS": "8", "WEBHOOKS_BREAKER_SLEEP": "10m"})
 	e.vars["WEBHOOKS_API_RATE_LIMIT"] = "0" // the test polls the message log
-	e.clickhouseDB()
-	e.startDispatcher()
-	e.startDeliverer()
-	e.startRetrier()
-	e.startRecorder()
-	base := e.startAPI()
+	base := e.startAllWithClickHouse()
 	r := newReceiver(t)
 	r.answer(func(q request, _ http.ResponseWriter) int {
 		if q.Sub == "bad" {
