@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -106,6 +107,32 @@ func (s *Server) breaker(ctx context.Context, sub string) Breaker {
 		b.Until = &st.Until
 	}
 	return b
+}
+
+// breakerStates are the breaker states of subs that are not closed, read
+// with one call for the set of breakers not closed and one per member of it
+// among subs; a subscription missing from the map is closed. While Redis is
+// down every one is "unknown".
+func (s *Server) breakerStates(ctx context.Context, subs []string) map[string]string {
+	out := map[string]string{}
+	if s.guard == nil {
+		return out
+	}
+	open, err := s.guard.BreakersNotClosed(ctx)
+	if err != nil {
+		for _, id := range subs {
+			out[id] = "unknown"
+		}
+		return out
+	}
+	for _, id := range open {
+		if slices.Contains(subs, id) {
+			if b := s.breaker(ctx, id); b.State != redisstate.StateClosed {
+				out[id] = b.State
+			}
+		}
+	}
+	return out
 }
 
 // window sums the per-minute views over the last d.

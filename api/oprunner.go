@@ -103,17 +103,22 @@ func (s *Server) lead(ctx context.Context) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case err == nil:
+			continue
 		case errors.Is(err, kafka.ErrFenced):
 			// webhookctl dlq redrive took the dlq's transactional id: the
 			// operation resumes after it.
 			s.log.Warn("operation interrupted; resuming it", zap.String("operation", all[i].ID), zap.Error(err))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-		case err != nil:
+		default:
+			// Marked failed, or, when even that could not be written, tried
+			// again.
 			s.log.Error("operation failed", zap.String("operation", all[i].ID), zap.Error(err))
+		}
+		// Not at once: Kafka may be down.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -20,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/recorder/report"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -364,9 +366,14 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 	var subs subscriptionsOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?limit=1000", nil, &subs.Body); err == nil {
 		data.Subscriptions = len(subs.Body.Data)
-		for _, sub := range subs.Body.Data {
-			if b := s.breaker(ctx, sub.ID); b.State != "closed" {
-				data.BreakersOpen = append(data.BreakersOpen, sub.ID+" ("+b.State+")")
+		ids := make([]string, len(subs.Body.Data))
+		for i, sub := range subs.Body.Data {
+			ids[i] = sub.ID
+		}
+		states := s.breakerStates(ctx, ids)
+		for _, id := range ids {
+			if st, ok := states[id]; ok {
+				data.BreakersOpen = append(data.BreakersOpen, id+" ("+st+")")
 			}
 		}
 	}
@@ -412,10 +419,16 @@ func (s *Server) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vi
 			spark[se.Key] = se
 		}
 	}
+	ids := make([]string, len(out.Body.Data))
+	for i, sub := range out.Body.Data {
+		ids[i] = sub.ID
+	}
+	states := s.breakerStates(ctx, ids)
 	rows := make([]row, 0, len(out.Body.Data))
 	for _, sub := range out.Body.Data {
 		svg, rate := sparkline(spark[sub.ID].Points)
-		rows = append(rows, row{Subscription: sub, Breaker: s.breaker(ctx, sub.ID).State, Sparkline: svg, Rate: rate})
+		st := cmp.Or(states[sub.ID], redisstate.StateClosed)
+		rows = append(rows, row{Subscription: sub, Breaker: st, Sparkline: svg, Rate: rate})
 	}
 	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor}
 	return pg

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
 // uiClient is a browser-like client: cookies kept, redirects not followed.
@@ -115,17 +117,10 @@ func TestDashboardSessions(t *testing.T) {
 		t.Fatalf("a session of a replica with another session key: %d, want a redirect to sign in", status)
 	}
 	r.must(http.StatusNoContent, "DELETE", "/v1/api-keys/"+k.ID, adminKey, nil, nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, 10*time.Second, "the session of the revoked key refused", func() bool {
 		status, _ := admin.get("/ui/subscriptions")
-		if status == http.StatusSeeOther {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the session of a revoked key still works: %d", status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return status == http.StatusSeeOther
+	})
 }
 
 func mustURL(t *testing.T, s string) *url.URL {

@@ -28,9 +28,12 @@ func fanOut(r *kgo.Record, subs matcher, filters *filter.Cache, names topics.Nam
 	}
 	matched := subs.Match(&ev)
 	out := make([]*kgo.Record, 0, len(matched))
-	in := filter.NewInput(&ev)
+	var in *filter.Input // the event as filters see it, made for the first filter
 	for _, sub := range matched {
 		if sub.Filter != "" {
+			if in == nil {
+				in = filter.NewInput(&ev)
+			}
 			ok, err := filters.Matches(sub, in)
 			if err != nil {
 				filterFailed(sub, err)

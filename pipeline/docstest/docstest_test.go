@@ -79,7 +79,7 @@ func TestDocsNameExistingTests(t *testing.T) {
 func TestCheckerFindsProblems(t *testing.T) {
 	files := map[string]string{
 		"README.md": "[ok](docs/a.md) [dir](docs) [head](docs/a.md#second-part) [self](#top) [web](https://example.com/x)\n" +
-			"[gone](docs/missing.md) [nohead](docs/a.md#nowhere) [out](../shared/x.md) [abs](/etc/passwd)\n" +
+			"[gone](docs/missing.md) [nohead](docs/a.md#nowhere) [out](../outside/x.md) [abs](/etc/passwd)\n" +
 			"```\n[in code](nowhere.md)\n```\n# Top\n",
 		"docs/a.md": "# A\n## Second part\n[up](../README.md#top) [dup](#a-1)\n## A\n",
 		"docs/b.go": "package b\n",
@@ -89,7 +89,7 @@ func TestCheckerFindsProblems(t *testing.T) {
 		got = append(got, p.File+" "+p.Link)
 	}
 	slices.Sort(got)
-	want := []string{"README.md ../shared/x.md", "README.md /etc/passwd", "README.md docs/a.md#nowhere", "README.md docs/missing.md"}
+	want := []string{"README.md ../outside/x.md", "README.md /etc/passwd", "README.md docs/a.md#nowhere", "README.md docs/missing.md"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("problems %q, want %q", got, want)
 	}

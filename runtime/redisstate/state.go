@@ -31,6 +31,19 @@ type BreakerState struct {
 	Window time.Duration `json:"window,omitzero"`
 }
 
+// BreakersNotClosed lists the subscriptions in the set of breakers not
+// closed (Keys.OpenBreakers): one call for a page of subscriptions, whose
+// others are closed. The set may still hold one that closed a moment ago;
+// ReadBreaker tells.
+func (g *Guard) BreakersNotClosed(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := g.Do(ctx, func(ctx context.Context, rdb *redis.Client) (err error) {
+		ids, err = rdb.ZRange(ctx, g.keys.OpenBreakers(), 0, -1).Result()
+		return err
+	})
+	return ids, err
+}
+
 // ReadBreaker reads a subscription's breaker state.
 func (g *Guard) ReadBreaker(ctx context.Context, sub string) (BreakerState, error) {
 	var st []any
