@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -399,6 +400,24 @@ func TestSubscriptionAuth(t *testing.T) {
 	if a := r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "bearer"}}); a.status != http.StatusUnprocessableEntity ||
 		!strings.Contains(string(a.body), "body.auth.token") {
 		t.Fatalf("bearer without a token: %d %s", a.status, a.body)
+	}
+	a = r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "oauth2",
+		"token_url": "https://auth.example/token", "client_id": "hookpipe", "client_secret": "cs_correct-horse", "scopes": []string{"hooks:write"}}})
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"auth":{"type":"oauth2","token_url":"https://auth.example/token","client_id":"hookpipe","scopes":["hooks:write"]}`) ||
+		strings.Contains(string(a.body), "correct-horse") {
+		t.Fatalf("oauth2: %d %s", a.status, a.body)
+	}
+	cert := testcert.New(t, "hookpipe-client")
+	a = r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "mtls",
+		"certificate": string(cert.CertPEM), "key": string(cert.KeyPEM)}})
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"certificate_subject":"CN=hookpipe-client"`) ||
+		strings.Contains(string(a.body), "PRIVATE KEY") || strings.Contains(string(a.body), "BEGIN CERTIFICATE") {
+		t.Fatalf("mtls: %d %s", a.status, a.body)
+	}
+	if a := r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "mtls",
+		"certificate": string(cert.CertPEM), "key": string(testcert.New(t, "other").KeyPEM)}}); a.status != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(a.body), "body.auth.certificate") {
+		t.Fatalf("mtls with a key of another certificate: %d %s", a.status, a.body)
 	}
 	var cleared Subscription
 	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "none"}}, &cleared)

@@ -30,7 +30,7 @@ type Subscription struct {
 	RetrySchedule  []string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; absent: the default."`
 	RetryStatuses  []int             `json:"retry_statuses,omitempty" doc:"Permanent statuses retried instead of dead-lettered."`
 	Filter         string            `json:"filter,omitempty" doc:"A CEL expression over the event's type, tenant, key and data that must be true for the subscription to take it."`
-	Auth           *AuthView         `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint (its password or token never shown)."`
+	Auth           *AuthView         `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint (its secrets never shown)."`
 	DisabledReason string            `json:"disabled_reason,omitempty"`
 	Secret         string            `json:"secret,omitempty" doc:"The signing secret (whsec_...): in the answers to create and rotate-secret only."`
 	CreatedAt      time.Time         `json:"created_at"`
@@ -43,7 +43,11 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 		RetrySchedule: s.RetrySchedule, RetryStatuses: s.RetryStatuses, Filter: s.Filter, DisabledReason: s.DisabledReason,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	if a := s.Auth; a != nil {
-		out.Auth = &AuthView{Type: a.Type, Username: a.Username}
+		out.Auth = &AuthView{Type: a.Type, Username: a.Username, TokenURL: a.TokenURL, ClientID: a.ClientID, Scopes: a.Scopes}
+		if cert, err := a.ClientCertificate(); a.Type == topics.AuthMTLS && err == nil && cert.Leaf != nil {
+			out.Auth.CertificateSubject = cert.Leaf.Subject.String()
+			out.Auth.CertificateExpiresAt = &cert.Leaf.NotAfter
+		}
 	}
 	if out.Ordering == "" {
 		out.Ordering = topics.OrderingNone
@@ -54,18 +58,38 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 	return out
 }
 
-// AuthView is a subscription's endpoint auth as the API shows it.
+// AuthView is a subscription's endpoint auth as the API shows it: never
+// its password, token, client secret or private key.
 type AuthView struct {
-	Type     string `json:"type" enum:"basic,bearer"`
-	Username string `json:"username,omitempty"`
+	Type                 string     `json:"type" enum:"basic,bearer,oauth2,mtls"`
+	Username             string     `json:"username,omitempty"`
+	TokenURL             string     `json:"token_url,omitempty"`
+	ClientID             string     `json:"client_id,omitempty"`
+	Scopes               []string   `json:"scopes,omitempty"`
+	CertificateSubject   string     `json:"certificate_subject,omitempty" doc:"mtls: the client certificate's subject."`
+	CertificateExpiresAt *time.Time `json:"certificate_expires_at,omitempty" doc:"mtls: when the client certificate expires."`
 }
 
 // AuthFields set a subscription's endpoint auth.
 type AuthFields struct {
-	Type     string `json:"type" enum:"basic,bearer,none" doc:"basic (username and password), bearer (a static token), or none to remove it."`
-	Username string `json:"username,omitempty"`
-	Password string `json:"password,omitempty" doc:"Sealed at rest, never shown again."`
-	Token    string `json:"token,omitempty" doc:"Sealed at rest, never shown again."`
+	Type         string   `json:"type" enum:"basic,bearer,oauth2,mtls,none" doc:"basic (username and password), bearer (a static token), oauth2 (client credentials: token_url, client_id, client_secret, scopes), mtls (certificate, key, optional ca), or none to remove it."`
+	Username     string   `json:"username,omitempty"`
+	Password     string   `json:"password,omitempty" doc:"Sealed at rest, never shown again."`
+	Token        string   `json:"token,omitempty" doc:"Sealed at rest, never shown again."`
+	TokenURL     string   `json:"token_url,omitempty" doc:"oauth2: the token endpoint; it passes the same address checks as endpoints."`
+	ClientID     string   `json:"client_id,omitempty" doc:"oauth2: the client id."`
+	ClientSecret string   `json:"client_secret,omitempty" doc:"oauth2: the client secret. Sealed at rest, never shown again."`
+	Scopes       []string `json:"scopes,omitempty" doc:"oauth2: the scopes to ask for."`
+	Certificate  string   `json:"certificate,omitempty" doc:"mtls: the client certificate (chain), PEM."`
+	Key          string   `json:"key,omitempty" doc:"mtls: the certificate's private key, PEM. Sealed at rest, never shown again."`
+	CA           string   `json:"ca,omitempty" doc:"mtls: CA certificates, PEM, that sign the endpoint's certificate (default: the system's)."`
+}
+
+// endpointAuth is the record's auth the fields describe.
+func (a *AuthFields) endpointAuth() *topics.EndpointAuth {
+	return &topics.EndpointAuth{Type: a.Type, Username: a.Username, Password: a.Password, Token: a.Token,
+		TokenURL: a.TokenURL, ClientID: a.ClientID, ClientSecret: a.ClientSecret, Scopes: a.Scopes,
+		Certificate: a.Certificate, Key: a.Key, CA: a.CA}
 }
 
 // subscriptionFields are the settable fields of a subscription; nil leaves
@@ -82,7 +106,7 @@ type subscriptionFields struct {
 	RateLimitPerS *float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second; 0: no limit."`
 	RetrySchedule *[]string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
 	RetryStatuses *[]int             `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
-	Auth          *AuthFields        `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint, besides signing: sent as its Authorization header."`
+	Auth          *AuthFields        `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint, besides signing: an Authorization header (basic, bearer, oauth2) or a client certificate (mtls)."`
 	Filter        *string            `json:"filter,omitempty" doc:"A CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. data.total > 100 && \"vip\" in data.tags; compiled and type-checked here (422 with the compiler's message); empty: none."`
 	Secret        *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
 	// Verify is for create only.
@@ -104,7 +128,7 @@ func (f *subscriptionFields) apply(sub *topics.Subscription) {
 	if a := f.Auth; a != nil {
 		sub.Auth = nil
 		if a.Type != "none" {
-			sub.Auth = &topics.EndpointAuth{Type: a.Type, Username: a.Username, Password: a.Password, Token: a.Token}
+			sub.Auth = a.endpointAuth()
 		}
 	}
 	if f.EventTypes != nil {

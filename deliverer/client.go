@@ -29,6 +29,7 @@ var errHTTPSRequired = fmt.Errorf("%w: endpoint is not https and WEBHOOKS_REQUIR
 // connections for every endpoint.
 type sender struct {
 	client       *http.Client
+	auth         *endpointAuth
 	requireHTTPS bool
 	maxBody      int64
 }
@@ -60,6 +61,7 @@ func newSender(c Config) *sender {
 		rt = c.transport
 	}
 	return &sender{
+		auth: newEndpointAuth(tr, c.RequireHTTPS),
 		client: &http.Client{
 			Transport: rt,
 			// Redirects are failures: following one would send the payload
@@ -117,7 +119,9 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// send posts one delivery to the subscription's endpoint.
+// send posts one delivery to the subscription's endpoint. With oauth2
+// auth, a 401 answer to a cached token fetches a new one and sends again,
+// once.
 func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery, keys [][]byte) (response, error) {
 	u, err := url.Parse(sub.URL)
 	if err != nil {
@@ -128,7 +132,34 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	}
 	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
 	defer cancel()
+	client, err := s.auth.client(s.client, sub)
+	if err != nil {
+		return response{}, err
+	}
 	b := body(d)
+	authz := authorization(sub.Auth)
+	oauth := sub.Auth != nil && sub.Auth.Type == topics.AuthOAuth2
+	var token string
+	for try := 0; ; try++ {
+		if oauth {
+			start := time.Now()
+			if token, err = s.auth.token(ctx, sub, token); err != nil {
+				return response{duration: time.Since(start)}, err
+			}
+			authz = "Bearer " + token
+		}
+		resp, err := s.post(ctx, client, sub, d, b, keys, authz)
+		if oauth {
+			resp.sample = strings.ReplaceAll(resp.sample, token, "[redacted]")
+		}
+		if err != nil || !oauth || resp.status != http.StatusUnauthorized || try == 1 {
+			return resp, err
+		}
+	}
+}
+
+// post makes one request.
+func (s *sender) post(ctx context.Context, client *http.Client, sub *topics.Subscription, d *topics.Delivery, b []byte, keys [][]byte, authz string) (response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(b))
 	if err != nil {
 		return response{}, err
@@ -136,8 +167,8 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	for k, v := range sub.Headers {
 		req.Header.Set(k, v)
 	}
-	if v := authorization(sub.Auth); v != "" {
-		req.Header.Set("Authorization", v)
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
 	}
 	now := time.Now()
 	req.Header.Set("Content-Type", "application/json")
@@ -147,7 +178,7 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "hookpipe/1")
 	}
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return response{duration: time.Since(now)}, err
 	}

@@ -223,6 +223,9 @@ func (s Subscription) Validate() error {
 		if err := s.Auth.validate(); err != nil {
 			return err
 		}
+		if s.Auth.Type == AuthMTLS && !strings.HasPrefix(s.URL, "https://") {
+			return invalid("subscription", "auth.type", "mtls needs an https endpoint")
+		}
 		for k := range s.Headers {
 			if http.CanonicalHeaderKey(k) == "Authorization" {
 				return invalid("subscription", "headers", "Authorization is set by auth")

@@ -42,6 +42,11 @@ type Result struct {
 // is not allowed (SSRF guard); such attempts are permanent failures.
 var ErrBlockedAddress = errors.New("destination address is not allowed")
 
+// ErrAuth is returned when the endpoint's auth could not be used (its
+// OAuth2 token endpoint refused or failed, say): retried, as the endpoint's
+// owner can fix it.
+var ErrAuth = errors.New("endpoint auth failed")
+
 // Classify maps an HTTP status (0 when there was no response) and the
 // transport error to a Result. A permanent status goes straight to the dlq
 // unless the subscription retries it (see For).
@@ -49,6 +54,9 @@ func Classify(status int, err error) Result {
 	if errors.Is(err, ErrBlockedAddress) {
 		// The guard will refuse it again: retrying only delays the dlq.
 		return Result{Dead, topics.FailureBlockedAddr}
+	}
+	if errors.Is(err, ErrAuth) {
+		return Result{Retry, topics.FailureAuth}
 	}
 	if err != nil {
 		return Result{Retry, errorCategory(err)}

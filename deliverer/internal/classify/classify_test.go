@@ -49,6 +49,8 @@ func TestClassify(t *testing.T) {
 		{"refused", 0, urlErr(&net.OpError{Op: "dial", Err: errors.New("connection refused")}), Result{Retry, topics.FailureConnection}},
 		{"tls", 0, urlErr(&tls.CertificateVerificationError{Err: errors.New("bad cert")}), Result{Retry, topics.FailureTLS}},
 		{"blocked address", 0, urlErr(fmt.Errorf("dial: %w", ErrBlockedAddress)), Result{Dead, topics.FailureBlockedAddr}},
+		{"no oauth2 token", 0, fmt.Errorf("%w: the token endpoint answered 401", ErrAuth), Result{Retry, topics.FailureAuth}},
+		{"token endpoint on a refused address", 0, fmt.Errorf("%w: token endpoint: %w", ErrAuth, ErrBlockedAddress), Result{Dead, topics.FailureBlockedAddr}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -34,11 +35,22 @@ type subFlags struct {
 	authUser string
 	authPass string
 	authTok  string
+	tokenURL string
+	clientID string
+	clientSc string
+	scopes   string
+	certFile string
+	keyFile  string
+	caFile   string
 	disabled bool
 }
 
 // subFlagNames are the flags define registers, for telling which were given.
-var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "auth", "auth-username", "auth-password", "auth-token", "disabled"}
+var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "auth", "auth-username", "auth-password", "auth-token",
+	"auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca", "disabled"}
+
+// authValueFlags are the flags that go with --auth.
+var authValueFlags = []string{"auth-username", "auth-password", "auth-token", "auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca"}
 
 func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	secretHelp := "signing secret, whsec_ + base64 of 24-64 bytes (default: generated)"
@@ -58,10 +70,17 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.StringVar(&f.schedule, "retry-schedule", "", "comma-separated delays of the retries after the first attempt (empty: 5s,5m,30m,2h,5h,10h,10h)")
 	fs.StringVar(&f.statuses, "retry-statuses", "", "comma-separated permanent statuses to retry instead of dead-lettering at once, e.g. 404 (empty: none)")
 	fs.StringVar(&f.filter, "filter", "", `CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. 'data.total > 100 && "vip" in data.tags' (empty: none)`)
-	fs.StringVar(&f.auth, "auth", "", "endpoint auth, sent as Authorization: basic (--auth-username, --auth-password) or bearer (--auth-token); none removes it")
+	fs.StringVar(&f.auth, "auth", "", "endpoint auth: basic (--auth-username, --auth-password), bearer (--auth-token), oauth2 client credentials (--auth-token-url, --auth-client-id, --auth-client-secret, --auth-scopes) or mtls (--auth-cert, --auth-key, --auth-ca); none removes it")
 	fs.StringVar(&f.authUser, "auth-username", "", "basic auth username")
 	fs.StringVar(&f.authPass, "auth-password", "", "basic auth password (sealed at rest, never printed)")
 	fs.StringVar(&f.authTok, "auth-token", "", "bearer token (sealed at rest, never printed)")
+	fs.StringVar(&f.tokenURL, "auth-token-url", "", "oauth2 token endpoint URL")
+	fs.StringVar(&f.clientID, "auth-client-id", "", "oauth2 client id")
+	fs.StringVar(&f.clientSc, "auth-client-secret", "", "oauth2 client secret (sealed at rest, never printed)")
+	fs.StringVar(&f.scopes, "auth-scopes", "", "oauth2 scopes, comma-separated")
+	fs.StringVar(&f.certFile, "auth-cert", "", "mtls: file holding the client certificate (chain), PEM")
+	fs.StringVar(&f.keyFile, "auth-key", "", "mtls: file holding the certificate's private key, PEM (sealed at rest, never printed)")
+	fs.StringVar(&f.caFile, "auth-ca", "", "mtls: file holding the CA certificates that sign the endpoint's certificate, PEM (default: the system's)")
 	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
 }
 
@@ -115,13 +134,17 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 	if given("filter") {
 		s.Filter = f.filter
 	}
-	if f.auth == "" && (f.authUser != "" || f.authPass != "" || f.authTok != "") {
-		return usagef("--auth-username, --auth-password and --auth-token go with --auth")
+	if f.auth == "" && f.authValues() {
+		return usagef("--%s go with --auth", strings.Join(authValueFlags, ", --"))
 	}
 	if given("auth") {
 		s.Auth = nil
 		if f.auth != "" && f.auth != "none" {
-			s.Auth = &topics.EndpointAuth{Type: f.auth, Username: f.authUser, Password: f.authPass, Token: f.authTok}
+			a, err := f.endpointAuth()
+			if err != nil {
+				return err
+			}
+			s.Auth = a
 		}
 	}
 	if given("disabled") {
@@ -188,4 +211,34 @@ func (h *headerFlag) Set(v string) error {
 	}
 	h.m[k] = strings.TrimSpace(val)
 	return nil
+}
+
+// authValues tells whether any flag going with --auth is set.
+func (f *subFlags) authValues() bool {
+	for _, v := range []string{f.authUser, f.authPass, f.authTok, f.tokenURL, f.clientID, f.clientSc, f.scopes, f.certFile, f.keyFile, f.caFile} {
+		if v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// endpointAuth is the auth the --auth flags describe, the PEM files read.
+func (f *subFlags) endpointAuth() (*topics.EndpointAuth, error) {
+	a := &topics.EndpointAuth{Type: f.auth, Username: f.authUser, Password: f.authPass, Token: f.authTok,
+		TokenURL: f.tokenURL, ClientID: f.clientID, ClientSecret: f.clientSc, Scopes: config.SplitList(f.scopes)}
+	for _, file := range []struct {
+		flag, path string
+		dst        *string
+	}{{"auth-cert", f.certFile, &a.Certificate}, {"auth-key", f.keyFile, &a.Key}, {"auth-ca", f.caFile, &a.CA}} {
+		if file.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(file.path)
+		if err != nil {
+			return nil, usagef("--%s: %v", file.flag, err)
+		}
+		*file.dst = string(b)
+	}
+	return a, nil
 }

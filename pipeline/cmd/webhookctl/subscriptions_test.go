@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -136,6 +140,9 @@ func TestCreateRejects(t *testing.T) {
 		{"basic auth without password", base("--auth", "basic", "--auth-username", "u"), 2},
 		{"unknown auth", base("--auth", "kerberos"), 2},
 		{"auth values without --auth", base("--auth-token", "t"), 2},
+		{"oauth2 without a client secret", base("--auth", "oauth2", "--auth-token-url", "https://auth.example/t", "--auth-client-id", "c"), 2},
+		{"mtls without a key", base("--auth", "mtls", "--auth-cert", os.DevNull), 2},
+		{"mtls certificate file missing", base("--auth", "mtls", "--auth-cert", "/nonexistent/client.pem", "--auth-key", "/nonexistent/client.key"), 2},
 		{"filter over an unknown name", base("--filter", "amount > 3"), 2},
 		{"negative rate", base("--rate-limit", "-1"), 2},
 		{"bad id", base("--id", "sub 1"), 2},
@@ -156,6 +163,11 @@ func TestUpdate(t *testing.T) {
 	h.create("--id", "sub_u", "--url", "https://a.example/", "--events", "a.*", "--tenant", "acme",
 		"--header", "X-A: 1", "--ordering", "key", "--rate-limit", "5", "--retry-schedule", "1s,2s")
 	before := h.stored("sub_u")
+	cert := testcert.New(t, "hookpipe-client")
+	certFile, keyFile := filepath.Join(t.TempDir(), "client.pem"), filepath.Join(t.TempDir(), "client.key")
+	if os.WriteFile(certFile, cert.CertPEM, 0o600) != nil || os.WriteFile(keyFile, cert.KeyPEM, 0o600) != nil {
+		t.Fatal("writing the certificate files")
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -178,6 +190,14 @@ func TestUpdate(t *testing.T) {
 		{"bearer auth", []string{"--auth", "bearer", "--auth-token", "tok_0123456789"}, func(s *topics.Subscription) {
 			s.Auth = &topics.EndpointAuth{Type: topics.AuthBearer, Token: "tok_0123456789"}
 		}},
+		{"oauth2 auth", []string{"--auth", "oauth2", "--auth-token-url", "https://auth.example/token", "--auth-client-id", "hookpipe",
+			"--auth-client-secret", "cs_0123456789", "--auth-scopes", "hooks:write, hooks:read"}, func(s *topics.Subscription) {
+			s.Auth = &topics.EndpointAuth{Type: topics.AuthOAuth2, TokenURL: "https://auth.example/token", ClientID: "hookpipe",
+				ClientSecret: "cs_0123456789", Scopes: []string{"hooks:write", "hooks:read"}}
+		}},
+		{"mtls auth", []string{"--auth", "mtls", "--auth-cert", certFile, "--auth-key", keyFile, "--auth-ca", certFile}, func(s *topics.Subscription) {
+			s.Auth = &topics.EndpointAuth{Type: topics.AuthMTLS, Certificate: string(cert.CertPEM), Key: string(cert.KeyPEM), CA: string(cert.CertPEM)}
+		}},
 		{"auth removed", []string{"--auth", "none"}, func(s *topics.Subscription) { s.Auth = nil }},
 		{"disabled", []string{"--disabled"}, func(s *topics.Subscription) { s.Enabled = false }},
 		{"secret replaced", []string{"--secret", "whsec_" + strings.Repeat("A", 40)}, func(s *topics.Subscription) {
@@ -199,6 +219,11 @@ func TestUpdate(t *testing.T) {
 			}
 			if printed.Secret != "redacted" {
 				t.Errorf("update printed secret %q, want redacted", printed.Secret)
+			}
+			for _, secret := range after.Auth.Secrets() {
+				if b, _ := json.Marshal(printed); strings.Contains(string(b), secret) {
+					t.Errorf("update printed an auth secret: %s", b)
+				}
 			}
 			before = after
 		})

@@ -24,14 +24,7 @@ func masked(s *topics.Subscription) topics.Subscription {
 		m.PreviousSecret = redacted
 	}
 	if s.Auth != nil {
-		a := *s.Auth
-		if a.Password != "" {
-			a.Password = redacted
-		}
-		if a.Token != "" {
-			a.Token = redacted
-		}
-		m.Auth = &a
+		m.Auth = s.Auth.Masked(redacted)
 	}
 	return m
 }
@@ -88,7 +81,7 @@ func (c *cli) printSubscription(s *topics.Subscription, reveal bool) error {
 	row("rate limit", rate)
 	row("retry schedule", or(strings.Join(s.RetrySchedule, ", "), "default"))
 	if a := s.Auth; a != nil {
-		row("auth", strings.TrimSpace(a.Type+" "+a.Username))
+		row("auth", authSummary(a))
 	}
 	retried := make([]string, len(s.RetryStatuses))
 	for i, code := range s.RetryStatuses {
@@ -132,3 +125,17 @@ func or(v, def string) string {
 }
 
 func orDash(v string) string { return or(v, "-") }
+
+// authSummary describes an endpoint's auth without its secrets.
+func authSummary(a *topics.EndpointAuth) string {
+	switch a.Type {
+	case topics.AuthOAuth2:
+		return strings.TrimSpace(fmt.Sprintf("oauth2 %s at %s %s", a.ClientID, a.TokenURL, strings.Join(a.Scopes, " ")))
+	case topics.AuthMTLS:
+		if cert, err := a.ClientCertificate(); err == nil && cert.Leaf != nil {
+			return fmt.Sprintf("mtls %s, expires %s", cert.Leaf.Subject, formatTime(cert.Leaf.NotAfter))
+		}
+		return "mtls"
+	}
+	return strings.TrimSpace(a.Type + " " + a.Username)
+}
