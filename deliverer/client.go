@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
 	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
 	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
@@ -117,8 +119,11 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// send posts one delivery to the subscription's endpoint.
-func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery, keys [][]byte) (response, error) {
+// send posts one delivery to the subscription's endpoint, with the trace
+// headers traced (traceparent, tracestate), which replace any the
+// subscription sets.
+func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery, keys [][]byte,
+	traced []kgo.RecordHeader) (response, error) {
 	u, err := url.Parse(sub.URL)
 	if err != nil {
 		return response{}, err
@@ -138,6 +143,9 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	}
 	if v := authorization(sub.Auth); v != "" {
 		req.Header.Set("Authorization", v)
+	}
+	for _, h := range traced {
+		req.Header.Set(h.Key, string(h.Value))
 	}
 	now := time.Now()
 	req.Header.Set("Content-Type", "application/json")
