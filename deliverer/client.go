@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
 	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
 	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
@@ -119,10 +121,12 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// send posts one delivery to the subscription's endpoint. With oauth2
-// auth, a 401 answer to a cached token fetches a new one and sends again,
-// once.
-func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery, keys [][]byte) (response, error) {
+// send posts one delivery to the subscription's endpoint, with the trace
+// headers traced (traceparent, tracestate), which replace any the
+// subscription sets. With oauth2 auth, a 401 answer to a cached token
+// fetches a new one and sends again, once.
+func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery, keys [][]byte,
+	traced []kgo.RecordHeader) (response, error) {
 	u, err := url.Parse(sub.URL)
 	if err != nil {
 		return response{}, err
@@ -148,7 +152,7 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 			}
 			authz = "Bearer " + token
 		}
-		resp, err := s.post(ctx, client, sub, d, b, keys, authz)
+		resp, err := s.post(ctx, client, sub, d, b, keys, authz, traced)
 		if oauth {
 			resp.sample = strings.ReplaceAll(resp.sample, token, "[redacted]")
 		}
@@ -159,7 +163,8 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 }
 
 // post makes one request.
-func (s *sender) post(ctx context.Context, client *http.Client, sub *topics.Subscription, d *topics.Delivery, b []byte, keys [][]byte, authz string) (response, error) {
+func (s *sender) post(ctx context.Context, client *http.Client, sub *topics.Subscription, d *topics.Delivery, b []byte, keys [][]byte,
+	authz string, traced []kgo.RecordHeader) (response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(b))
 	if err != nil {
 		return response{}, err
@@ -169,6 +174,9 @@ func (s *sender) post(ctx context.Context, client *http.Client, sub *topics.Subs
 	}
 	if authz != "" {
 		req.Header.Set("Authorization", authz)
+	}
+	for _, h := range traced {
+		req.Header.Set(h.Key, string(h.Value))
 	}
 	now := time.Now()
 	req.Header.Set("Content-Type", "application/json")

@@ -24,6 +24,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -40,6 +41,7 @@ type deliverer struct {
 	fatal  chan error
 	m      *metrics
 	prot   *protection // circuit breakers, rate limits, auto-disable; nil without Redis
+	tracer tracing.Tracer
 
 	commitMu sync.Mutex
 	wms      *kafka.Watermarks
@@ -64,6 +66,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		lanes:  lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]),
 		sender: newSender(cfg),
 		fatal:  make(chan error, 1),
+		tracer: tracing.For(ctx, "github.com/hookpipe/hookpipe/deliverer"),
 	}
 	if d.prot, err = newProtection(cfg.Protection, cfg.MaxInFlight, log); err != nil {
 		return err
@@ -291,7 +294,7 @@ func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 // committed. A plain attempt's records are acknowledged while the worker
 // goes on to its next record; the other paths wait.
 func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, done func(bool)) {
-	del, dead := d.decode(it.Rec)
+	del, dead := d.decode(ctx, it.Rec)
 	if dead != nil {
 		done(d.produce(ctx, []*kgo.Record{dead}))
 		return
@@ -311,7 +314,7 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 		}
 	}
 	if it.Spill {
-		done(d.produce(ctx, d.spill(it.Rec.Key, del, it.Wait)))
+		done(d.produce(ctx, d.spill(ctx, it.Rec, del, it.Wait)))
 		return
 	}
 	recs, v := d.attempt(ctx, it.Rec, del, rng)

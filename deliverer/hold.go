@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -148,7 +149,7 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	if it.Spill {
 		// Spilled unattempted: the key waits for it like for a failed head.
 		next.HeadAttempt = del.Attempt
-		return d.produceHold(ctx, d.spill(key, del, it.Wait), key, next)
+		return d.produceHold(ctx, d.spill(ctx, rec, del, it.Wait), key, next)
 	}
 	recs, v := d.attempt(ctx, rec, del, rng)
 	switch v {
@@ -204,10 +205,11 @@ func (d *deliverer) park(ctx context.Context, rec *kgo.Record, del *topics.Deliv
 	case chained:
 		parked.Headers = []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAfter, held.ParkedLast)}
 	}
+	tracing.Carry(ctx, &parked.Headers, rec.Headers)
 	att := newAttempt(del, time.Now())
 	att.Outcome, att.FailureCategory = topics.OutcomeBlocked, topics.FailureKeyHeld
 	att.Error = "waiting behind event " + held.Head + " of the same ordering key"
-	if !d.produce(ctx, []*kgo.Record{parked, d.attemptRecord(&att)}) {
+	if !d.produce(ctx, []*kgo.Record{parked, d.attemptRecord(ctx, rec, &att)}) {
 		return false
 	}
 	h := *held
@@ -278,7 +280,7 @@ func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *
 	}
 	progress := *h
 	for i, r := range parked {
-		del, dead := d.decode(r)
+		del, dead := d.decode(ctx, r)
 		if dead != nil {
 			if !d.produce(ctx, []*kgo.Record{dead}) {
 				return nil, false

@@ -122,13 +122,14 @@ func responseClass(status int, err error) string {
 
 // send is sender.send, metered: in flight while it runs, then its class and
 // duration, unless shutdown cut it short (those attempts do not count).
-func (d *deliverer) send(ctx context.Context, sub *topics.Subscription, del *topics.Delivery, keys [][]byte) (response, error) {
+func (d *deliverer) send(ctx context.Context, sub *topics.Subscription, del *topics.Delivery, keys [][]byte,
+	traced []kgo.RecordHeader) (response, error) {
 	m := d.m
 	if m == nil {
-		return d.sender.send(ctx, sub, del, keys)
+		return d.sender.send(ctx, sub, del, keys, traced)
 	}
 	m.inFlight.Inc()
-	resp, err := d.sender.send(ctx, sub, del, keys)
+	resp, err := d.sender.send(ctx, sub, del, keys, traced)
 	m.inFlight.Dec()
 	if ctx.Err() == nil {
 		m.responses.WithLabelValues(responseClass(resp.status, err)).Inc()

@@ -1,6 +1,7 @@
 package deliverer
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -40,8 +41,8 @@ func TestMetricsCountOnAck(t *testing.T) {
 	}
 	build := func() []*kgo.Record {
 		del := newDelivery("sub_a", "evt_1")
-		recs := d.spill([]byte("sub_a/k"), &del, 0)
-		return append(recs, d.deadLetter(&kgo.Record{Topic: h.names.Deliveries()}, topics.DeadLetter{
+		recs := d.spill(context.Background(), &kgo.Record{Key: []byte("sub_a/k")}, &del, 0)
+		return append(recs, d.deadLetter(context.Background(), &kgo.Record{Topic: h.names.Deliveries()}, topics.DeadLetter{
 			Delivery: &del, FailureCategory: topics.FailureInvalid,
 		}, time.Now()))
 	}

@@ -9,10 +9,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/backoff"
 	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -34,12 +38,12 @@ const (
 
 // decode decodes a delivery record; an undecodable one yields its dead
 // letter instead.
-func (d *deliverer) decode(rec *kgo.Record) (*topics.Delivery, *kgo.Record) {
+func (d *deliverer) decode(ctx context.Context, rec *kgo.Record) (*topics.Delivery, *kgo.Record) {
 	del, err := topics.DecodeDelivery(rec.Value)
 	if err != nil {
 		d.log.Warn("dead-lettering an undecodable delivery record", zap.Int32("partition", rec.Partition),
 			zap.Int64("offset", rec.Offset), zap.Error(err))
-		return nil, d.deadLetter(rec, topics.DeadLetter{
+		return nil, d.deadLetter(ctx, rec, topics.DeadLetter{
 			RawEvent: rec.Value, Reason: err.Error(), FailureCategory: topics.FailureInvalid,
 		}, time.Now())
 	}
@@ -73,9 +77,12 @@ func newAttempt(del *topics.Delivery, now time.Time) topics.Attempt {
 // attempt makes one HTTP attempt of a delivery and returns the records it
 // causes: always an attempt record, plus a retry-tier, dlq or subscription
 // record as the outcome asks. The caller commits the delivery only once all
-// of them are acknowledged.
+// of them are acknowledged. The HTTP attempt is an "attempt" span, a child
+// of the trace context rec carries; the records it causes carry the
+// span's context (see tracing.Carry), and so does the request.
 func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.Delivery, rng *rand.Rand) ([]*kgo.Record, verdict) {
 	now := time.Now()
+	ctx = d.tracer.Extract(ctx, rec.Headers)
 	sub, found, ok := d.subscription(ctx, del.SubscriptionID)
 	if !ok {
 		return nil, cut
@@ -87,18 +94,18 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 	case !found:
 		att.Outcome, att.FailureCategory, att.Error = topics.OutcomeSkipped, topics.FailureDeleted, "subscription does not exist"
 		log.Debug("skipped: subscription deleted")
-		return []*kgo.Record{d.attemptRecord(&att)}, finished
+		return []*kgo.Record{d.attemptRecord(ctx, rec, &att)}, finished
 	case !sub.Enabled:
 		// Kept in the dlq so it can be redriven once the subscription is
 		// enabled again.
 		att.Outcome, att.FailureCategory, att.Error = topics.OutcomeSkipped, topics.FailureDisabled, "subscription is disabled"
 		log.Debug("skipped: subscription disabled")
-		return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
+		return []*kgo.Record{d.attemptRecord(ctx, rec, &att), d.deadLetter(ctx, rec, topics.DeadLetter{
 			Delivery: del, Reason: att.Error, FailureCategory: topics.FailureDisabled, Attempts: del.Attempt - 1,
 		}, now)}, finished
 	}
 
-	ticket, held, v, ok := d.gate(ctx, rec.Key, sub, del)
+	ticket, held, v, ok := d.gate(ctx, rec, sub, del)
 	if !ok {
 		return held, v
 	}
@@ -108,7 +115,12 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 			keys = append(keys, k)
 		}
 	}
-	resp, err := d.send(ctx, sub, del, keys)
+	var span trace.Span
+	ctx, span = d.tracer.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient)
+	defer func() { endAttempt(span, &att) }()
+	var traced []kgo.RecordHeader // the trace headers of the request
+	tracing.Carry(ctx, &traced, rec.Headers)
+	resp, err := d.send(ctx, sub, del, keys, traced)
 	// Retry-After and the schedule's delays count from the answer (or
 	// the timeout), not from when the request was sent.
 	answered := time.Now()
@@ -136,7 +148,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 	case classify.Success:
 		att.Outcome = topics.OutcomeSuccess
 		log.Debug("delivered", zap.Int("status", resp.status), zap.Duration("duration", resp.duration))
-		return []*kgo.Record{d.attemptRecord(&att)}, finished
+		return []*kgo.Record{d.attemptRecord(ctx, rec, &att)}, finished
 	case classify.Retry:
 		schedule, _ := topics.ParseSchedule(sub.RetrySchedule)
 		nominal, more := backoff.Next(schedule, del.Attempt)
@@ -144,7 +156,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 			att.Outcome = topics.OutcomeDead
 			log.Warn("dead-lettered: retries exhausted", zap.String("category", res.Category), zap.Int("status", resp.status))
 			disable := d.exhausted(ctx, sub, &att, now) // auto-disable
-			return append([]*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
+			return append([]*kgo.Record{d.attemptRecord(ctx, rec, &att), d.deadLetter(ctx, rec, topics.DeadLetter{
 				// The category says why it is here (topics.FailureExhausted);
 				// the reason keeps the last attempt's category and error.
 				Delivery: del, Reason: "retries exhausted, last failure " + res.Category + ": " + att.Error,
@@ -164,7 +176,8 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		next.NotBefore = topics.DueAt(answered, delay)
 		att.Outcome, att.NextAttemptAt = topics.OutcomeRetry, next.NotBefore
 		log.Debug("retrying", zap.String("category", res.Category), zap.Int("status", resp.status), zap.Duration("in", delay))
-		return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(rec.Key, &next, d.names.TierFor(max(nominal, delay)))}, retried
+		return []*kgo.Record{d.attemptRecord(ctx, rec, &att),
+			d.retryRecord(ctx, rec, &next, d.names.TierFor(max(nominal, delay)), res.Category)}, retried
 	case classify.Disable:
 		att.Outcome = topics.OutcomeDead
 		disabled := *sub
@@ -172,7 +185,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		disabled.DisabledReason = "endpoint answered 410 Gone"
 		disabled.UpdatedAt = now
 		log.Warn("disabling subscription: endpoint answered 410 Gone", zap.String("url", topics.RedactURL(sub.URL)))
-		return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
+		return []*kgo.Record{d.attemptRecord(ctx, rec, &att), d.deadLetter(ctx, rec, topics.DeadLetter{
 			Delivery: del, Reason: disabled.DisabledReason, FailureCategory: res.Category,
 			HTTPStatus: resp.status, Attempts: del.Attempt,
 		}, now), d.subscriptionRecord(&disabled)}, finished
@@ -180,7 +193,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		att.Outcome = topics.OutcomeDead
 		log.Warn("dead-lettered: permanent failure", zap.String("category", res.Category), zap.Int("status", resp.status),
 			zap.String("url", topics.RedactURL(sub.URL)))
-		return []*kgo.Record{d.attemptRecord(&att), d.deadLetter(rec, topics.DeadLetter{
+		return []*kgo.Record{d.attemptRecord(ctx, rec, &att), d.deadLetter(ctx, rec, topics.DeadLetter{
 			Delivery: del, Reason: att.Error, FailureCategory: res.Category, HTTPStatus: resp.status, Attempts: del.Attempt,
 		}, now)}, finished
 	}
@@ -195,7 +208,8 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 // shortest delay every time, a hanging endpoint's backlog would circle
 // through the retry tier and the deliveries topic every few seconds,
 // taking broker and deliverer time from healthy subscriptions.
-func (d *deliverer) spill(key []byte, del *topics.Delivery, wait time.Duration) []*kgo.Record {
+func (d *deliverer) spill(ctx context.Context, rec *kgo.Record, del *topics.Delivery, wait time.Duration) []*kgo.Record {
+	ctx = d.tracer.Extract(ctx, rec.Headers)
 	now := time.Now()
 	delay := max(d.names.Tiers[0], min(wait, maxSpillDelay))
 	tier := d.names.TierFor(delay)
@@ -204,20 +218,53 @@ func (d *deliverer) spill(key []byte, del *topics.Delivery, wait time.Duration) 
 	att := newAttempt(del, now)
 	att.Outcome, att.FailureCategory, att.NextAttemptAt = topics.OutcomeBlocked, topics.FailureBusy, next.NotBefore
 	att.Error = "subscription has its limit of deliveries queued; spilled to the retry path"
-	return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(key, &next, tier)}
+	return []*kgo.Record{d.attemptRecord(ctx, rec, &att), d.retryRecord(ctx, rec, &next, tier, topics.FailureBusy)}
 }
 
 // maxSpillDelay bounds how long a spilled record stays away: a pace
 // measured while the endpoint hung says little about an hour later.
 const maxSpillDelay = time.Hour
 
-func (d *deliverer) retryRecord(key []byte, next *topics.Delivery, tier time.Duration) *kgo.Record {
-	return d.m.tallied(&kgo.Record{
+// retryRecord sends next, the delivery rec made, to a retry tier: a
+// "retry scheduled" span, a child of ctx's, whose context the record
+// carries.
+func (d *deliverer) retryRecord(ctx context.Context, rec *kgo.Record, next *topics.Delivery, tier time.Duration,
+	category string) *kgo.Record {
+	r := &kgo.Record{
 		Topic:   d.names.Retry(tier),
-		Key:     key,
+		Key:     rec.Key,
 		Value:   next.Encode(),
 		Headers: []kgo.RecordHeader{topics.NotBeforeHeader(next.NotBefore)},
-	}, retries, topics.FormatDelay(tier))
+	}
+	ctx, span := d.tracer.Start(ctx, tracing.SpanRetryScheduled, trace.SpanKindProducer)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrSubscription.String(next.SubscriptionID), tracing.AttrAttempt.Int(next.Attempt),
+			tracing.AttrCategory.String(category), tracing.AttrTier.String(r.Topic),
+			tracing.AttrNotBefore.Int64(next.NotBefore.UnixMilli()))
+	}
+	tracing.Carry(ctx, &r.Headers, rec.Headers)
+	span.End()
+	return d.m.tallied(r, retries, topics.FormatDelay(tier))
+}
+
+// endAttempt ends an attempt span with what the attempt record says; an
+// attempt that did not succeed is an error.
+func endAttempt(span trace.Span, att *topics.Attempt) {
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrSubscription.String(att.SubscriptionID), tracing.AttrEventID.String(att.EventID),
+			tracing.AttrAttempt.Int(att.Attempt), tracing.AttrOutcome.String(att.Outcome),
+			tracing.AttrDurationMS.Float64(att.DurationMS))
+		if att.HTTPStatus != 0 {
+			span.SetAttributes(semconv.HTTPResponseStatusCode(att.HTTPStatus))
+		}
+		if att.FailureCategory != "" {
+			span.SetAttributes(tracing.AttrCategory.String(att.FailureCategory))
+		}
+		if att.Outcome != topics.OutcomeSuccess {
+			span.SetStatus(codes.Error, att.FailureCategory)
+		}
+	}
+	span.End()
 }
 
 // errorText describes a transport error without the URL, which may carry a
@@ -234,15 +281,21 @@ func errorText(err error) string {
 	return s
 }
 
-func (d *deliverer) attemptRecord(a *topics.Attempt) *kgo.Record {
-	return d.m.tallied(&kgo.Record{Topic: d.names.Attempts(), Key: []byte(a.SubscriptionID), Value: a.Encode()},
-		outcomes, a.Outcome)
+// attemptRecord is the attempt record of a delivery rec made, carrying the
+// trace context of ctx (the attempt span's, when one was made).
+func (d *deliverer) attemptRecord(ctx context.Context, rec *kgo.Record, a *topics.Attempt) *kgo.Record {
+	r := &kgo.Record{Topic: d.names.Attempts(), Key: []byte(a.SubscriptionID), Value: a.Encode()}
+	tracing.Carry(ctx, &r.Headers, rec.Headers)
+	return d.m.tallied(r, outcomes, a.Outcome)
 }
 
-func (d *deliverer) deadLetter(rec *kgo.Record, dl topics.DeadLetter, now time.Time) *kgo.Record {
+// deadLetter is the dead letter of rec, carrying the trace context of ctx.
+func (d *deliverer) deadLetter(ctx context.Context, rec *kgo.Record, dl topics.DeadLetter, now time.Time) *kgo.Record {
 	dl.DeadAt = now
 	dl.Source = topics.Source{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
-	return d.m.tallied(&kgo.Record{Topic: d.names.DLQ(), Key: rec.Key, Value: dl.Encode()}, deadLetters, dl.FailureCategory)
+	r := &kgo.Record{Topic: d.names.DLQ(), Key: rec.Key, Value: dl.Encode()}
+	tracing.Carry(ctx, &r.Headers, rec.Headers)
+	return d.m.tallied(r, deadLetters, dl.FailureCategory)
 }
 
 func (d *deliverer) subscriptionRecord(s *topics.Subscription) *kgo.Record {

@@ -44,7 +44,7 @@ func (p *Prober) Probe(ctx context.Context, sub *topics.Subscription, del *topic
 			keys = append(keys, k)
 		}
 	}
-	resp, err := p.s.send(ctx, sub, del, keys)
+	resp, err := p.s.send(ctx, sub, del, keys, nil)
 	res := classify.For(sub, resp.status, err)
 	out := ProbeResult{Delivered: res.Action == classify.Success, Status: resp.status, Duration: resp.duration,
 		Body: redact(resp.sample, sub, time.Now())}

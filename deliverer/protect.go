@@ -67,7 +67,7 @@ func (p *protection) close() {
 // gate decides whether a delivery is attempted now. When it is not, it
 // returns the records that park it in a retry tier and the verdict
 // (delayed, or cut when ctx ended during a rate-limit wait).
-func (d *deliverer) gate(ctx context.Context, key []byte, sub *topics.Subscription, del *topics.Delivery) (breaker.Ticket, []*kgo.Record, verdict, bool) {
+func (d *deliverer) gate(ctx context.Context, rec *kgo.Record, sub *topics.Subscription, del *topics.Delivery) (breaker.Ticket, []*kgo.Record, verdict, bool) {
 	p := d.prot
 	if p == nil {
 		return breaker.Ticket{}, nil, finished, true
@@ -87,7 +87,7 @@ func (d *deliverer) gate(ctx context.Context, key []byte, sub *topics.Subscripti
 		// crowd of blocked deliveries does not come back at one instant.
 		wait := max(dec.RetryIn, dec.OpenFor)
 		wait += rand.N(wait/5 + time.Millisecond)
-		return dec.Ticket, d.delay(key, del, wait, topics.OutcomeBlocked, topics.FailureBreakerOpen,
+		return dec.Ticket, d.delay(ctx, rec, del, wait, topics.OutcomeBlocked, topics.FailureBreakerOpen,
 			"circuit breaker open: endpoint failing"), delayed, false
 	}
 	if dec.Ticket.Probe != 0 {
@@ -100,7 +100,7 @@ func (d *deliverer) gate(ctx context.Context, key []byte, sub *topics.Subscripti
 		if ctx.Err() != nil {
 			return dec.Ticket, nil, cut, false
 		}
-		return dec.Ticket, d.delay(key, del, wait, topics.OutcomeThrottled, topics.FailureThrottled,
+		return dec.Ticket, d.delay(ctx, rec, del, wait, topics.OutcomeThrottled, topics.FailureThrottled,
 			"rate limit of "+strconv.FormatFloat(sub.RateLimitPerS, 'g', -1, 64)+"/s reached"), delayed, false
 	}
 	return dec.Ticket, nil, finished, true
@@ -108,14 +108,14 @@ func (d *deliverer) gate(ctx context.Context, key []byte, sub *topics.Subscripti
 
 // delay parks a delivery unattempted in the retry tier for wait (capped
 // at the longest tier), attempt number unchanged.
-func (d *deliverer) delay(key []byte, del *topics.Delivery, wait time.Duration, outcome, category, why string) []*kgo.Record {
+func (d *deliverer) delay(ctx context.Context, rec *kgo.Record, del *topics.Delivery, wait time.Duration, outcome, category, why string) []*kgo.Record {
 	now := time.Now()
 	wait = min(wait, d.names.Tiers[len(d.names.Tiers)-1])
 	next := *del
 	next.NotBefore = topics.DueAt(now, wait)
 	att := newAttempt(del, now)
 	att.Outcome, att.FailureCategory, att.NextAttemptAt, att.Error = outcome, category, next.NotBefore, why
-	return []*kgo.Record{d.attemptRecord(&att), d.retryRecord(key, &next, d.names.TierFor(wait))}
+	return []*kgo.Record{d.attemptRecord(ctx, rec, &att), d.retryRecord(ctx, rec, &next, d.names.TierFor(wait), category)}
 }
 
 // headAttempt is the attempt number a held key waits for after a delivery

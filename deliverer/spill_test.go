@@ -1,8 +1,11 @@
 package deliverer
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
@@ -32,7 +35,7 @@ func TestSpillComesBackWhenWorkedOff(t *testing.T) {
 		del := newDelivery("sub_a", "evt_1")
 		del.Attempt = 2
 		before := time.Now()
-		recs := d.spill([]byte("sub_a/k"), &del, tc.wait)
+		recs := d.spill(context.Background(), &kgo.Record{Key: []byte("sub_a/k")}, &del, tc.wait)
 		after := time.Now()
 		if len(recs) != 2 {
 			t.Fatalf("wait %v: %d records, want an attempt and a retry", tc.wait, len(recs))

@@ -14,12 +14,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -94,7 +96,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer dd.close()
 	dd.register(reg)
 	d := &dispatcher{cfg: cfg, sess: sess, table: table, m: m, dedup: dd, filters: filter.NewCache(),
-		log: log.With(zap.String("transactional_id", cfg.TransactionalID))}
+		tracer: tracing.For(ctx, "github.com/hookpipe/hookpipe/dispatcher"),
+		log:    log.With(zap.String("transactional_id", cfg.TransactionalID))}
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
 		zap.String("deliveries", cfg.Kafka.Names.Deliveries()), zap.String("group", cfg.Group))
 	err = d.run(ctx)
@@ -140,6 +143,7 @@ type dispatcher struct {
 	m       *metrics
 	dedup   *dedup // nil without Redis
 	filters *filter.Cache
+	tracer  tracing.Tracer
 }
 
 // run is the poll loop. Work on a polled batch runs under a context that
@@ -231,7 +235,9 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 		if dups[r] {
 			continue // its idempotency key was used by another event (dedup.go)
 		}
-		out, invalid := fanOut(r, d.table, d.filters, d.cfg.Kafka.Names, d.cfg.MaxEventBytes, now, filterFailed)
+		tctx, span := d.tracer.Start(d.tracer.Extract(work, r.Headers), tracing.SpanFanOut, trace.SpanKindConsumer)
+		out, invalid := fanOut(tctx, r, d.table, d.filters, d.cfg.Kafka.Names, d.cfg.MaxEventBytes, now, filterFailed)
+		span.End()
 		if invalid != nil {
 			dead++
 			d.log.Warn("dead-lettering invalid event", zap.String("topic", r.Topic),

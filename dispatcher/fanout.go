@@ -1,12 +1,16 @@
 package dispatcher
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookpipe/hookpipe/runtime/filter"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -19,12 +23,19 @@ type matcher interface {
 // per matching subscription whose filter (if any) takes it, or, when the
 // event is invalid, one dead letter and the reason, which the caller logs.
 // A filter that fails on the event does not take it; filterFailed hears of
-// it. now stamps dead letters.
-func fanOut(r *kgo.Record, subs matcher, filters *filter.Cache, names topics.Names, maxEventBytes int, now time.Time,
-	filterFailed func(*topics.Subscription, error)) ([]*kgo.Record, error) {
+// it. now stamps dead letters. Every record made carries the trace context
+// of ctx (the fan-out span), or the event's trace headers when tracing is
+// off; the span in ctx, when recording, gets the event's type and tenant
+// and the number of deliveries.
+func fanOut(ctx context.Context, r *kgo.Record, subs matcher, filters *filter.Cache, names topics.Names, maxEventBytes int,
+	now time.Time, filterFailed func(*topics.Subscription, error)) ([]*kgo.Record, error) {
+	span := trace.SpanFromContext(ctx)
 	ev, err := topics.DecodeEvent(r.Value, maxEventBytes)
 	if err != nil {
-		return []*kgo.Record{deadLetter(r, err, names, now)}, err
+		span.SetStatus(codes.Error, topics.FailureInvalid)
+		dl := deadLetter(r, err, names, now)
+		tracing.Carry(ctx, &dl.Headers, r.Headers)
+		return []*kgo.Record{dl}, err
 	}
 	matched := subs.Match(&ev)
 	out := make([]*kgo.Record, 0, len(matched))
@@ -42,7 +53,13 @@ func fanOut(r *kgo.Record, subs matcher, filters *filter.Cache, names topics.Nam
 				continue
 			}
 		}
-		out = append(out, topics.DeliveryRecord(r, &ev, sub, names))
+		rec := topics.DeliveryRecord(r, &ev, sub, names)
+		tracing.Carry(ctx, &rec.Headers, r.Headers)
+		out = append(out, rec)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrEventID.String(ev.ID), tracing.AttrEventType.String(ev.Type),
+			tracing.AttrTenant.String(ev.Tenant), tracing.AttrDeliveries.Int(len(out)))
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"sort"
@@ -82,7 +83,7 @@ func TestFanOutReportsFilterErrors(t *testing.T) {
 		ev := e.ev
 		ev.Data = json.RawMessage(e.data)
 		b, _ := json.Marshal(ev)
-		out, err := fanOut(&kgo.Record{Value: b, Timestamp: time.Now()}, fixedMatcher(filterSubs), filter.NewCache(), names, 0, time.Now(),
+		out, err := fanOut(context.Background(), &kgo.Record{Value: b, Timestamp: time.Now()}, fixedMatcher(filterSubs), filter.NewCache(), names, 0, time.Now(),
 			func(sub *topics.Subscription, _ error) { failed[sub.ID+"/"+e.ev.ID]++ })
 		if err != nil || len(out) != len(e.subs) {
 			t.Fatalf("%s: %d deliveries (%v), want %d", e.ev.ID, len(out), err, len(e.subs))

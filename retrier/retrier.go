@@ -17,11 +17,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -39,6 +41,7 @@ type retrier struct {
 	// recovery releases retries of recovered subscriptions early; nil
 	// without Redis (recovery.go).
 	recovery *recovery
+	tracer   tracing.Tracer
 
 	tiers map[string]time.Duration // by topic
 
@@ -57,6 +60,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		cfg:     cfg,
 		names:   cfg.Kafka.Names,
 		log:     log.Named("retrier"),
+		tracer:  tracing.For(ctx, "github.com/hookpipe/hookpipe/retrier"),
 		tiers:   map[string]time.Duration{},
 		held:    map[tp]*hold.Partition{},
 		paused:  map[tp]bool{},
@@ -200,6 +204,20 @@ func (r *retrier) earliest() (time.Time, bool) {
 	return out, found
 }
 
+// redelivery is the record that releases a due retry: the tier record's
+// key and value, and its trace context, passed on through a "retry
+// released" span when tracing is on.
+func (r *retrier) redelivery(ctx context.Context, rec hold.Record) *kgo.Record {
+	out := &kgo.Record{Topic: r.names.Redeliveries(), Key: rec.Rec.Key, Value: rec.Rec.Value}
+	ctx, span := r.tracer.Start(r.tracer.Extract(ctx, rec.Rec.Headers), tracing.SpanRetryReleased, trace.SpanKindProducer)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrTier.String(rec.Rec.Topic), tracing.AttrNotBefore.Int64(rec.Due.UnixMilli()))
+	}
+	tracing.Carry(ctx, &out.Headers, rec.Rec.Headers)
+	span.End()
+	return out
+}
+
 // release produces every due record to the redeliveries topic, waits for the
 // acknowledgement, then forgets them; it pauses partitions whose window is
 // full of records not yet due and resumes the others. At the process bound
@@ -217,7 +235,7 @@ func (r *retrier) release(ctx context.Context) error {
 		}
 		due[k] = d
 		for _, rec := range d {
-			out = append(out, &kgo.Record{Topic: r.names.Redeliveries(), Key: rec.Rec.Key, Value: rec.Rec.Value})
+			out = append(out, r.redelivery(ctx, rec))
 		}
 	}
 	r.mu.Unlock()

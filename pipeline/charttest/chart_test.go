@@ -1140,3 +1140,31 @@ func TestAPI(t *testing.T) {
 		t.Error("api.enabled=false still renders the API")
 	}
 }
+
+// TestTracing: tracing.otlpEndpoint reaches every component as
+// OTEL_EXPORTER_OTLP_ENDPOINT through the shared ConfigMap; unset, tracing
+// stays off; a collector token is refused in config.extra (it would land
+// in the ConfigMap).
+func TestTracing(t *testing.T) {
+	if _, ok := render(t).configMap(t).Data["OTEL_EXPORTER_OTLP_ENDPOINT"]; ok {
+		t.Error("tracing on by default")
+	}
+	m := render(t, "tracing.otlpEndpoint=http://otel-collector:4318")
+	cm := m.configMap(t)
+	if got := cm.Data["OTEL_EXPORTER_OTLP_ENDPOINT"]; got != "http://otel-collector:4318" {
+		t.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT = %q", got)
+	}
+	for c, d := range m.deployments {
+		var ok bool
+		for _, e := range d.Spec.Template.Spec.Containers[0].EnvFrom {
+			ok = ok || (e.ConfigMapRef != nil && e.ConfigMapRef.Name == cm.Name)
+		}
+		if !ok {
+			t.Errorf("%s does not read the ConfigMap", c)
+		}
+	}
+	if _, err := template(t, "config.extra.OTEL_EXPORTER_OTLP_HEADERS=x"); err == nil ||
+		!strings.Contains(err.Error(), "looks like a secret") {
+		t.Errorf("a collector token in config.extra rendered (err %v)", err)
+	}
+}

@@ -95,6 +95,9 @@ type env struct {
 	cl      *kgo.Client
 	vars    map[string]string
 	stops   []func() // of the components started, in start order
+	// base is the context components run in: a test that traces puts a
+	// tracer provider there (tracing.NewContext).
+	base context.Context
 }
 
 func newEnv(t testing.TB) *env {
@@ -104,7 +107,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	e := &env{t: t, cluster: c, brokers: c.ListenAddrs()}
+	e := &env{t: t, cluster: c, brokers: c.ListenAddrs(), base: context.Background()}
 	e.vars = map[string]string{
 		kafka.EnvBrokers:                 e.brokers[0],
 		deliverer.EnvAllowCIDRs:          "127.0.0.0/8",
@@ -148,7 +151,7 @@ func (e *env) environ() []string {
 // run starts a component in-process; the returned stop cancels it and
 // waits for Run to return, failing the test on an error.
 func (e *env) run(name string, run func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(e.base)
 	done := make(chan error, 1)
 	go func() { done <- run(ctx) }()
 	var once sync.Once

@@ -1,6 +1,8 @@
 // Package process is the main of every component binary: configuration from
-// the WEBHOOKS_* environment, a zap logger at WEBHOOKS_LOG_LEVEL, and
-// shutdown on SIGINT or SIGTERM (a second signal exits at once).
+// the WEBHOOKS_* environment, a zap logger at WEBHOOKS_LOG_LEVEL, tracing
+// from the OTEL_* environment (package tracing), and shutdown on SIGINT or
+// SIGTERM (a second signal exits at once), after which the spans not yet
+// exported are flushed.
 package process
 
 import (
@@ -11,14 +13,21 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hookpipe/hookpipe/runtime/version"
 
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 )
+
+// flushTimeout bounds the export of the last spans after the component
+// stopped: a collector that is down does not hold the exit.
+const flushTimeout = 5 * time.Second
 
 // Settings are the variables of the process itself.
 type Settings struct {
@@ -73,8 +82,27 @@ func Run[C any](name string, getenv func(string) string, stderr io.Writer,
 	}
 	defer func() { _ = log.Sync() }()
 
+	tp, err := tracing.Start(context.Background(), name, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: configuration: %v\n", name, err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if tp != nil {
+		// The SDK reports failed exports here (a collector down), at most
+		// once per batch.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", zap.Error(err)) }))
+		defer func() {
+			flush, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			defer cancel()
+			if err := tp.Shutdown(flush); err != nil {
+				log.Warn("tracing: flushing the last spans failed", zap.Error(err))
+			}
+		}()
+		ctx = tracing.NewContext(ctx, tp)
+		log.Info("tracing: exporting spans over OTLP/HTTP")
+	}
 	go func() {
 		<-ctx.Done()
 		// From now on the default action applies: a second signal kills

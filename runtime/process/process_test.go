@@ -3,10 +3,15 @@ package process
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit/otlptest"
+	"github.com/hookpipe/hookpipe/runtime/tracing"
 )
 
 type settings struct{ v string }
@@ -69,5 +74,30 @@ func TestArgs(t *testing.T) {
 			t.Errorf("args(%q) = %d, %v, stdout %q, stderr %q; want %d, %v, %q, %q",
 				tc.argv, code, done, stdout.String(), stderr.String(), tc.code, tc.done, tc.stdout, tc.errs)
 		}
+	}
+}
+
+// TestRunFlushesSpans: with an OTLP endpoint set, the component's context
+// carries a tracer provider, and the spans it made are exported when Run
+// returns, before the process exits.
+func TestRunFlushesSpans(t *testing.T) {
+	recv := otlptest.New(t)
+	t.Setenv(tracing.EnvEndpoint, recv.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000") // nothing but the shutdown exports
+	var stderr strings.Builder
+	code := Run("comp", os.Getenv, &stderr, load, func(ctx context.Context, _ settings, _ *zap.Logger) error {
+		tr := tracing.For(ctx, "comp")
+		if !tr.On() {
+			return errors.New("tracing is off")
+		}
+		_, span := tr.Start(ctx, "work", trace.SpanKindInternal)
+		span.End()
+		return nil
+	})
+	if code != 0 {
+		t.Fatalf("code %d, stderr %q", code, stderr.String())
+	}
+	if spans := recv.Named("work"); len(spans) != 1 || spans[0].Service != "hookpipe-comp" {
+		t.Fatalf("received %+v", recv.Spans())
 	}
 }
