@@ -43,16 +43,23 @@ type Server struct {
 	m      *metrics
 	limit  *limiter // nil: no rate limit
 	prober *deliverer.Prober
-	ch     clickhouseConn    // nil: no message log
-	guard  *redisstate.Guard // nil: no Redis
-	ops    *table.OpTable    // nil: no bulk operations
-	signer signer            // of dashboard sessions and portal links
+	ch     clickhouseConn     // nil: no message log
+	guard  *redisstate.Guard  // nil: no Redis
+	ops    *table.OpTable     // nil: no bulk operations
+	tenant *table.TenantTable // the tenants' quota overrides; nil: the defaults
+	signer signer             // of dashboard sessions and portal links
 }
 
 // WithClickHouse gives the API the recorder's ClickHouse, where the message
 // log reads.
 func (s *Server) WithClickHouse(ch clickhouseConn) *Server {
 	s.ch = ch
+	return s
+}
+
+// WithTenants gives the API the tenants' quota overrides (running: Run).
+func (s *Server) WithTenants(t *table.TenantTable) *Server {
+	s.tenant = t
 	return s
 }
 

@@ -107,15 +107,20 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	tenants, err := table.NewTenantTable(base, c.names.Tenants(), log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go subs.Run(ctx)
 	go keys.Run(ctx)
 	go opTable.Run(ctx)
+	go tenants.Run(ctx)
 	g, err := redisstate.Open(cfg.Redis, log)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable)
+	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants)
 	running := make(chan struct{})
 	go func() {
 		defer close(running)
@@ -131,6 +136,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		subs.Close()
 		keys.Close()
 		opTable.Close()
+		tenants.Close()
 		cl.Close()
 		if g != nil {
 			_ = g.Close()

@@ -40,6 +40,9 @@ type Config struct {
 	// RateLimit is how many requests per second one API key may make,
 	// across all replicas (GCRA in Redis, a burst of the same); 0: none.
 	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
+	// TenantMaxSubscriptions is the most subscriptions a tenant may have,
+	// unless the tenants topic sets its own; 0: unlimited.
+	TenantMaxSubscriptions int `env:"WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS" envDefault:"0" desc:"Most subscriptions one tenant may have, unless the tenants topic sets its own (webhookctl tenants set-quota); a create past it is refused (0: unlimited)."`
 	// SessionKey signs the dashboard's session cookies and the portal's
 	// links; every replica must have the same one.
 	SessionKey string `env:"WEBHOOKS_API_SESSION_KEY" desc:"Signs dashboard sessions and portal links: 32 or more random bytes, base64; the same on every replica. Empty: a random key per process (sessions and links then work on that replica only, until it restarts). Never logged."`
@@ -86,6 +89,9 @@ func (c *Config) validate() error {
 	}
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
 		errs = append(errs, fmt.Errorf("%s must be a finite number, not negative", config.Name(c, &c.RateLimit)))
+	}
+	if c.TenantMaxSubscriptions < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.TenantMaxSubscriptions)))
 	}
 	if c.SessionKey != "" {
 		if _, err := decodeSessionKey(c.SessionKey); err != nil {

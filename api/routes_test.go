@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -423,5 +424,51 @@ func TestSubscriptionAuth(t *testing.T) {
 	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "none"}}, &cleared)
 	if cleared.Auth != nil {
 		t.Fatalf("auth after removing it: %+v", cleared.Auth)
+	}
+}
+
+// TestTenantSubscriptionLimit: a tenant has at most
+// WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS subscriptions, or its own limit from the
+// tenants topic; a create past it, or a move into a full tenant, is refused
+// with a message naming the limit; other tenants are not affected.
+func TestTenantSubscriptionLimit(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	three := 3
+	big := topics.Tenant{ID: "big", MaxSubscriptions: &three, UpdatedAt: time.Now()}
+	if err := c.cl.ProduceSync(testkit.Ctx(t, 10*time.Second), &kgo.Record{Topic: c.names.Tenants(), Key: []byte("big"), Value: big.Encode()}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	env := maps.Clone(c.env)
+	env["WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS"] = "2"
+	r := c.replicaWith(env)
+	create := func(tenant string) answer {
+		return r.do("POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}, "tenant": tenant})
+	}
+	for i, tc := range []struct {
+		tenant string
+		status int
+	}{
+		{"acme", http.StatusCreated}, {"acme", http.StatusCreated}, {"acme", http.StatusUnprocessableEntity},
+		{"big", http.StatusCreated}, {"big", http.StatusCreated}, {"big", http.StatusCreated}, {"big", http.StatusUnprocessableEntity},
+		{"", http.StatusCreated}, {"", http.StatusCreated}, {"", http.StatusCreated},
+	} {
+		a := create(tc.tenant)
+		if a.status != tc.status {
+			t.Fatalf("create %d for tenant %q: %d %s, want %d", i, tc.tenant, a.status, a.body, tc.status)
+		}
+		if a.status == http.StatusUnprocessableEntity && !strings.Contains(string(a.body), "has 2 subscriptions, its limit") &&
+			!strings.Contains(string(a.body), "has 3 subscriptions, its limit") {
+			t.Fatalf("refusal: %s", a.body)
+		}
+	}
+	var other Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}, "tenant": "other"}, &other)
+	if a := r.do("PATCH", "/v1/subscriptions/"+other.ID, adminKey, map[string]any{"tenant": "acme"}); a.status != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(a.body), "body.tenant") {
+		t.Fatalf("moving a subscription into a full tenant: %d %s", a.status, a.body)
+	}
+	if a := r.do("PATCH", "/v1/subscriptions/"+other.ID, adminKey, map[string]any{"url": "https://b.example/"}); a.status != http.StatusOK {
+		t.Fatalf("changing a subscription of a tenant with room: %d %s", a.status, a.body)
 	}
 }

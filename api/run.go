@@ -38,7 +38,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations()}, log); err != nil || ctx.Err() != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations(), n.Tenants()}, log); err != nil || ctx.Err() != nil {
 		return err
 	}
 	subs, err := table.NewTable(base, n.Subscriptions(), cfg.Secrets, log)
@@ -56,12 +56,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer ops.Close()
+	tenants, err := table.NewTenantTable(base, n.Tenants(), log)
+	if err != nil {
+		return err
+	}
+	defer tenants.Close()
 	tables, stopTables := context.WithCancel(context.Background())
 	defer stopTables()
 	go subs.Run(tables)
 	go keys.Run(tables)
 	go ops.Run(tables)
-	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp} {
+	go tenants.Run(tables)
+	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp, tenants.WaitCaughtUp} {
 		if err := wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -85,7 +91,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer ch.Close()
-	s.WithClickHouse(ch).WithOperations(ops)
+	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants)
 	opsCtx, stopOps := context.WithCancel(ctx)
 	running := make(chan struct{})
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/filter"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -230,6 +231,9 @@ func (s *Server) registerSubscriptions() {
 			if _, taken := s.subs.Get(sub.ID); taken {
 				return nil, huma.Error409Conflict("subscription " + sub.ID + " already exists")
 			}
+			if err := s.room(ctx, &sub); err != nil {
+				return nil, err
+			}
 			if in.Body.Verify {
 				if err := s.verify(ctx, &sub); err != nil {
 					return nil, err
@@ -376,10 +380,31 @@ func (s *Server) change(ctx context.Context, id string, fn func(*topics.Subscrip
 	if err := filter.Validate(&sub); err != nil {
 		return nil, s.invalid(err, "")
 	}
+	if sub.Tenant != cur.Tenant {
+		if err := s.room(ctx, &sub); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.writeSubscription(ctx, &sub); err != nil {
 		return nil, err
 	}
 	return &sub, nil
+}
+
+// room refuses sub when its tenant has its most subscriptions already
+// (422 on body.tenant).
+func (s *Server) room(ctx context.Context, sub *topics.Subscription) error {
+	if s.tenant != nil {
+		if err := s.tenant.WaitCaughtUp(ctx); err != nil {
+			return s.internal(err)
+		}
+	}
+	err := s.tenant.Room(s.subs, s.cfg.TenantMaxSubscriptions, sub)
+	if errors.Is(err, table.ErrSubscriptionLimit) {
+		return huma.Error422UnprocessableEntity("invalid subscription",
+			&huma.ErrorDetail{Location: "body.tenant", Message: err.Error() + " (max_subscriptions)", Value: sub.Tenant})
+	}
+	return err
 }
 
 // writeSubscription writes sub, sealed, and waits until the table shows it.

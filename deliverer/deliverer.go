@@ -29,19 +29,20 @@ import (
 )
 
 type deliverer struct {
-	cfg    Config
-	names  topics.Names
-	log    *zap.Logger
-	cl     *kgo.Client
-	table  *table.Table
-	holds  *holds
-	parked *parkedReader // releases of ordered keys read the parked topic through it
-	lanes  *lanes.Lanes
-	sender *sender
-	fatal  chan error
-	m      *metrics
-	prot   *protection // circuit breakers, rate limits, auto-disable; nil without Redis
-	tracer tracing.Tracer
+	cfg     Config
+	names   topics.Names
+	log     *zap.Logger
+	cl      *kgo.Client
+	table   *table.Table
+	holds   *holds
+	tenants *table.TenantTable // the tenants' quota overrides
+	parked  *parkedReader      // releases of ordered keys read the parked topic through it
+	lanes   *lanes.Lanes
+	sender  *sender
+	fatal   chan error
+	m       *metrics
+	prot    *protection // circuit breakers, rate limits, auto-disable; nil without Redis
+	tracer  tracing.Tracer
 
 	commitMu sync.Mutex
 	wms      *kafka.Watermarks
@@ -83,6 +84,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	tableCtx, stopTable := context.WithCancel(context.Background())
 	defer stopTable()
 	go subs.Run(tableCtx)
+	tenants, err := table.NewTenantTable(base, d.names.Tenants(), log)
+	if err != nil {
+		return err
+	}
+	defer tenants.Close()
+	d.tenants = tenants
+	go tenants.Run(tableCtx)
 	holdTable, err := table.NewHoldTable(base, d.names.Holds(), log)
 	if err != nil {
 		return err
@@ -105,7 +113,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// Deliveries are attempted with the subscriptions as they are now: an
 	// older version of one (its URL, secret, enabled flag) may stand in the
 	// topic before its latest.
-	if !d.persist(ctx, "loading the subscriptions", func() error { return subs.WaitCaughtUp(ctx) }) {
+	if !d.persist(ctx, "loading the subscriptions and the tenants' quotas", func() error {
+		if err := subs.WaitCaughtUp(ctx); err != nil {
+			return err
+		}
+		return tenants.WaitCaughtUp(ctx)
+	}) {
 		cl.Close()
 		return nil
 	}

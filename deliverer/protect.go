@@ -103,6 +103,15 @@ func (d *deliverer) gate(ctx context.Context, rec *kgo.Record, sub *topics.Subsc
 		return dec.Ticket, d.delay(ctx, rec, del, wait, topics.OutcomeThrottled, topics.FailureThrottled,
 			"rate limit of "+strconv.FormatFloat(sub.RateLimitPerS, 'g', -1, 64)+"/s reached"), delayed, false
 	}
+	if quota := d.tenants.Get(del.Tenant).Rate(p.cfg.TenantRate); del.Tenant != "" && quota > 0 {
+		if wait := p.limiter.TakeTenant(ctx, del.Tenant, quota); wait > 0 {
+			if ctx.Err() != nil {
+				return dec.Ticket, nil, cut, false
+			}
+			return dec.Ticket, d.delay(ctx, rec, del, wait, topics.OutcomeThrottled, topics.FailureTenantQuota,
+				"tenant quota of "+strconv.FormatFloat(quota, 'g', -1, 64)+"/s reached"), delayed, false
+		}
+	}
 	return dec.Ticket, nil, finished, true
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -444,5 +445,70 @@ func TestProtectionConfig(t *testing.T) {
 				t.Fatalf("Protection = %+v", c.Protection)
 			}
 		})
+	}
+}
+
+// TestTenantQuota: a tenant over its delivery quota (WEBHOOKS_TENANT_RATE,
+// shared by all its subscriptions) has deliveries delayed as throttled
+// (tenant_quota) to a retry tier, none dropped, while a quiet tenant under the same
+// default and a tenant whose override lifts the quota are never delayed.
+func TestTenantQuota(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	h := newHarness(t, protectEnv(url, prefix, map[string]string{"WEBHOOKS_TENANT_RATE": "5"}))
+	rc := newReceiver(t, nil)
+	for _, id := range []string{"sub_a", "sub_b"} {
+		h.putSub(newSub(t, id, rc.url()))
+	}
+	unlimited := 0.0
+	vip := topics.Tenant{ID: "vip", RatePerS: &unlimited, UpdatedAt: time.Now()}
+	h.produce(&kgo.Record{Topic: h.names.Tenants(), Key: []byte(vip.ID), Value: vip.Encode()})
+	h.start(nil)
+
+	tenantOf := map[string]string{}
+	var ds []topics.Delivery
+	add := func(tenant string, n int) {
+		for i, id := range ids(tenant, n) {
+			d := newDelivery([]string{"sub_a", "sub_b"}[i%2], id)
+			d.Tenant = tenant
+			tenantOf[id] = tenant
+			ds = append(ds, d)
+		}
+	}
+	add("loud", 40)
+	add("vip", 40)
+	add("quiet", 3)
+	h.deliver(ds...)
+	waitFor(t, 60*time.Second, "an outcome for every delivery", func() bool {
+		seen := map[string]bool{}
+		for _, a := range h.attempts() {
+			seen[a.EventID] = true
+		}
+		return len(seen) == len(ds)
+	})
+
+	throttled := map[string]int{}
+	for _, a := range h.attempts() {
+		switch a.Outcome {
+		case topics.OutcomeSuccess:
+		case topics.OutcomeThrottled:
+			throttled[tenantOf[a.EventID]]++
+			if a.FailureCategory != topics.FailureTenantQuota || a.Attempt != 1 {
+				t.Fatalf("throttled attempt record: %+v", a)
+			}
+		default:
+			t.Fatalf("%s: outcome %s, want success or throttled", a.EventID, a.Outcome)
+		}
+	}
+	if throttled["loud"] == 0 || throttled["quiet"] != 0 || throttled["vip"] != 0 {
+		t.Fatalf("throttled per tenant %v: want loud's only", throttled)
+	}
+	if delivered := len(rc.perID()); delivered+throttled["loud"] != len(ds) {
+		t.Fatalf("%d delivered + %d throttled, want %d", delivered, throttled["loud"], len(ds))
+	}
+	if n := len(h.records(h.names.Retry(time.Second))); n != throttled["loud"] {
+		t.Fatalf("%d records wait in the retry tier, want the %d throttled", n, throttled["loud"])
+	}
+	if n := len(h.records(h.names.DLQ())); n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
 	}
 }

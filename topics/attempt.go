@@ -41,6 +41,7 @@ const (
 	FailureBusy         = "subscription_busy"  // spilled: the subscription had its queue limit held
 	FailureBreakerOpen  = "breaker_open"       // blocked: the subscription's circuit breaker is open
 	FailureThrottled    = "rate_limited_local" // throttled: the subscription's own rate limit
+	FailureTenantQuota  = "tenant_quota"       // throttled: the tenant's delivery quota
 )
 
 // Attempt is the value on the attempts topic, keyed by subscription id.

@@ -11,7 +11,7 @@ const day = 24 * time.Hour
 func (n Names) TopicConfigs(topic string) map[string]*string {
 	ms := func(d time.Duration) *string { s := strconv.FormatInt(d.Milliseconds(), 10); return &s }
 	switch topic {
-	case n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations():
+	case n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants():
 		compact := "compact"
 		return map[string]*string{"cleanup.policy": &compact}
 	case n.Parked():

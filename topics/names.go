@@ -68,6 +68,9 @@ func (n Names) Holds() string { return n.Prefix + "holds" }
 // APIKeys is the compacted topic of the control plane's API keys.
 func (n Names) APIKeys() string { return n.Prefix + "apikeys" }
 
+// Tenants is the compacted topic of per-tenant quotas: tenant -> Tenant.
+func (n Names) Tenants() string { return n.Prefix + "tenants" }
+
 // Operations is the compacted, one-partition topic of the API's bulk
 // operations.
 func (n Names) Operations() string { return n.Prefix + "operations" }
@@ -103,7 +106,7 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants()}
 	return append(out, n.RetryTopics()...)
 }
 

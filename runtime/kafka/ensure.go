@@ -61,7 +61,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 			res.Created = append(res.Created, t)
 		}
 	}
-	for _, t := range []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations()} {
+	for _, t := range []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants()} {
 		if err := verifyCompacted(ctx, adm, t); err != nil {
 			return res, err
 		}

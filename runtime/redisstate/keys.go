@@ -35,6 +35,9 @@ func (k Keys) BreakerCalls(sub string) string { return k.Prefix + "breaker:" + s
 // library prefixes it with "rate:").
 func (k Keys) RateLimit(sub string) string { return k.Prefix + "ratelimit:" + sub }
 
+// TenantRate is the GCRA state of a tenant's delivery quota.
+func (k Keys) TenantRate(tenant string) string { return k.Prefix + "tenantrate:" + tenant }
+
 // APIRate is the rate limit of an API key (redis_rate prefixes it "rate:").
 func (k Keys) APIRate(keyID string) string { return k.Prefix + "apirate:" + keyID }
 

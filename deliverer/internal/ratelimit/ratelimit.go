@@ -1,6 +1,8 @@
-// Package ratelimit applies a subscription's rate_limit_per_s across all
-// deliverer replicas: GCRA in Redis through github.com/go-redis/redis_rate,
-// with a burst of max(1, ceil(rate)).
+// Package ratelimit applies a subscription's rate_limit_per_s, and a
+// tenant's delivery quota, across all deliverer replicas: GCRA in Redis
+// through github.com/go-redis/redis_rate, with a burst of max(1,
+// ceil(rate)). What follows says subscription; a tenant's quota works the
+// same, under a key of its own.
 //
 // A throttled delivery is delayed, never failed. When its turn is near
 // (within MaxWait) it waits in-process, on a timer and the context; a tier
@@ -29,12 +31,12 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
 
-// waitersPerSubscription bounds the deliveries of one subscription that
-// wait in-process at once.
+// waitersPerSubscription bounds the deliveries of one subscription (or
+// tenant) that wait in-process at once.
 const waitersPerSubscription = 2
 
-// Limiter is the rate limits of all subscriptions, as one replica applies
-// them.
+// Limiter is the rate limits of all subscriptions and tenants, as one
+// replica applies them.
 type Limiter struct {
 	g       *redisstate.Guard
 	lim     *redis_rate.Limiter
@@ -43,7 +45,7 @@ type Limiter struct {
 	waiters chan struct{} // a slot per in-process waiter
 
 	mu   sync.Mutex
-	subs map[string]*subState
+	subs map[string]*subState // by Redis key
 
 	waited atomic.Uint64
 }
@@ -76,7 +78,25 @@ func Limit(perSecond float64) redis_rate.Limit {
 // <= 0 means unlimited. When ctx ends during a wait, it returns the wait
 // left.
 func (l *Limiter) Take(ctx context.Context, sub string, perSecond float64) time.Duration {
-	if l == nil || perSecond <= 0 || !l.g.Available() {
+	if l == nil {
+		return 0
+	}
+	return l.take(ctx, l.keys.RateLimit(sub), perSecond)
+}
+
+// TakeTenant is Take for a tenant's quota: the deliveries of all its
+// subscriptions share it.
+func (l *Limiter) TakeTenant(ctx context.Context, tenant string, perSecond float64) time.Duration {
+	if l == nil {
+		return 0
+	}
+	return l.take(ctx, l.keys.TenantRate(tenant), perSecond)
+}
+
+// take applies the limit kept at the Redis key key; the in-process waits
+// and spreading are per key too.
+func (l *Limiter) take(ctx context.Context, key string, perSecond float64) time.Duration {
+	if perSecond <= 0 || !l.g.Available() {
 		return 0
 	}
 	limit := Limit(perSecond)
@@ -84,14 +104,14 @@ func (l *Limiter) Take(ctx context.Context, sub string, perSecond float64) time.
 	waiting := false
 	defer func() {
 		if waiting {
-			l.release(sub)
+			l.release(key)
 		}
 	}()
 	for {
 		var res *redis_rate.Result
 		err := l.g.Do(ctx, func(ctx context.Context, _ *redis.Client) error {
 			var err error
-			res, err = l.lim.Allow(ctx, l.keys.RateLimit(sub), limit)
+			res, err = l.lim.Allow(ctx, key, limit)
 			return err
 		})
 		if err != nil || res.Allowed > 0 {
@@ -102,8 +122,8 @@ func (l *Limiter) Take(ctx context.Context, sub string, perSecond float64) time.
 		}
 		retry := max(res.RetryAfter, time.Millisecond)
 		now := time.Now()
-		if now.Add(retry).After(deadline) || (!waiting && !l.acquire(sub)) {
-			return l.spread(sub, perSecond, now, retry)
+		if now.Add(retry).After(deadline) || (!waiting && !l.acquire(key)) {
+			return l.spread(key, perSecond, now, retry)
 		}
 		waiting = true
 		t := time.NewTimer(retry)
@@ -116,11 +136,11 @@ func (l *Limiter) Take(ctx context.Context, sub string, perSecond float64) time.
 	}
 }
 
-// acquire takes an in-process waiting slot for sub, if one is free.
-func (l *Limiter) acquire(sub string) bool {
+// acquire takes an in-process waiting slot for key, if one is free.
+func (l *Limiter) acquire(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.state(sub)
+	s := l.state(key)
 	if s.waiting >= waitersPerSubscription {
 		return false
 	}
@@ -133,20 +153,20 @@ func (l *Limiter) acquire(sub string) bool {
 	}
 }
 
-func (l *Limiter) release(sub string) {
+func (l *Limiter) release(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	<-l.waiters
-	l.state(sub).waiting--
+	l.state(key).waiting--
 }
 
 // spread returns the delay of a delivery that cannot wait in-process: the
-// later of its GCRA retry-after and the subscription's next free slot,
-// which then moves one emission interval on.
-func (l *Limiter) spread(sub string, perSecond float64, now time.Time, retry time.Duration) time.Duration {
+// later of its GCRA retry-after and the limit's next free slot, which then
+// moves one emission interval on.
+func (l *Limiter) spread(key string, perSecond float64, now time.Time, retry time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.state(sub)
+	s := l.state(key)
 	at := now.Add(retry)
 	if s.next.After(at) {
 		at = s.next
@@ -155,11 +175,13 @@ func (l *Limiter) spread(sub string, perSecond float64, now time.Time, retry tim
 	return at.Sub(now)
 }
 
-func (l *Limiter) state(sub string) *subState {
-	s := l.subs[sub]
+// state is the in-process state of the limit at key (a subscription's or
+// a tenant's).
+func (l *Limiter) state(key string) *subState {
+	s := l.subs[key]
 	if s == nil {
-		// Drop the states of subscriptions that are idle, so the map holds
-		// only the ones throttled lately.
+		// Drop the states of limits that are idle, so the map holds only
+		// the ones throttled lately.
 		if len(l.subs) > 1024 {
 			now := time.Now()
 			for k, v := range l.subs {
@@ -169,7 +191,7 @@ func (l *Limiter) state(sub string) *subState {
 			}
 		}
 		s = &subState{}
-		l.subs[sub] = s
+		l.subs[key] = s
 	}
 	return s
 }

@@ -54,6 +54,10 @@ var commands = []command{
 		example: "webhookctl apikeys list -o json"},
 	{name: "apikeys revoke", args: []string{"ID"}, summary: "revoke a key of the HTTP API", setup: apikeysRevokeCmd,
 		example: "webhookctl apikeys revoke key_0123456789abcdefghij"},
+	{name: "tenants set-quota", args: []string{"TENANT"}, summary: "set a tenant's delivery rate or most subscriptions, over the defaults", setup: tenantsSetQuotaCmd,
+		example: "webhookctl tenants set-quota acme --rate 50 --max-subscriptions 20\nwebhookctl tenants set-quota acme --rate default"},
+	{name: "tenants list", summary: "list the tenants with quotas of their own", setup: tenantsListCmd,
+		example: "webhookctl tenants list -o json"},
 	{name: "publish", summary: "publish one event (for testing)", setup: publishCmd,
 		example: "webhookctl publish --type order.created --tenant acme --key order-42 --data '{\"total\": 12}'"},
 	{name: "replay", summary: "re-dispatch events in a time range to one subscription", long: true, setup: replayCmd,
@@ -77,6 +81,7 @@ var groups = map[string]string{
 	"dlq":           "dead letters",
 	"clickhouse":    "the recorder's ClickHouse tables",
 	"apikeys":       "keys of the HTTP API (docs/api.md)",
+	"tenants":       "per-tenant quotas",
 }
 
 // root builds the command tree of one invocation, bound to c.

@@ -59,6 +59,9 @@ func createCmd(fs *flag.FlagSet) runFunc {
 		if _, ok := t.Get(s.ID); ok {
 			return fmt.Errorf("subscription %s already exists", s.ID)
 		}
+		if err := c.room(ctx, k, t, &s); err != nil {
+			return err
+		}
 		if err := k.putSubscription(ctx, &s); err != nil {
 			return err
 		}
@@ -265,6 +268,11 @@ func (c *cli) change(ctx context.Context, id string, fn func(s *topics.Subscript
 	s.UpdatedAt = now
 	if err := filter.Validate(&s); err != nil {
 		return nil, err
+	}
+	if s.Tenant != cur.Tenant {
+		if err := c.room(ctx, k, t, &s); err != nil {
+			return nil, err
+		}
 	}
 	if err := k.putSubscription(ctx, &s); err != nil {
 		return nil, err

@@ -1,0 +1,71 @@
+package topics
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// Tenant is the value on the tenants topic (compacted, keyed by the
+// tenant): what one tenant may use, overriding the defaults
+// (WEBHOOKS_TENANT_RATE, WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS). A nil field
+// keeps the default; zero means unlimited. A tombstone drops every
+// override of the tenant.
+type Tenant struct {
+	ID string `json:"id"`
+	// RatePerS is the most deliveries per second of the tenant's events,
+	// across all deliverer replicas.
+	RatePerS *float64 `json:"rate_per_s,omitempty"`
+	// MaxSubscriptions is the most subscriptions the tenant may have.
+	MaxSubscriptions *int      `json:"max_subscriptions,omitempty"`
+	UpdatedAt        time.Time `json:"updated_at"`
+}
+
+// Rate is the tenant's delivery rate given the default: 0 is unlimited.
+func (t *Tenant) Rate(def float64) float64 {
+	if t == nil || t.RatePerS == nil {
+		return def
+	}
+	return *t.RatePerS
+}
+
+// SubscriptionLimit is the tenant's most subscriptions given the default:
+// 0 is unlimited.
+func (t *Tenant) SubscriptionLimit(def int) int {
+	if t == nil || t.MaxSubscriptions == nil {
+		return def
+	}
+	return *t.MaxSubscriptions
+}
+
+// Validate checks the id and the limits.
+func (t *Tenant) Validate() error {
+	if err := checkID("tenant", "id", t.ID); err != nil {
+		return err
+	}
+	if r := t.RatePerS; r != nil && (*r < 0 || math.IsNaN(*r) || math.IsInf(*r, 0)) {
+		return invalid("tenant", "rate_per_s", "must be a finite number, not negative (0: unlimited)")
+	}
+	if m := t.MaxSubscriptions; m != nil && *m < 0 {
+		return invalid("tenant", "max_subscriptions", "must not be negative (0: unlimited)")
+	}
+	return nil
+}
+
+// Encode renders the record value.
+func (t *Tenant) Encode() []byte {
+	b, err := json.Marshal(t)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// DecodeTenant decodes and validates a tenants value strictly.
+func DecodeTenant(b []byte) (Tenant, error) {
+	var t Tenant
+	if err := decodeStrict("tenant", b, &t); err != nil {
+		return Tenant{}, err
+	}
+	return t, t.Validate()
+}
