@@ -34,9 +34,9 @@ import (
 // watchdog fails loudly if a bubble runs for more than d of real time. Its
 // timer is started outside the bubble, so it runs on the real clock. kgo's
 // mutexes are sync.Mutex unless built with -tags synctests, and a goroutine
-// blocked on one keeps virtual time from advancing; that has not been seen
-// to hang these tests (nor the retrier's, which need no build tag either),
-// but if it ever does, this says so instead of the test binary's timeout.
+// blocked on one keeps virtual time from advancing: without the tag one of
+// the retrier's bubbles hung once on a loaded machine, so make test sets it;
+// run by hand without it, this says so instead of the test binary's timeout.
 func watchdog(t *testing.T, d time.Duration) (stop func()) {
 	name := t.Name()
 	timer := time.AfterFunc(d, func() {
