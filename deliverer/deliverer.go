@@ -207,11 +207,13 @@ func (d *deliverer) consumed() []string {
 // the buffer: past three quarters of that, the redeliveries topic is paused
 // (until they are down to half) while fresh deliveries are fetched on, so a
 // storm of due retries never stands between fresh deliveries and the
-// workers.
+// workers. A fast subscription holding half the buffer has its partitions
+// paused until it is down to a quarter (see crowd).
 func (d *deliverer) poll(ctx context.Context) error {
 	fresh, due := d.names.Deliveries(), d.names.Redeliveries()
 	dueCap := max(1, d.cfg.MaxBuffered/2)
 	duePaused := false
+	var crowded map[lanes.TP]bool // partitions paused for a crowding subscription
 	// A fatal error ends polling at once, even while no records arrive
 	// (PollRecords blocks until some do) or the buffer is full.
 	pctx, stop := context.WithCancelCause(ctx)
@@ -246,14 +248,17 @@ func (d *deliverer) poll(ctx context.Context) error {
 			d.cl.ResumeFetchTopics(due)
 			duePaused = false
 		}
+		crowded = d.crowd(crowded)
 		// No poll may take due retries past their share.
 		n := max(1, d.cfg.MaxBuffered-d.lanes.Buffered())
 		pollCtx, cancel := pctx, context.CancelFunc(func() {})
-		if duePaused {
-			// Nothing else would wake a poll with fresh deliveries idle
-			// when the due retries are worked off.
+		if duePaused || len(crowded) > 0 {
+			// Nothing else would wake a poll with the other partitions
+			// idle when the due retries or a crowding subscription's
+			// records are worked off.
 			pollCtx, cancel = context.WithTimeout(pctx, duePausedPoll)
-		} else {
+		}
+		if !duePaused {
 			n = min(n, max(1, dueCap-held))
 		}
 		fs := d.cl.PollRecords(pollCtx, n)
@@ -264,7 +269,7 @@ func (d *deliverer) poll(ctx context.Context) error {
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.DeadlineExceeded) {
-				return // the short poll while due retries are paused
+				return // the short poll while partitions are paused
 			}
 			d.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
@@ -273,6 +278,37 @@ func (d *deliverer) poll(ctx context.Context) error {
 		})
 		d.cl.AllowRebalance()
 	}
+}
+
+// crowd pauses fetching the partitions a fast subscription holding half
+// the buffer takes its records from (lanes.Crowded), and resumes those
+// paused that are no longer crowded. It returns the partitions paused now.
+// A burst to one fast endpoint then waits in its partitions instead of
+// taking the buffer from every other subscription, or spilling.
+func (d *deliverer) crowd(paused map[lanes.TP]bool) map[lanes.TP]bool {
+	now := map[lanes.TP]bool{}
+	for _, tp := range d.lanes.Crowded() {
+		now[tp] = true
+	}
+	pause, resume := map[string][]int32{}, map[string][]int32{}
+	for tp := range now {
+		if !paused[tp] {
+			pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
+		}
+	}
+	for tp := range paused {
+		if !now[tp] {
+			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+		}
+	}
+	if len(pause) > 0 {
+		d.cl.PauseFetchPartitions(pause)
+		d.log.Debug("paused fetching for a subscription holding half the buffer", zap.Any("partitions", pause))
+	}
+	if len(resume) > 0 {
+		d.cl.ResumeFetchPartitions(resume)
+	}
+	return now
 }
 
 // fetchMaxWait bounds how long a fetch waits for records (see opts).

@@ -2,6 +2,7 @@ package deliverer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,6 +62,54 @@ func TestSpillComesBackWhenWorkedOff(t *testing.T) {
 		}
 		if nb, ok := topics.NotBeforeOf(retry); !ok || !nb.Equal(next.NotBefore.Truncate(time.Millisecond)) {
 			t.Errorf("wait %v: header not before %v (%v), want %v", tc.wait, nb, ok, next.NotBefore)
+		}
+	}
+}
+
+// TestBurstDoesNotSpill: a burst to one fast endpoint, many times what the
+// subscription may hold, is delivered in full with nothing spilled (a burst
+// is not slowness): the subscription's partition is paused while it holds
+// half the buffer, and a subscription on another partition is served
+// meanwhile.
+func TestBurstDoesNotSpill(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	rc := newReceiver(t, nil)
+	// Two subscriptions on different partitions of the three.
+	burst, other := "sub_burst", ""
+	part := func(id string) int {
+		return topics.Partitioner().ForTopic("").Partition(&kgo.Record{Key: []byte(id + "/k")}, 3)
+	}
+	for i := range 100 {
+		if id := fmt.Sprintf("sub_other%d", i); part(id) != part(burst) {
+			other = id
+			break
+		}
+	}
+	h.putSub(newSub(t, burst, rc.url()))
+	h.putSub(newSub(t, other, rc.url()))
+	var ds []topics.Delivery
+	for _, id := range ids("evt_burst", 400) {
+		ds = append(ds, newDelivery(burst, id))
+	}
+	h.deliver(ds...)
+	h.start(map[string]string{
+		"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT":               "4",
+		"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION":        "4",
+		"WEBHOOKS_DELIVERER_MAX_BUFFERED":                "40",
+		"WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION": "8",
+	})
+	waitFor(t, 30*time.Second, "the burst under way", func() bool { return rc.count() > 0 })
+	h.deliver(newDelivery(other, "evt_other"))
+	waitFor(t, 60*time.Second, "every delivery", func() bool { return len(rc.perID()) == len(ds)+1 })
+	for id, n := range rc.perID() {
+		if n != 1 {
+			t.Fatalf("%s delivered %d times", id, n)
+		}
+	}
+	for _, a := range h.attempts() {
+		if a.Outcome != topics.OutcomeSuccess {
+			t.Fatalf("%s: %s / %s, want every delivery attempted once and delivered", a.EventID, a.Outcome, a.FailureCategory)
 		}
 	}
 }

@@ -10,6 +10,7 @@ package lanes
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,6 +109,17 @@ type subscription struct {
 	// that hangs finishes nothing to average).
 	took    time.Duration
 	running map[*Item]time.Time
+
+	// parts counts the records held per partition they came from; crowded
+	// is set while a fast subscription holds half the buffer (see Crowded).
+	parts   map[TP]int
+	crowded bool
+}
+
+// slow reports whether s needs more than slowFactor spill delays, at its
+// pace, to finish what it holds; with no spill delay every subscription is.
+func (l *Lanes) slow(s *subscription, now time.Time) bool {
+	return l.spillAfter == 0 || s.workOff(now, l.maxPerSub) > slowFactor*l.spillAfter
 }
 
 // slowFactor: a subscription is slow when it needs this many times the
@@ -148,14 +160,17 @@ type Lanes struct {
 	runq     []*subscription    // subscriptions with ready items and room
 	spillq   []*Item            // ready spill items
 	parts    map[TP]*partition
+	crowded  int // subscriptions crowded
 }
 
 // New returns lanes that run at most maxPerSub records of one subscription
 // at a time. Records of a subscription that holds maxQueuedSub or more
 // spill when, at the pace its records run, it would need more than
 // slowFactor times spillAfter to finish what it holds (a slow or hanging
-// endpoint; a busy fast one keeps its records, as spilling would only make
-// them later), and whatever its pace once it holds half of maxBuffered, so
+// endpoint). A fast one keeps its records, however deep its backlog: a
+// burst is not slowness, and spilling would only make its records later
+// and out of order. Once a fast one holds half of maxBuffered, its
+// partitions are crowded (Crowded) and the caller stops fetching them, so
 // no subscription takes more than half of the memory all share. spillAfter
 // is the shortest retry delay, the soonest a spilled record comes back;
 // zero spills on the count alone.
@@ -193,16 +208,19 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 	now := time.Now()
 	s := l.subs[sub]
 	if s == nil {
-		s = &subscription{id: sub, running: map[*Item]time.Time{}}
+		s = &subscription{id: sub, running: map[*Item]time.Time{}, parts: map[TP]int{}}
 		l.subs[sub] = s
 	}
-	spill := s.items >= l.hardCap ||
-		s.items >= l.maxQueuedSub && (l.spillAfter == 0 || s.workOff(now, l.maxPerSub) > slowFactor*l.spillAfter)
+	spill := s.items >= l.maxQueuedSub && l.slow(s, now)
 	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), entry: e, part: p}
 	if spill {
 		it.Wait = s.workOff(now, l.maxPerSub)
+	} else if s.items >= l.hardCap && !s.crowded {
+		s.crowded = true
+		l.crowded++
 	}
 	s.items++
+	s.parts[tp]++
 	l.buffered++
 	l.inTopic[r.Topic]++
 	q := l.keys[it.key]
@@ -328,13 +346,24 @@ func (l *Lanes) release(s *subscription, it *Item) {
 	}
 	l.unbuffer(s, it)
 	if s.items == 0 {
-		delete(l.subs, s.id)
+		l.forgetSub(s)
 	}
+}
+
+// forgetSub drops a subscription that holds nothing.
+func (l *Lanes) forgetSub(s *subscription) {
+	if s.crowded {
+		l.crowded--
+	}
+	delete(l.subs, s.id)
 }
 
 // unbuffer takes it out of the counts of records held.
 func (l *Lanes) unbuffer(s *subscription, it *Item) {
 	s.items--
+	if s.parts[it.part.tp]--; s.parts[it.part.tp] == 0 {
+		delete(s.parts, it.part.tp)
+	}
 	l.buffered--
 	it.part.items--
 	if l.inTopic[it.Rec.Topic]--; l.inTopic[it.Rec.Topic] == 0 {
@@ -347,6 +376,37 @@ func (l *Lanes) Buffered() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buffered
+}
+
+// Crowded lists the partitions to stop fetching: those a fast subscription
+// holding half the buffer takes records from. A subscription stays crowded
+// until it holds less than a quarter of the buffer, or it turns slow (its
+// records arriving then spill, and other subscriptions of its partitions
+// must not wait for it).
+func (l *Lanes) Crowded() []TP {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.crowded == 0 {
+		return nil
+	}
+	var out []TP
+	now := time.Now()
+	for _, s := range l.subs {
+		if !s.crowded {
+			continue
+		}
+		if s.items < l.hardCap/2 || l.slow(s, now) {
+			s.crowded = false
+			l.crowded--
+			continue
+		}
+		for tp := range s.parts {
+			if !slices.Contains(out, tp) {
+				out = append(out, tp)
+			}
+		}
+	}
+	return out
 }
 
 // BufferedIn is the number of records of one topic held.
@@ -447,9 +507,9 @@ func (l *Lanes) drop(parts []TP, handOff bool) int {
 			l.makeReady(l.subs[kept[0].Sub], kept[0])
 		}
 	}
-	for id, s := range l.subs {
+	for _, s := range l.subs {
 		if s.items == 0 {
-			delete(l.subs, id)
+			l.forgetSub(s)
 		}
 	}
 	if handOff {

@@ -744,7 +744,7 @@ func TestSpillBeyondQueueLimit(t *testing.T) {
 
 // TestSpillOnlyWhenSlow: beyond its queue limit a subscription spills only
 // when, at the pace its records run, it could not finish what it holds
-// within slowFactor spill delays, and whatever its pace at half the buffer.
+// within slowFactor spill delays.
 func TestSpillOnlyWhenSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const after = 5 * time.Second // slow beyond 20 s of work
@@ -825,15 +825,49 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 	})
 }
 
-// TestSpillAtHalfTheBuffer: however fast, a subscription holding half the
-// buffer spills what comes beyond it.
-func TestSpillAtHalfTheBuffer(t *testing.T) {
+// TestCrowdedAtHalfTheBuffer: a fast subscription holding half the buffer
+// spills nothing (a burst is not slowness): its partitions are crowded, to
+// be paused, until it holds less than a quarter; a slow one past its queue
+// limit spills and crowds nothing.
+func TestCrowdedAtHalfTheBuffer(t *testing.T) {
 	l := New(64, 4, 40, time.Hour)
 	for i := range 25 {
-		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a")
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 3, Offset: int64(i)}, "a")
 	}
-	if n := len(l.spillq); n != 5 {
-		t.Fatalf("%d spilled, want the 5 beyond 20", n)
+	l.Add(&kgo.Record{Topic: "redeliveries", Key: []byte("a/x"), Partition: 3, Offset: 0}, "a")
+	l.Add(&kgo.Record{Topic: "deliveries", Key: []byte("b/0"), Partition: 1, Offset: 0}, "b")
+	if n := len(l.spillq); n != 0 {
+		t.Fatalf("%d spilled, want none", n)
+	}
+	got := l.Crowded()
+	slices.SortFunc(got, func(x, y TP) int { return strings.Compare(x.Topic, y.Topic) })
+	if want := []TP{{"deliveries", 3}, {"redeliveries", 3}}; !slices.Equal(got, want) {
+		t.Fatalf("crowded %v, want %v", got, want)
+	}
+	drain := func(left int) {
+		for l.subs["a"].items > left {
+			it, _ := l.Next()
+			l.Done(it, true)
+		}
+	}
+	drain(15) // below half, not yet below a quarter: still crowded
+	if got := l.Crowded(); len(got) != 2 {
+		t.Fatalf("crowded %v holding 15 of 40, want both partitions still", got)
+	}
+	drain(9)
+	if got := l.Crowded(); len(got) != 0 {
+		t.Fatalf("crowded %v holding 9 of 40", got)
+	}
+
+	slow := New(2, 4, 40, 0) // no spill delay: every subscription is slow
+	for i := range 25 {
+		slow.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a")
+	}
+	if n := len(slow.spillq); n != 21 {
+		t.Fatalf("slow: %d spilled, want the 21 beyond its queue limit", n)
+	}
+	if got := slow.Crowded(); len(got) != 0 {
+		t.Fatalf("slow: crowded %v", got)
 	}
 }
 
