@@ -51,6 +51,9 @@ type harness struct {
 	env     map[string]string
 	log     *zap.Logger
 	runs    int
+	// released is the next offset per partition of the redeliveries
+	// topic that drain reads.
+	released map[int32]int64
 
 	mu   sync.Mutex
 	seen map[string][]*kgo.Record // by topic: attempts, dlq, retry tiers
@@ -82,7 +85,7 @@ func newHarness(t testing.TB, env map[string]string) *harness {
 	}
 	t.Cleanup(c.Close)
 	h := &harness{t: t, cluster: c, env: baseEnv(strings.Join(c.ListenAddrs(), ",")),
-		log: testLogger(t), seen: map[string][]*kgo.Record{}}
+		log: testLogger(t), seen: map[string][]*kgo.Record{}, released: map[int32]int64{}}
 	maps.Copy(h.env, env)
 	k, err := kafka.Load(h.getenv)
 	if err != nil {

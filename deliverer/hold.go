@@ -22,11 +22,12 @@ import (
 // Later deliveries of a held key are not attempted: they are appended to
 // the parked topic, in arrival order, and the hold notes where the key's
 // parked records start. When the head comes back from its tier and
-// succeeds or is dead-lettered, the key's parked deliveries are attempted in
-// order, in the key's lane; a parked delivery that fails becomes the new
-// head and the rest stay parked. Holds and parked records live in Kafka, so
-// they survive restarts of any component, and a held key never holds back
-// other keys or its partition.
+// succeeds or is dead-lettered, the key's parked deliveries are copied to
+// the redeliveries topic and attempted in order as they come back, each
+// a record of its own, in the key's lane; a parked delivery that fails
+// becomes the new head and the rest stay parked. Holds and parked records
+// live in Kafka, so they survive restarts of any component, and a held
+// key never holds back other keys or its partition.
 
 // holds is this process's view of the held keys.
 type holds struct {
@@ -131,7 +132,10 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	}) {
 		return false
 	}
-	isHead := held != nil && del.EventID == held.Head && del.Attempt == held.HeadAttempt
+	if at, ok := d.releasedCopy(rec); ok {
+		return d.releasedOne(ctx, it, del, held, at, rng)
+	}
+	isHead := held != nil && held.ReleasingTo < 0 && del.EventID == held.Head && del.Attempt == held.HeadAttempt
 	through := d.through(rec)
 	if held != nil && !isHead {
 		if through >= 0 && through <= held.Through || del.EventID == held.Head {
@@ -141,7 +145,7 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 		}
 		return d.park(ctx, rec, del, held)
 	}
-	next := &topics.Hold{Head: del.EventID, ParkedFrom: -1, Through: through, Since: time.Now()}
+	next := &topics.Hold{Head: del.EventID, ParkedFrom: -1, ParkedLast: -1, ReleasingTo: -1, Through: through, Since: time.Now()}
 	if isHead {
 		next.ParkedFrom, next.ParkedPartition, next.ParkedLast, next.Since = held.ParkedFrom, held.ParkedPartition, held.ParkedLast, held.Since
 		next.Through = max(held.Through, through)
@@ -159,14 +163,55 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 		next.HeadAttempt = headAttempt(del, v)
 		return d.produceHold(ctx, recs, key, next)
 	}
-	if !d.produce(ctx, recs) {
-		return false
-	}
 	if !isHead {
+		return d.produce(ctx, recs)
+	}
+	next.HeadAttempt = held.HeadAttempt
+	return d.release(ctx, key, next, recs)
+}
+
+// releasedCopy tells whether rec is a parked delivery a release copied to
+// the redeliveries topic, and its offset on the parked topic.
+func (d *deliverer) releasedCopy(rec *kgo.Record) (int64, bool) {
+	if rec.Topic != d.names.Redeliveries() {
+		return 0, false
+	}
+	return topics.OffsetOf(rec.Headers, topics.HeaderParkedAt)
+}
+
+// releasedOne attempts a parked delivery that a release copied to the
+// redeliveries topic, the next of its key when its parked offset is at
+// or past the hold's ParkedFrom and within the release. Any other copy
+// was attempted before (redone after a crash), or belongs to a release
+// that a failure ended, whose deliveries are still parked and are copied
+// again by the next release: it is skipped. A success moves ParkedFrom
+// past it, with its attempt record, so that a crash repeats one request
+// at most; after the last copy, the next release starts with what was
+// parked meanwhile. A failure makes it the key's head.
+func (d *deliverer) releasedOne(ctx context.Context, it *lanes.Item, del *topics.Delivery, held *topics.Hold, at int64, rng *rand.Rand) bool {
+	if held == nil || held.ReleasingTo < 0 || at < held.ParkedFrom || at > held.ReleasingTo {
 		return true
 	}
-	after, ok := d.drain(ctx, key, held, rng)
-	return ok && d.writeHold(ctx, key, after)
+	rec, key := it.Rec, it.Rec.Key
+	next := *held
+	next.ParkedFrom = at + 1
+	if it.Spill {
+		next.Head, next.HeadAttempt, next.ReleasingTo = del.EventID, del.Attempt, -1
+		return d.produceHold(ctx, d.spill(ctx, rec, del, it.Wait), key, &next)
+	}
+	recs, v := d.attempt(ctx, rec, del, rng)
+	switch v {
+	case cut:
+		return false
+	case retried, delayed:
+		next.Head, next.HeadAttempt, next.ReleasingTo = del.EventID, headAttempt(del, v), -1
+		return d.produceHold(ctx, recs, key, &next)
+	}
+	if at < held.ReleasingTo {
+		return d.produceHold(ctx, recs, key, &next)
+	}
+	next.ReleasingTo = -1
+	return d.release(ctx, key, &next, recs)
 }
 
 // through is what a record moves a hold's Through to: its offset on the
@@ -259,52 +304,39 @@ const (
 	persistMax   = 5 * time.Second
 )
 
-// drainUpdateEvery is how many parked deliveries are attempted between
-// progress writes of the hold, bounding what a crash mid-drain repeats.
-const drainUpdateEvery = 100
-
-// drain attempts a released key's parked deliveries in order. It returns
-// the key's next hold (nil: released) once every parked delivery was
-// attempted, or at the first one that went to a retry tier, which becomes
-// the new head.
-func (d *deliverer) drain(ctx context.Context, key []byte, h *topics.Hold, rng *rand.Rand) (*topics.Hold, bool) {
-	if h.ParkedFrom < 0 {
-		return nil, true
-	}
+// release produces recs (the outcome of the head, or of the last
+// delivery of a release) and releases the key's parked deliveries from
+// h.ParkedFrom on: it copies them, in order, to the redeliveries topic,
+// each naming its parked offset, and then writes the hold that expects
+// them (ReleasingTo). Each copy comes back as a record of its own, so the
+// head's record finishes now, and the partitions' watermarks never wait
+// for a whole release. With nothing parked, the key is free: its hold is
+// removed. A crash before the hold leaves copies it does not expect,
+// which are skipped.
+func (d *deliverer) release(ctx context.Context, key []byte, h *topics.Hold, recs []*kgo.Record) bool {
 	var parked []*kgo.Record
-	if !d.persist(ctx, "reading the parked deliveries of an ordering key", func() (err error) {
+	if h.ParkedFrom >= 0 && !d.persist(ctx, "reading the parked deliveries of an ordering key", func() (err error) {
 		parked, err = d.parkedOf(ctx, key, h)
 		return err
 	}) {
-		return nil, false
+		return false
 	}
-	progress := *h
-	for i, r := range parked {
-		del, dead := d.decode(ctx, r)
-		if dead != nil {
-			if !d.produce(ctx, []*kgo.Record{dead}) {
-				return nil, false
-			}
-			continue
-		}
-		recs, v := d.attempt(ctx, r, del, rng)
-		if v == cut || !d.produce(ctx, recs) {
-			return nil, false
-		}
-		if v == retried || v == delayed {
-			next := progress
-			next.Head, next.HeadAttempt, next.ParkedFrom = del.EventID, headAttempt(del, v), r.Offset+1
-			return &next, true
-		}
-		if (i+1)%drainUpdateEvery == 0 {
-			progress.ParkedFrom = r.Offset + 1
-			if !d.writeHold(ctx, key, &progress) {
-				return nil, false
-			}
-		}
+	if len(parked) == 0 {
+		d.log.Debug("released ordered key", zap.String("key", string(key)))
+		return d.produceHold(ctx, recs, key, nil)
 	}
-	d.log.Debug("released ordered key", zap.String("key", string(key)), zap.Int("drained", len(parked)))
-	return nil, true
+	for _, r := range parked {
+		c := &kgo.Record{Topic: d.names.Redeliveries(), Key: key, Value: r.Value,
+			Headers: []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAt, r.Offset)}}
+		tracing.Carry(ctx, &c.Headers, r.Headers)
+		recs = append(recs, c)
+	}
+	if !d.produce(ctx, recs) {
+		return false
+	}
+	next := *h
+	next.ParkedFrom, next.ReleasingTo = parked[0].Offset, parked[len(parked)-1].Offset
+	return d.writeHold(ctx, key, &next)
 }
 
 // parkedOf returns the key's parked deliveries from h.ParkedFrom on, in

@@ -57,7 +57,7 @@ func newReleaser(tb testing.TB, h *harness) *deliverer {
 // heldKey is a key of an ordered subscription whose head delivery waits in
 // a retry tier.
 func heldKey(key string) *topics.Hold {
-	return &topics.Hold{Head: "evt_head_" + key, HeadAttempt: 2, ParkedFrom: -1, Through: -1, Since: time.Now()}
+	return &topics.Hold{Head: "evt_head_" + key, HeadAttempt: 2, ParkedFrom: -1, ParkedLast: -1, ReleasingTo: -1, Through: -1, Since: time.Now()}
 }
 
 // park parks one delivery of key behind its hold, as the ordered path does
@@ -78,6 +78,44 @@ func (h *harness) park(tb testing.TB, d *deliverer, held *topics.Hold, sub, key,
 		tb.Fatalf("hold of %s after parking: %v, %v", key, next, err)
 	}
 	return next
+}
+
+// drain releases a key whose head finished (held) and attempts the copies
+// the release writes to the redeliveries topic as they come back, in
+// order, as the deliverer's consumer does. It returns the key's next hold
+// once the release ended: nil when the key is free, or the parked
+// delivery that failed, the new head.
+func (h *harness) drain(ctx context.Context, d *deliverer, key []byte, held *topics.Hold, rng *rand.Rand) (*topics.Hold, bool) {
+	h.t.Helper()
+	if !d.release(ctx, key, held, nil) {
+		return nil, false
+	}
+	topic := h.names.Redeliveries()
+	p := int32(topics.Partitioner().ForTopic(topic).Partition(&kgo.Record{Key: key}, 3))
+	copies := newParkedReader(d.cl, topic)
+	for {
+		next, err := d.holds.get(ctx, lanes.TP{Topic: topic, Partition: p}, string(key))
+		if err != nil || next == nil || next.ReleasingTo < 0 {
+			return next, err == nil
+		}
+		recs, _, err := copies.fetch(ctx, p, h.released[p], scanBytes)
+		if err != nil {
+			return nil, false
+		}
+		for _, r := range recs {
+			h.released[p] = r.Offset + 1
+			if string(r.Key) != string(key) {
+				continue
+			}
+			del, err := topics.DecodeDelivery(r.Value)
+			if err != nil {
+				h.t.Fatalf("a copy of a parked delivery: %v", err)
+			}
+			if !d.ordered(ctx, &lanes.Item{Rec: r, Sub: del.SubscriptionID}, &del, rng) {
+				return nil, false
+			}
+		}
+	}
 }
 
 // BenchmarkRelease releases 1,000 held keys of one subscription, each with
@@ -114,7 +152,7 @@ func BenchmarkRelease(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		for i, held := range holds {
-			if next, ok := d.drain(ctx, []byte(sub.ID+"/k"+strconv.Itoa(i)), held, rng); !ok || next != nil {
+			if next, ok := h.drain(ctx, d, []byte(sub.ID+"/k"+strconv.Itoa(i)), held, rng); !ok || next != nil {
 				b.Fatalf("release of k%d: %v, %v", i, next, ok)
 			}
 		}
@@ -172,7 +210,7 @@ func TestReleaseReadsOnlyItsKey(t *testing.T) {
 	}
 	h.parkedFiller(sub, 500)
 	before := testutil.ToFloat64(d.m.parkedRead)
-	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/a"), held, rand.New(rand.NewPCG(1, 2)))
+	next, ok := h.drain(testCtx(t, 20*time.Second), d, []byte(sub+"/a"), held, rand.New(rand.NewPCG(1, 2)))
 	if !ok || next != nil {
 		t.Fatalf("drain = %v, %v; want the key released", next, ok)
 	}
@@ -214,7 +252,7 @@ func TestReleaseOfUnchainedParks(t *testing.T) {
 		t.Fatalf("parked behind unchained deliveries, the hold has ParkedLast %d, want -1", held.ParkedLast)
 	}
 	h.parkedFiller(sub, 100)
-	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/b"), held, rand.New(rand.NewPCG(1, 2)))
+	next, ok := h.drain(testCtx(t, 20*time.Second), d, []byte(sub+"/b"), held, rand.New(rand.NewPCG(1, 2)))
 	if !ok || next != nil {
 		t.Fatalf("drain = %v, %v; want the key released", next, ok)
 	}
@@ -238,7 +276,7 @@ func TestParkRedoneAfterCrash(t *testing.T) {
 		Headers: []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAfter, held.ParkedLast)}})
 	held = h.park(t, d, held, sub, "c", "c2", 1) // redone by the next owner
 	held = h.park(t, d, held, sub, "c", "c3", 2)
-	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/c"), held, rand.New(rand.NewPCG(1, 2)))
+	next, ok := h.drain(testCtx(t, 20*time.Second), d, []byte(sub+"/c"), held, rand.New(rand.NewPCG(1, 2)))
 	if !ok || next != nil {
 		t.Fatalf("drain = %v, %v; want the key released", next, ok)
 	}
@@ -265,11 +303,11 @@ func TestReleaseStopsAtAFailure(t *testing.T) {
 		held = h.park(t, d, held, sub, "d", id, int64(i))
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	next, ok := d.drain(testCtx(t, 20*time.Second), []byte(sub+"/d"), held, rng)
+	next, ok := h.drain(testCtx(t, 20*time.Second), d, []byte(sub+"/d"), held, rng)
 	if !ok || next == nil || next.Head != "d2" || next.HeadAttempt != 2 || next.ParkedLast != held.ParkedLast {
 		t.Fatalf("drain = %+v, %v; want d2 the head at attempt 2, the chain kept", next, ok)
 	}
-	next, ok = d.drain(testCtx(t, 20*time.Second), []byte(sub+"/d"), next, rng)
+	next, ok = h.drain(testCtx(t, 20*time.Second), d, []byte(sub+"/d"), next, rng)
 	if !ok || next != nil {
 		t.Fatalf("second drain = %v, %v; want the key released", next, ok)
 	}

@@ -39,14 +39,26 @@ type Hold struct {
 	// ParkedFrom on. Meaningful only while ParkedFrom >= 0; below
 	// ParkedFrom, nothing is parked after ParkedFrom.
 	ParkedLast int64 `json:"-"`
+	// ReleasingTo is, while the key is being released, the parked offset
+	// of the last delivery a release copied to the redeliveries topic
+	// (each copy names its parked offset in HeaderParkedAt): Head
+	// finished, and the copies from ParkedFrom to ReleasingTo are
+	// attempted in order as they come back, each moving ParkedFrom past
+	// it. -1 when no release is under way. It travels in the hold
+	// record's header HeaderReleasingTo, like ParkedLast.
+	ReleasingTo int64 `json:"-"`
 }
 
 // Headers of the parked chain (see Hold.ParkedLast): on a parked delivery,
 // the offset of the same key's previous parked delivery (-1: none before
-// it); on a hold record, Hold.ParkedLast.
+// it); on a hold record, Hold.ParkedLast and Hold.ReleasingTo; on a
+// parked delivery copied to the redeliveries topic by a release, its
+// offset on the parked topic.
 const (
 	HeaderParkedAfter = "webhooks-parked-after"
 	HeaderParkedLast  = "webhooks-parked-last"
+	HeaderReleasingTo = "webhooks-releasing-to"
+	HeaderParkedAt    = "webhooks-parked-at"
 )
 
 // OffsetHeader is a header holding an offset in decimal.
@@ -75,22 +87,33 @@ func (h *Hold) Encode() []byte {
 	return b
 }
 
-// Headers are the record headers of the hold: ParkedLast when known.
+// Headers are the record headers of the hold: ParkedLast when known,
+// ReleasingTo during a release.
 func (h *Hold) Headers() []kgo.RecordHeader {
-	if h.ParkedFrom < 0 || h.ParkedLast < 0 {
+	if h.ParkedFrom < 0 {
 		return nil
 	}
-	return []kgo.RecordHeader{OffsetHeader(HeaderParkedLast, h.ParkedLast)}
+	var hs []kgo.RecordHeader
+	if h.ParkedLast >= 0 {
+		hs = append(hs, OffsetHeader(HeaderParkedLast, h.ParkedLast))
+	}
+	if h.ReleasingTo >= 0 {
+		hs = append(hs, OffsetHeader(HeaderReleasingTo, h.ReleasingTo))
+	}
+	return hs
 }
 
 // DecodeHold decodes a holds record: its value and headers.
 func DecodeHold(b []byte, headers []kgo.RecordHeader) (Hold, error) {
-	h := Hold{ParkedLast: -1}
+	h := Hold{ParkedLast: -1, ReleasingTo: -1}
 	if err := decodeStrict("hold", b, &h); err != nil {
 		return Hold{}, err
 	}
 	if last, ok := OffsetOf(headers, HeaderParkedLast); ok {
 		h.ParkedLast = last
+	}
+	if to, ok := OffsetOf(headers, HeaderReleasingTo); ok {
+		h.ReleasingTo = to
 	}
 	if h.Head == "" || h.HeadAttempt < 1 {
 		return Hold{}, invalid("hold", "head", "head and head_attempt are required")
