@@ -113,4 +113,4 @@ bench: deps build
 	  trap '$(STOP_TEST_CLICKHOUSE)' EXIT; \
 	  $(TEST_CLICKHOUSE); \
 	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
-	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./pipeline/e2e/ ./dispatcher/
+	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 40m ./pipeline/e2e/ ./dispatcher/

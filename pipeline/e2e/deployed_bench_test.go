@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// Sizes of BenchmarkDeployed.
+const (
+	depBurst   = 20000 // events of each burst
+	depKeys    = 500   // ordering keys of the events
+	depData    = 200   // bytes of each event's data
+	depLatency = 5 * time.Second
+	depStorm   = 20000 // due retries released at once
+)
+
+// BenchmarkDeployed is the headline table of `make bench`, measured as
+// users deploy: the dispatcher, deliverer and retrier run as separate
+// processes (the binaries `make run` starts) against the broker on a
+// 127.0.0.1 port, events are produced by an independent client with 500
+// ordering keys, and a receiver verifying every signature answers 204.
+// Rows: the raw limit (a plain client posting the same signed requests to
+// the same receiver); a burst of 20,000 events to one subscription, with
+// the deliveries it spilled to the retry path (subscription_busy); the
+// same burst over four subscriptions; p50 and p99 publish-to-receipt at
+// half the four-subscription rate; and that p99 while 20,000 due retries
+// of five other subscriptions are released at once, against the same run
+// without them.
+func BenchmarkDeployed(b *testing.B) {
+	bin := binaries(b)
+	for b.Loop() {
+		e := newEnv(b)
+		r := newReceiver(b)
+		r.answer(func(request, http.ResponseWriter) int { return http.StatusNoContent })
+		sub := func(id, typ string) topics.Subscription {
+			s := e.subscribe(topics.Subscription{ID: id, URL: r.url(id), EventTypes: []string{typ}, Enabled: true})
+			r.trust(s)
+			return s
+		}
+		sub("one", "dep.one")
+		var four, storm []topics.Subscription
+		for i := range 4 {
+			four = append(four, sub(fmt.Sprintf("four-%d", i), fmt.Sprintf("dep.four%d", i)))
+		}
+		for i := range 5 {
+			storm = append(storm, sub(fmt.Sprintf("storm-%d", i), "iso.storm"))
+		}
+		data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
+		raw := rawLimit(b, r, four, data, depBurst, 64)
+
+		for _, c := range []string{"dispatcher", "deliverer", "retrier"} {
+			e.startProc(filepath.Join(bin, c), c)
+		}
+		event := func(typ func(i int) string) func(int) topics.Event {
+			return func(i int) topics.Event {
+				return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),
+					CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(data)}
+			}
+		}
+		toOne := event(func(int) string { return "dep.one" })
+		toFour := event(func(i int) string { return fmt.Sprintf("dep.four%d", i%4) })
+		count := func(prefix string) int {
+			n := 0
+			for _, q := range r.got() {
+				if strings.HasPrefix(q.Sub, prefix) {
+					n++
+				}
+			}
+			return n
+		}
+		// Warm up: every process joined its group, connections open.
+		publishKeyed(b, e, 100, toOne)
+		wait(b, 120*time.Second, "warm-up", func() bool { return count("one") >= 100 })
+
+		burst := func(prefix string, ev func(int) topics.Event) float64 {
+			base := count(prefix)
+			start := time.Now()
+			publishKeyed(b, e, depBurst, ev)
+			wait(b, 300*time.Second, "the burst to "+prefix, func() bool { return count(prefix) >= base+depBurst })
+			return float64(depBurst) / time.Since(start).Seconds()
+		}
+		oneRate := burst("one", toOne)
+		spilled := spills(b, e, "one", 100+depBurst)
+		fourRate := burst("four-", toFour)
+
+		latency := func(withStorm bool) (p50, p99 time.Duration) {
+			before := len(r.got())
+			if withStorm {
+				produceStorm(b, e, storm, depStorm, time.Now().Add(time.Second))
+			}
+			want := countBefore(r, before, "four-") + publishAtRate(b, e, int(fourRate/2), depLatency, toFour)
+			wait(b, 120*time.Second, "the latency run", func() bool { return count("four-") >= want })
+			if withStorm {
+				wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
+			}
+			var reqs []request
+			for _, q := range r.got()[before:] {
+				if strings.HasPrefix(q.Sub, "four-") {
+					reqs = append(reqs, q)
+				}
+			}
+			return latencies(reqs)
+		}
+		p50, p99 := latency(false)
+		_, p99Storm := latency(true)
+
+		row := func(name, v string) { fmt.Fprintf(os.Stdout, "%-58s %14s\n", name, v) }
+		fmt.Fprintln(os.Stdout)
+		row("as deployed: separate processes, broker on TCP", "value")
+		row("raw limit: plain client, 64 concurrent (req/s)", fmt.Sprintf("%.0f", raw))
+		row(fmt.Sprintf("one subscription, burst of %d (deliveries/s)", depBurst), fmt.Sprintf("%.0f", oneRate))
+		row("  ratio to raw (target >= 0.5)", fmt.Sprintf("%.2f", oneRate/raw))
+		row("  spilled (subscription_busy; target 0)", fmt.Sprint(spilled))
+		row(fmt.Sprintf("four subscriptions, burst of %d (deliveries/s)", depBurst), fmt.Sprintf("%.0f", fourRate))
+		row("  ratio to raw (target >= 0.75)", fmt.Sprintf("%.2f", fourRate/raw))
+		row(fmt.Sprintf("p50 at %d events/s (half the four-subscription rate)", int(fourRate/2)), p50.Round(100*time.Microsecond).String())
+		row("p99 (target < 25ms)", p99.Round(100*time.Microsecond).String())
+		row(fmt.Sprintf("p99 with %d due retries released at once", depStorm), p99Storm.Round(100*time.Microsecond).String())
+		row("  ratio to without (target <= 2)", fmt.Sprintf("%.2f", float64(p99Storm)/float64(p99)))
+		b.ReportMetric(raw, "raw-req/s")
+		b.ReportMetric(oneRate/raw, "one-sub-ratio")
+		b.ReportMetric(float64(spilled), "one-sub-spilled")
+		b.ReportMetric(fourRate/raw, "four-sub-ratio")
+		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(p99Storm)/float64(p99), "storm-p99-ratio")
+		e.close()
+	}
+}
+
+// countBefore counts the requests to subscriptions with prefix among the
+// first n a receiver got.
+func countBefore(r *receiver, n int, prefix string) int {
+	c := 0
+	for _, q := range r.got()[:n] {
+		if strings.HasPrefix(q.Sub, prefix) {
+			c++
+		}
+	}
+	return c
+}
+
+// publishKeyed produces n events keyed as their Key says, as fast as the
+// client batches them.
+func publishKeyed(b *testing.B, e *env, n int, event func(int) topics.Event) {
+	b.Helper()
+	var errs atomic.Int64
+	for i := range n {
+		ev := event(i)
+		v, _ := json.Marshal(ev)
+		e.cl.Produce(context.Background(), &kgo.Record{Topic: e.names.Events(), Key: []byte(ev.Key), Value: v}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				errs.Add(1)
+			}
+		})
+	}
+	if err := e.cl.Flush(context.Background()); err != nil || errs.Load() > 0 {
+		b.Fatalf("publishing: %v (%d failed)", err, errs.Load())
+	}
+}
+
+// spills reads the attempts topic until sub has delivered records
+// successful attempts and returns how many of its deliveries were spilled
+// (subscription_busy) on the way.
+func spills(b *testing.B, e *env, sub string, delivered int) int {
+	b.Helper()
+	var ok, spilled, seen int
+	e.consume(e.names.Attempts(), 120*time.Second, func(recs []*kgo.Record) bool {
+		for _, rec := range recs[seen:] {
+			if string(rec.Key) != sub {
+				continue
+			}
+			a, err := topics.DecodeAttempt(rec.Value)
+			if err != nil {
+				b.Fatal(err)
+			}
+			switch {
+			case a.Outcome == topics.OutcomeSuccess:
+				ok++
+			case a.FailureCategory == topics.FailureBusy:
+				spilled++
+			}
+		}
+		seen = len(recs)
+		return ok >= delivered
+	})
+	return spilled
+}
