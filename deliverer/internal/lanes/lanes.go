@@ -6,9 +6,9 @@
 // subscription holds only its own lane. Records have a priority class, by
 // the topic they came from: the classes share the workers by weighted
 // turns (high, normal, low), and within a class subscriptions take turns.
-// Per partition, the lanes keep the
-// commit watermark: the offset of the lowest record not yet finished, which
-// is the only offset that may be committed (invariant 1).
+// Per partition, the lanes keep the commit watermark: the offset of the
+// lowest record not yet finished, which is the only offset that may be
+// committed (invariant 1).
 package lanes
 
 import (
