@@ -1,10 +1,10 @@
 // Package deliverer consumes the deliveries topics (high, normal and low
 // priority), and the redeliveries topic where the retrier releases due
-// retries, and POSTs each delivery to
-// its subscription's endpoint, signed (Standard Webhooks), in order per key,
-// concurrently across keys. Every attempt yields an attempt record; failures
-// go to a retry tier or the dlq. A record's offset is committed only after
-// everything it caused was acknowledged by the broker.
+// retries, and POSTs each delivery to its subscription's endpoint, signed
+// (Standard Webhooks), in order per key, concurrently across keys. Every
+// attempt yields an attempt record; failures go to a retry tier or the dlq.
+// A record's offset is committed only after everything it caused was
+// acknowledged by the broker.
 package deliverer
 
 import (
@@ -280,8 +280,12 @@ func (d *deliverer) bound(shares []*share, paused map[string]bool) int {
 			resume = append(resume, t)
 		}
 	}
-	d.cl.PauseFetchTopics(pause...)
-	d.cl.ResumeFetchTopics(resume...)
+	if len(pause) > 0 {
+		d.cl.PauseFetchTopics(pause...)
+	}
+	if len(resume) > 0 {
+		d.cl.ResumeFetchTopics(resume...)
+	}
 	clear(paused)
 	maps.Copy(paused, now)
 	return max(1, n)
