@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -264,20 +265,20 @@ func (s *Server) writeFailed(ctx context.Context, err error) error {
 }
 
 // Partitioner is the partitioner of the API's producer: the deliveries
-// topic as the pipeline partitions it (by subscription), every other one
-// as Kafka's default partitioner does (events by their key, like a Java
-// producer).
+// topics as the pipeline partitions them (by subscription), every other
+// one as Kafka's default partitioner does (events by their key, like a
+// Java producer).
 func Partitioner(n topics.Names) kgo.Partitioner {
-	return byTopic{deliveries: n.Deliveries(), pipeline: topics.Partitioner(), other: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
+	return byTopic{deliveries: n.DeliveryTopics(), pipeline: topics.Partitioner(), other: kgo.UniformBytesPartitioner(64<<10, true, true, nil)}
 }
 
 type byTopic struct {
-	deliveries      string
+	deliveries      []string
 	pipeline, other kgo.Partitioner
 }
 
 func (p byTopic) ForTopic(t string) kgo.TopicPartitioner {
-	if t == p.deliveries {
+	if slices.Contains(p.deliveries, t) {
 		return p.pipeline.ForTopic(t)
 	}
 	return p.other.ForTopic(t)

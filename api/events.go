@@ -20,6 +20,7 @@ type Event struct {
 	Key            string          `json:"key,omitempty" doc:"The ordering key: events with the same key are delivered in order to subscriptions that ask for it."`
 	IdempotencyKey string          `json:"idempotency_key,omitempty" doc:"An event with a key seen in the last 24 hours is not delivered again."`
 	CreatedAt      string          `json:"created_at,omitempty" doc:"RFC 3339; default: when the broker took it."`
+	Priority       string          `json:"priority,omitempty" enum:"high,normal,low" doc:"high, normal (default) or low: deliveries of high events are served first, as a share, not a strict order; an ordered subscription's keep their order whatever the priority."`
 	Data           json.RawMessage `json:"data" doc:"The payload, any JSON but null, delivered byte for byte."`
 }
 

@@ -41,7 +41,7 @@ func (s *Server) registerLag() {
 				topics []string
 			}{
 				{topics.GroupDispatcher, []string{n.Events()}},
-				{topics.GroupDeliverer, []string{n.Deliveries(), n.Redeliveries()}},
+				{topics.GroupDeliverer, append(n.DeliveryTopics(), n.Redeliveries())},
 				{topics.GroupRetrier, n.RetryTopics()},
 				{topics.GroupRecorder, []string{n.Attempts()}},
 			} {

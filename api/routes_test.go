@@ -261,6 +261,7 @@ func TestBadInput(t *testing.T) {
 		{"event bad type", "POST", "/v1/events", map[string]any{"type": "a b", "data": 1}, 422, "body.type"},
 		{"event null data", "POST", "/v1/events", map[string]any{"type": "a", "data": nil}, 422, "body.data"},
 		{"event bad time", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "created_at": "yesterday"}, 422, "body.created_at"},
+		{"event bad priority", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "priority": "urgent"}, 422, "body.priority"},
 		{"batch empty", "POST", "/v1/events/batch", map[string]any{"events": []any{}}, 422, "body.events"},
 		{"batch one bad", "POST", "/v1/events/batch", map[string]any{"events": []any{map[string]any{"type": "a", "data": 1}, map[string]any{"type": "", "data": 1}}}, 422, "body.events[1].type"},
 		{"body too large", "POST", "/v1/events", `{"type":"a","data":"` + strings.Repeat("x", 2<<20) + `"}`, 413, ""},

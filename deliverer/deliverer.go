@@ -1,9 +1,10 @@
-// Package deliverer consumes the deliveries topic, and the redeliveries
-// topic where the retrier releases due retries, and POSTs each delivery to
-// its subscription's endpoint, signed (Standard Webhooks), in order per key,
-// concurrently across keys. Every attempt yields an attempt record; failures
-// go to a retry tier or the dlq. A record's offset is committed only after
-// everything it caused was acknowledged by the broker.
+// Package deliverer consumes the deliveries topics (high, normal and low
+// priority), and the redeliveries topic where the retrier releases due
+// retries, and POSTs each delivery to its subscription's endpoint, signed
+// (Standard Webhooks), in order per key, concurrently across keys. Every
+// attempt yields an attempt record; failures go to a retry tier or the dlq.
+// A record's offset is committed only after everything it caused was
+// acknowledged by the broker.
 package deliverer
 
 import (
@@ -11,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -64,7 +66,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		cfg:    cfg,
 		names:  cfg.Kafka.Names,
 		log:    log,
-		lanes:  lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]),
+		lanes:  newLanes(cfg),
 		sender: newSender(cfg),
 		fatal:  make(chan error, 1),
 		tracer: tracing.For(ctx, "github.com/hookpipe/hookpipe/deliverer"),
@@ -160,6 +162,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return runErr
 }
 
+// newLanes returns the lanes of cfg, the priority classes set by topic; due
+// retries are normal.
+func newLanes(cfg Config) *lanes.Lanes {
+	l := lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0])
+	l.SetClass(cfg.Kafka.Names.DeliveriesHigh(), lanes.High)
+	l.SetClass(cfg.Kafka.Names.DeliveriesLow(), lanes.Low)
+	return l
+}
+
 func baseOpts(cfg Config, log *zap.Logger) []kgo.Opt {
 	opts := append(cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
 		kgo.ClientID("webhooks-deliverer"),
@@ -184,6 +195,7 @@ func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
 		// after their share freed up (with the default 5 s, a storm
 		// drained in steps of 5 s).
 		kgo.FetchMaxWait(fetchMaxWait),
+		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
 		kgo.SessionTimeout(d.cfg.Kafka.SessionTimeout),
 		kgo.HeartbeatInterval(max(d.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
 		kgo.DisableAutoCommit(),
@@ -195,24 +207,101 @@ func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
 	)
 }
 
-// consumed are the topics the deliverer group consumes: fresh deliveries
-// and due retries.
+// consumed are the topics the deliverer group consumes: fresh deliveries,
+// high priority first, and due retries.
 func (d *deliverer) consumed() []string {
-	return []string{d.names.Deliveries(), d.names.Redeliveries()}
+	return append(d.names.DeliveryTopics(), d.names.Redeliveries())
+}
+
+// share bounds the records held from some topics: past pauseAt they are
+// paused, until no more than resumeAt are held, and no poll takes them
+// past limit.
+type share struct {
+	topics            []string
+	limit             int
+	pauseAt, resumeAt int
+	paused            bool
+}
+
+// shares are the bounds poll keeps. Due retries take at most half of the
+// buffer and low-priority deliveries a quarter: past three quarters of
+// their share they are paused until down to half of it. Everything but
+// high-priority deliveries leaves an eighth of the buffer free, and is
+// paused until down to three quarters of the buffer, so that a
+// high-priority delivery is fetched however many others wait.
+func (d *deliverer) shares() []*share {
+	mb := d.cfg.MaxBuffered
+	capped := func(limit int, topic string) *share {
+		limit = max(1, limit)
+		return &share{topics: []string{topic}, limit: limit, pauseAt: limit * 3 / 4, resumeAt: limit / 2}
+	}
+	rest := mb - mb/8
+	return []*share{
+		capped(mb/2, d.names.Redeliveries()),
+		capped(mb/4, d.names.DeliveriesLow()),
+		{topics: []string{d.names.Deliveries(), d.names.DeliveriesLow(), d.names.Redeliveries()},
+			limit: rest, pauseAt: rest - 1, resumeAt: mb * 3 / 4},
+	}
+}
+
+// bound pauses the topics of the shares past their pause mark and resumes
+// those back at their resume mark; a topic stays paused while any share
+// pauses it. paused holds the topics paused, and is updated. It returns how
+// many records the next poll may take without filling the buffer or taking
+// a share past its limit.
+func (d *deliverer) bound(shares []*share, paused map[string]bool) int {
+	n := d.cfg.MaxBuffered - d.lanes.Buffered()
+	now := map[string]bool{}
+	for _, s := range shares {
+		held := 0
+		for _, t := range s.topics {
+			held += d.lanes.BufferedIn(t)
+		}
+		switch {
+		case !s.paused && held > s.pauseAt:
+			s.paused = true
+		case s.paused && held <= s.resumeAt:
+			s.paused = false
+		}
+		if !s.paused {
+			n = min(n, s.limit-held)
+			continue
+		}
+		for _, t := range s.topics {
+			now[t] = true
+		}
+	}
+	var pause, resume []string
+	for _, t := range d.consumed() {
+		switch {
+		case now[t] && !paused[t]:
+			pause = append(pause, t)
+		case !now[t] && paused[t]:
+			resume = append(resume, t)
+		}
+	}
+	if len(pause) > 0 {
+		d.cl.PauseFetchTopics(pause...)
+	}
+	if len(resume) > 0 {
+		d.cl.ResumeFetchTopics(resume...)
+	}
+	clear(paused)
+	maps.Copy(paused, now)
+	return max(1, n)
 }
 
 // poll feeds the lanes until ctx is done or a worker hit a fatal error.
 // When MaxBuffered records are held it stops polling and pauses fetching
-// (backpressure) until a quarter of them are done. Due retries get half of
-// the buffer: past three quarters of that, the redeliveries topic is paused
-// (until they are down to half) while fresh deliveries are fetched on, so a
-// storm of due retries never stands between fresh deliveries and the
-// workers. A fast subscription holding half the buffer has its partitions
-// paused until it is down to a quarter (see crowd).
+// (backpressure) until a quarter of them are done. Below that, the shares
+// pause some topics while the others are fetched on: a storm of due
+// retries, or a backlog of low-priority deliveries, never stands between
+// fresh deliveries and the workers, and high-priority deliveries always
+// find room. A fast subscription holding half the buffer has its
+// partitions paused until it is down to a quarter (see crowd).
 func (d *deliverer) poll(ctx context.Context) error {
-	fresh, due := d.names.Deliveries(), d.names.Redeliveries()
-	dueCap := max(1, d.cfg.MaxBuffered/2)
-	duePaused := false
+	shares := d.shares()
+	paused := map[string]bool{}   // topics paused for a share
 	var crowded map[lanes.TP]bool // partitions paused for a crowding subscription
 	// A fatal error ends polling at once, even while no records arrive
 	// (PollRecords blocks until some do) or the buffer is full.
@@ -227,39 +316,27 @@ func (d *deliverer) poll(ctx context.Context) error {
 	}()
 	for {
 		if n := d.lanes.Buffered(); n >= d.cfg.MaxBuffered {
-			d.cl.PauseFetchTopics(fresh, due)
+			d.cl.PauseFetchTopics(d.consumed()...)
 			// At least 1: with MaxBuffered 1, 3/4 of it is 0, which
 			// Buffered never goes below.
 			err := d.lanes.WaitBelow(pctx, max(1, d.cfg.MaxBuffered*3/4))
-			d.cl.ResumeFetchTopics(fresh)
-			if !duePaused {
-				d.cl.ResumeFetchTopics(due)
+			for _, t := range d.consumed() {
+				if !paused[t] {
+					d.cl.ResumeFetchTopics(t)
+				}
 			}
 			if err != nil {
 				return fatalCause(ctx, pctx)
 			}
 		}
-		held := d.lanes.BufferedIn(due)
-		switch {
-		case !duePaused && held > dueCap*3/4:
-			d.cl.PauseFetchTopics(due)
-			duePaused = true
-		case duePaused && held <= dueCap/2:
-			d.cl.ResumeFetchTopics(due)
-			duePaused = false
-		}
+		n := d.bound(shares, paused)
 		crowded = d.crowd(crowded)
-		// No poll may take due retries past their share.
-		n := max(1, d.cfg.MaxBuffered-d.lanes.Buffered())
 		pollCtx, cancel := pctx, context.CancelFunc(func() {})
-		if duePaused || len(crowded) > 0 {
+		if len(paused) > 0 || len(crowded) > 0 {
 			// Nothing else would wake a poll with the other partitions
-			// idle when the due retries or a crowding subscription's
+			// idle when the paused topics' or a crowding subscription's
 			// records are worked off.
-			pollCtx, cancel = context.WithTimeout(pctx, duePausedPoll)
-		}
-		if !duePaused {
-			n = min(n, max(1, dueCap-held))
+			pollCtx, cancel = context.WithTimeout(pctx, pausedPoll)
 		}
 		fs := d.cl.PollRecords(pollCtx, n)
 		cancel()
@@ -314,9 +391,17 @@ func (d *deliverer) crowd(paused map[lanes.TP]bool) map[lanes.TP]bool {
 // fetchMaxWait bounds how long a fetch waits for records (see opts).
 const fetchMaxWait = 250 * time.Millisecond
 
-// duePausedPoll bounds a poll while the redeliveries topic is paused, so
-// that it is resumed soon after its records are worked off.
-const duePausedPoll = 50 * time.Millisecond
+// fetchMaxPartitionBytes bounds what one fetch takes of a partition: a few
+// hundred deliveries. Pausing a topic for its share drops what was fetched
+// of it and not yet polled, and a high-priority record fetched behind that
+// waits for it to be read and decoded: with kgo's default of 1 MiB per
+// partition, that put the high-priority p99 of BenchmarkPriorities at ten
+// times its idle figure, with this at about its idle figure.
+const fetchMaxPartitionBytes = 128 << 10
+
+// pausedPoll bounds a poll while a topic is paused for its share, so that
+// it is resumed soon after its records are worked off.
+const pausedPoll = 50 * time.Millisecond
 
 // fatalCause is the fatal error that ended polling, or nil when shutdown
 // (ctx) did.

@@ -681,7 +681,7 @@ func TestPollBackpressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0]), holds: newHolds(nil),
+			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: newLanes(cfg), holds: newHolds(nil),
 				fatal: make(chan error, 1)}
 			d.cl, err = kgo.NewClient(d.opts(baseOpts(cfg, h.log))...)
 			if err != nil {

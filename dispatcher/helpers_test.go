@@ -257,11 +257,17 @@ func (h *harness) readAll(topic string, committed bool) []*kgo.Record {
 	return out
 }
 
-// deliveries reads every committed delivery.
+// deliveries reads every committed delivery of normal priority.
 func (h *harness) deliveries() []delivered {
 	h.t.Helper()
+	return h.deliveriesIn(h.names().Deliveries())
+}
+
+// deliveriesIn reads every committed delivery of one deliveries topic.
+func (h *harness) deliveriesIn(topic string) []delivered {
+	h.t.Helper()
 	var out []delivered
-	for _, r := range h.readAll(h.names().Deliveries(), true) {
+	for _, r := range h.readAll(topic, true) {
 		d, err := topics.DecodeDelivery(r.Value)
 		if err != nil {
 			h.t.Fatalf("delivery at %d/%d: %v", r.Partition, r.Offset, err)

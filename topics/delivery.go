@@ -38,6 +38,8 @@ type Delivery struct {
 	FirstAttemptAt time.Time `json:"first_attempt_at,omitzero"`
 	// NotBefore is when a record in a retry tier becomes due.
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Priority is the event's priority, empty for normal.
+	Priority string `json:"priority,omitempty"`
 }
 
 // Encode renders the record value.
@@ -75,7 +77,7 @@ func (d *Delivery) Validate() error {
 	if !json.Valid(d.Data) {
 		return invalid("delivery", "data", "not valid JSON")
 	}
-	return nil
+	return ValidatePriority("delivery", d.Priority)
 }
 
 // SubscriptionOfKey returns the subscription id part of a delivery key.
@@ -129,9 +131,11 @@ func NotBeforeOf(r *kgo.Record) (t time.Time, ok bool) {
 }
 
 // DeliveryRecord is the record an event record makes for one subscription:
-// the first attempt, on the deliveries topic, keyed by
-// Subscription.DeliveryKey so that the subscription's deliveries share a
-// partition and a key's stay in order. The dispatcher and replays build it
+// the first attempt, on the deliveries topic of the event's priority,
+// keyed by Subscription.DeliveryKey so that the subscription's deliveries
+// share a partition and a key's stay in order. An ordered subscription's
+// deliveries all go to the normal topic, whatever their priority: per-key
+// order needs one queue per key, and order beats priority. The dispatcher and replays build it
 // with this one function: a replayed delivery is the record the
 // dispatcher made.
 func DeliveryRecord(r *kgo.Record, ev *Event, sub *Subscription, names Names) *kgo.Record {
@@ -149,6 +153,11 @@ func DeliveryRecord(r *kgo.Record, ev *Event, sub *Subscription, names Names) *k
 		Data:           ev.Data,
 		Attempt:        1,
 		PublishedAt:    r.Timestamp.UTC(),
+		Priority:       ev.Priority,
 	}
-	return &kgo.Record{Topic: names.Deliveries(), Key: []byte(sub.DeliveryKey(ev)), Value: d.Encode()}
+	topic := names.DeliveriesFor(ev.Priority)
+	if sub.Ordering == OrderingKey {
+		topic = names.Deliveries()
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(sub.DeliveryKey(ev)), Value: d.Encode()}
 }

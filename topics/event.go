@@ -15,13 +15,34 @@ var typeRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
 
 // Event is the value producers write to the events topic.
 type Event struct {
-	ID             string          `json:"id"`
-	Type           string          `json:"type"`
-	Tenant         string          `json:"tenant,omitempty"`
-	Key            string          `json:"key,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	CreatedAt      string          `json:"created_at,omitempty"`
-	Data           json.RawMessage `json:"data"`
+	ID             string `json:"id"`
+	Type           string `json:"type"`
+	Tenant         string `json:"tenant,omitempty"`
+	Key            string `json:"key,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	CreatedAt      string `json:"created_at,omitempty"`
+	// Priority is the event's class: PriorityHigh, PriorityNormal (also
+	// when empty) or PriorityLow.
+	Priority string          `json:"priority,omitempty"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// Priorities of an event. The deliverer serves high before normal before
+// low as a share, not a strict order (ADR 0019).
+const (
+	PriorityHigh   = "high"
+	PriorityNormal = "normal"
+	PriorityLow    = "low"
+)
+
+// ValidatePriority accepts "", "high", "normal" and "low", naming record
+// and field in its error.
+func ValidatePriority(record, p string) error {
+	switch p {
+	case "", PriorityHigh, PriorityNormal, PriorityLow:
+		return nil
+	}
+	return invalid(record, "priority", "%q is not high, normal or low", p)
 }
 
 // DecodeEvent decodes and validates an event value. maxBytes <= 0 means
@@ -66,6 +87,9 @@ func (e Event) Validate() error {
 		if _, err := time.Parse(time.RFC3339Nano, e.CreatedAt); err != nil {
 			return invalid("event", "created_at", "not an RFC 3339 time: %q", e.CreatedAt)
 		}
+	}
+	if err := ValidatePriority("event", e.Priority); err != nil {
+		return err
 	}
 	if len(bytes.TrimSpace(e.Data)) == 0 || bytes.Equal(bytes.TrimSpace(e.Data), []byte("null")) {
 		return invalid("event", "data", "required")

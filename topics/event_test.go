@@ -90,6 +90,9 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"idempotency key too long", `{"id":"e1","type":"t","idempotency_key":"` + strings.Repeat("k", 1025) + `","data":1}`, "idempotency_key"},
 		{"created_at not a time", `{"id":"e1","type":"t","created_at":"yesterday","data":1}`, "created_at"},
 		{"created_at without zone", `{"id":"e1","type":"t","created_at":"2026-11-22T10:00:00","data":1}`, "created_at"},
+		{"unknown priority", `{"id":"e1","type":"t","priority":"urgent","data":1}`, "priority"},
+		{"priority in capitals", `{"id":"e1","type":"t","priority":"HIGH","data":1}`, "priority"},
+		{"priority not a string", `{"id":"e1","type":"t","priority":1,"data":1}`, ""},
 		{"created_at with space", `{"id":"e1","type":"t","created_at":"2026-11-22 10:00:00Z","data":1}`, "created_at"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,8 +43,33 @@ func (n Names) Events() string { return n.Prefix + "events" }
 // Subscriptions is the compacted topic holding subscriptions by id.
 func (n Names) Subscriptions() string { return n.Prefix + "subscriptions" }
 
-// Deliveries holds one record per (event, matching subscription).
+// Deliveries holds one record per (event, matching subscription) of normal
+// priority, and every delivery of an ordered subscription.
 func (n Names) Deliveries() string { return n.Prefix + "deliveries" }
+
+// DeliveriesHigh holds the deliveries of high-priority events, partitioned
+// like Deliveries.
+func (n Names) DeliveriesHigh() string { return n.Prefix + "deliveries.high" }
+
+// DeliveriesLow holds the deliveries of low-priority events, partitioned
+// like Deliveries.
+func (n Names) DeliveriesLow() string { return n.Prefix + "deliveries.low" }
+
+// DeliveriesFor is the deliveries topic of a priority ("" is normal).
+func (n Names) DeliveriesFor(priority string) string {
+	switch priority {
+	case PriorityHigh:
+		return n.DeliveriesHigh()
+	case PriorityLow:
+		return n.DeliveriesLow()
+	}
+	return n.Deliveries()
+}
+
+// DeliveryTopics are the topics of fresh deliveries, high priority first.
+func (n Names) DeliveryTopics() []string {
+	return []string{n.DeliveriesHigh(), n.Deliveries(), n.DeliveriesLow()}
+}
 
 // Redeliveries holds the retries the retrier released when due, keyed and
 // partitioned like Deliveries. The deliverer consumes it next to
@@ -106,7 +131,7 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DeliveriesHigh(), n.DeliveriesLow(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants()}
 	return append(out, n.RetryTopics()...)
 }
 

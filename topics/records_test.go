@@ -59,7 +59,7 @@ func TestDeliveryRoundTrip(t *testing.T) {
 func TestDeliveryOptionalFields(t *testing.T) {
 	d := Delivery{SubscriptionID: "s", EventID: "e", EventType: "t", Timestamp: "x", Data: []byte(`1`), Attempt: 1}
 	b := d.Encode()
-	for _, f := range []string{"tenant", "key", "first_attempt_at", "not_before"} {
+	for _, f := range []string{"tenant", "key", "first_attempt_at", "not_before", "priority"} {
 		if bytes.Contains(b, []byte(`"`+f+`"`)) {
 			t.Errorf("zero %s is encoded: %s", f, b)
 		}
@@ -95,6 +95,7 @@ func TestDecodeDeliveryRejects(t *testing.T) {
 		{"unknown field", strings.Replace(enc(func(*Delivery) {}), `{`, `{"url":"https://x/",`, 1), ""},
 		{"trailing data", enc(func(*Delivery) {}) + `{}`, ""},
 		{"not JSON", `delivery`, ""},
+		{"unknown priority", enc(func(d *Delivery) { d.Priority = "urgent" }), "priority"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := DecodeDelivery([]byte(tc.in))

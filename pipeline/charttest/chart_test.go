@@ -782,7 +782,7 @@ func TestKEDA(t *testing.T) {
 	}
 	wantTopics := map[string][]string{
 		"dispatcher": {prefix + "events"},
-		"deliverer":  {prefix + "deliveries", prefix + "redeliveries"},
+		"deliverer":  {prefix + "deliveries.high", prefix + "deliveries", prefix + "deliveries.low", prefix + "redeliveries"},
 		"retrier":    tiers,
 		"recorder":   {prefix + "attempts"},
 	}

@@ -275,11 +275,15 @@ func (e *env) drained() bool {
 	if err != nil || committed.Error() != nil {
 		return false
 	}
-	ends, err := adm.ListEndOffsets(ctx, e.names.Deliveries(), e.names.Redeliveries())
+	consumed := append(e.names.DeliveryTopics(), e.names.Redeliveries())
+	ends, err := adm.ListEndOffsets(ctx, consumed...)
 	if err != nil {
 		return false
 	}
-	from := map[string]map[int32]kgo.Offset{e.names.Deliveries(): {}, e.names.Redeliveries(): {}}
+	from := map[string]map[int32]kgo.Offset{}
+	for _, t := range consumed {
+		from[t] = map[int32]kgo.Offset{}
+	}
 	ends.Each(func(o kadm.ListedOffset) {
 		at := int64(0)
 		if c, ok := committed.Lookup(o.Topic, o.Partition); ok {

@@ -48,7 +48,7 @@ webhooks-{{ .c }}
 {{- define "webhooks.consumedTopics" -}}
 {{- $p := include "webhooks.topicPrefix" .root }}
 {{- if eq .c "dispatcher" }}{{ $p }}events
-{{- else if eq .c "deliverer" }}{{ $p }}deliveries {{ $p }}redeliveries
+{{- else if eq .c "deliverer" }}{{ $p }}deliveries.high {{ $p }}deliveries {{ $p }}deliveries.low {{ $p }}redeliveries
 {{- else if eq .c "recorder" }}{{ $p }}attempts
 {{- else if eq .c "retrier" }}
 {{- $out := list }}

@@ -3,9 +3,12 @@
 // Records with the same key run one after another in offset order; records
 // with different keys run concurrently. Each subscription has its own
 // in-flight cap, and subscriptions with runnable work take turns, so a slow
-// subscription holds only its own lane. Per partition, the lanes keep the
-// commit watermark: the offset of the lowest record not yet finished, which
-// is the only offset that may be committed (invariant 1).
+// subscription holds only its own lane. Records have a priority class, by
+// the topic they came from: the classes share the workers by weighted
+// turns (high, normal, low), and within a class subscriptions take turns.
+// Per partition, the lanes keep the commit watermark: the offset of the
+// lowest record not yet finished, which is the only offset that may be
+// committed (invariant 1).
 package lanes
 
 import (
@@ -33,10 +36,30 @@ type Item struct {
 	Wait time.Duration
 
 	key   string
+	class Class
 	state state
 	entry *entry
 	part  *partition
 }
+
+// Class is a record's priority class, decided by its topic (SetClass).
+type Class uint8
+
+// The classes; Normal is the zero value, the class of every topic not set.
+const (
+	Normal Class = iota
+	High
+	Low
+	classes // how many there are
+)
+
+// turns is the order in which the classes take their turns at the workers:
+// of every ten records started, six are high, three normal and one low when
+// all three have runnable work. A class with nothing runnable passes its
+// turn on to the next in the order, so the others share its turns in their
+// own proportion, no worker idles while a class has work, and a runnable
+// class waits at most ten records for its turn.
+var turns = [...]Class{High, Normal, High, High, Normal, High, Low, High, Normal, High}
 
 type state uint8
 
@@ -99,10 +122,10 @@ func (p *partition) advance() {
 
 type subscription struct {
 	id       string
-	ready    []*Item
+	ready    [classes][]*Item // per class, in the order they became ready
 	inflight int
-	items    int // waiting + ready + running
-	queued   bool
+	items    int           // waiting + ready + running
+	queued   [classes]bool // on the class's run queue
 
 	// The pace: a moving average of how long its records ran, and the
 	// records running now, whose age bounds that from below (an endpoint
@@ -155,10 +178,12 @@ type Lanes struct {
 	closed   bool
 	buffered int
 	inTopic  map[string]int // records held per topic
+	classOf  map[string]Class
 	subs     map[string]*subscription
-	keys     map[string][]*Item // per key, in offset order; [0] is ready or running
-	runq     []*subscription    // subscriptions with ready items and room
-	spillq   []*Item            // ready spill items
+	keys     map[string][]*Item       // per key, in offset order; [0] is ready or running
+	runq     [classes][]*subscription // per class, subscriptions with ready items of it and room
+	turn     int                      // index in turns of the class whose turn is next
+	spillq   []*Item                  // ready spill items
 	parts    map[TP]*partition
 	crowded  int // subscriptions crowded
 }
@@ -183,11 +208,20 @@ func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *La
 		subs:         map[string]*subscription{},
 		keys:         map[string][]*Item{},
 		inTopic:      map[string]int{},
+		classOf:      map[string]Class{},
 		parts:        map[TP]*partition{},
 	}
 	l.work = sync.NewCond(&l.mu)
 	l.change = sync.NewCond(&l.mu)
 	return l
+}
+
+// SetClass gives the records of a topic a priority class; records of
+// topics not set are Normal. Call it before adding records of the topic.
+func (l *Lanes) SetClass(topic string, c Class) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.classOf[topic] = c
 }
 
 // Add schedules a record. sub is its subscription id.
@@ -212,7 +246,7 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 		l.subs[sub] = s
 	}
 	spill := s.items >= l.maxQueuedSub && l.slow(s, now)
-	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), entry: e, part: p}
+	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), class: l.classOf[r.Topic], entry: e, part: p}
 	if spill {
 		it.Wait = s.workOff(now, l.maxPerSub)
 	} else if s.items >= l.hardCap && !s.crowded {
@@ -237,56 +271,98 @@ func (l *Lanes) makeReady(s *subscription, it *Item) {
 		l.work.Signal()
 		return
 	}
-	s.ready = append(s.ready, it)
+	s.ready[it.class] = append(s.ready[it.class], it)
 	l.enqueue(s)
 }
 
-// enqueue puts s on the run queue if it can run something.
+// enqueue puts s on the run queue of every class it has ready items of, if
+// it has room.
 func (l *Lanes) enqueue(s *subscription) {
-	if !s.queued && len(s.ready) > 0 && s.inflight < l.maxPerSub {
-		s.queued = true
-		l.runq = append(l.runq, s)
-		l.work.Signal()
+	if s.inflight >= l.maxPerSub {
+		return
+	}
+	for c := range classes {
+		if !s.queued[c] && len(s.ready[c]) > 0 {
+			s.queued[c] = true
+			l.runq[c] = append(l.runq[c], s)
+			l.work.Signal()
+		}
 	}
 }
 
+// pick takes the next subscription off the run queue of the class whose
+// turn it is, or of the next class in turns with one that can run. It
+// passes over the subscriptions that reached their cap while queued (they
+// are queued again when a record of theirs finishes). It returns nil when
+// nothing can run.
+func (l *Lanes) pick() (*subscription, Class) {
+	for i := range len(turns) {
+		c := turns[(l.turn+i)%len(turns)]
+		for len(l.runq[c]) > 0 {
+			s := l.runq[c][0]
+			l.runq[c][0] = nil
+			l.runq[c] = l.runq[c][1:]
+			s.queued[c] = false
+			if s.inflight < l.maxPerSub {
+				l.turn = (l.turn + i + 1) % len(turns)
+				return s, c
+			}
+		}
+	}
+	return nil, 0
+}
+
+// runnable reports whether a worker may find something to run.
+func (l *Lanes) runnable() bool {
+	if len(l.spillq) > 0 {
+		return true
+	}
+	for c := range classes {
+		if len(l.runq[c]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Next blocks until a record may run and returns it; ok is false once the
-// lanes are closed.
+// lanes are closed. Spills come first, then the classes by their turns.
 func (l *Lanes) Next() (it *Item, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for len(l.runq) == 0 && len(l.spillq) == 0 && !l.closed {
+	var s *subscription
+	var c Class
+	for !l.closed && len(l.spillq) == 0 {
+		if s, c = l.pick(); s != nil {
+			break
+		}
 		l.work.Wait()
 	}
 	if l.closed {
 		return nil, false
 	}
-	if len(l.spillq) > 0 {
+	if s == nil {
 		it = l.spillq[0]
 		l.spillq[0] = nil
 		l.spillq = l.spillq[1:]
 		it.state = running
 		it.part.inflight++
 		it.part.started = max(it.part.started, it.Rec.Offset)
-		if len(l.runq) > 0 || len(l.spillq) > 0 {
+		if l.runnable() {
 			l.work.Signal()
 		}
 		return it, true
 	}
-	s := l.runq[0]
-	l.runq[0] = nil
-	l.runq = l.runq[1:]
-	s.queued = false
-	it = s.ready[0]
-	s.ready[0] = nil
-	s.ready = s.ready[1:]
+	it = s.ready[c][0]
+	s.ready[c][0] = nil
+	s.ready[c] = s.ready[c][1:]
 	it.state = running
 	s.inflight++
 	s.running[it] = time.Now()
 	it.part.inflight++
 	it.part.started = max(it.part.started, it.Rec.Offset)
 	l.enqueue(s)
-	if len(l.runq) > 0 {
+	if l.runnable() {
 		l.work.Signal()
 	}
 	return it, true
@@ -479,14 +555,16 @@ func (l *Lanes) drop(parts []TP, handOff bool) int {
 	clear(l.spillq[len(keptSpills):])
 	l.spillq = keptSpills
 	for _, s := range l.subs {
-		kept := s.ready[:0]
-		for _, it := range s.ready {
-			if !dropped(it) {
-				kept = append(kept, it)
+		for c, ready := range s.ready {
+			kept := ready[:0]
+			for _, it := range ready {
+				if !dropped(it) {
+					kept = append(kept, it)
+				}
 			}
+			clear(ready[len(kept):])
+			s.ready[c] = kept
 		}
-		clear(s.ready[len(kept):])
-		s.ready = kept
 	}
 	for key, q := range l.keys {
 		var kept []*Item
@@ -515,9 +593,12 @@ func (l *Lanes) drop(parts []TP, handOff bool) int {
 	if handOff {
 		l.spillSlow(drop)
 	}
-	l.runq = l.runq[:0]
+	for c := range l.runq {
+		clear(l.runq[c])
+		l.runq[c] = l.runq[c][:0]
+	}
 	for _, s := range l.subs {
-		s.queued = false
+		s.queued = [classes]bool{}
 		l.enqueue(s)
 	}
 	l.change.Broadcast()
@@ -545,16 +626,18 @@ func (l *Lanes) spillSlow(parts map[TP]bool) {
 		}
 	}
 	for _, s := range l.subs {
-		kept := s.ready[:0]
-		for _, it := range s.ready {
-			if it.Spill {
-				l.spillq = append(l.spillq, it)
-			} else {
-				kept = append(kept, it)
+		for c, ready := range s.ready {
+			kept := ready[:0]
+			for _, it := range ready {
+				if it.Spill {
+					l.spillq = append(l.spillq, it)
+				} else {
+					kept = append(kept, it)
+				}
 			}
+			clear(ready[len(kept):])
+			s.ready[c] = kept
 		}
-		clear(s.ready[len(kept):])
-		s.ready = kept
 	}
 	l.work.Broadcast()
 }

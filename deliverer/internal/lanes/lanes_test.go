@@ -64,7 +64,14 @@ func waitBlocked(tb testing.TB, fn string, n int) {
 func canRun(l *Lanes) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.runq) > 0
+	for _, q := range l.runq {
+		for _, s := range q {
+			if s.inflight < l.maxPerSub {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // next calls Next, failing the test if it does not return within a few

@@ -58,7 +58,7 @@ func groupTopics(n topics.Names, getenv func(string) string) []consumerGroup {
 	var ac recorder.Config
 	return []consumerGroup{
 		{group: topics.GroupDispatcher, topics: []string{n.Events()}},
-		{group: or(getenv(config.Name(&dc, &dc.Group)), topics.GroupDeliverer), topics: []string{n.Deliveries(), n.Redeliveries()}},
+		{group: or(getenv(config.Name(&dc, &dc.Group)), topics.GroupDeliverer), topics: append(n.DeliveryTopics(), n.Redeliveries())},
 		{group: or(getenv(config.Name(&rc, &rc.Group)), topics.GroupRetrier), topics: n.RetryTopics(), tiers: true},
 		{group: or(getenv(config.Name(&ac, &ac.Group)), topics.GroupRecorder), topics: []string{n.Attempts()}},
 	}

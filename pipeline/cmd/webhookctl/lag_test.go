@@ -63,13 +63,13 @@ func TestLag(t *testing.T) {
 	for _, r := range rows {
 		byTopic[r.Group+" "+r.Topic] = r
 	}
-	if want := 4 + len(h.names.Tiers); len(rows) != want {
+	if want := 6 + len(h.names.Tiers); len(rows) != want {
 		t.Fatalf("%d rows, want %d: %+v", len(rows), want, rows)
 	}
 	if r := byTopic[topics.GroupDispatcher+" "+h.names.Events()]; r.Lag != 3 || r.Partitions != 2 || r.Held != nil {
 		t.Errorf("dispatcher on events: %+v, want lag 3 over 2 partitions, no held", r)
 	}
-	for _, topic := range []string{h.names.Deliveries(), h.names.Redeliveries()} {
+	for _, topic := range append(h.names.DeliveryTopics(), h.names.Redeliveries()) {
 		if r, ok := byTopic[topics.GroupDeliverer+" "+topic]; !ok || r.Lag != 0 || r.Members != 0 {
 			t.Errorf("deliverer on %s: %+v, want lag 0, no members", topic, r)
 		}

@@ -23,6 +23,7 @@ func publishCmd(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&e.Key, "key", "", "ordering key: the event's key field and its record key (empty: no key)")
 	fs.StringVar(&e.IdempotencyKey, "idempotency-key", "", "events with a key seen in the last 24h are not fanned out again")
 	fs.StringVar(&e.CreatedAt, "created-at", "", "RFC 3339 time (default: now)")
+	fs.StringVar(&e.Priority, "priority", "", "high, normal or low (default: normal); ordered subscriptions keep their order whatever the priority")
 	return func(ctx context.Context, c *cli, _ []string) error {
 		if e.Type == "" {
 			return usagef("--type is required")

@@ -20,9 +20,9 @@ func TestPublish(t *testing.T) {
 		{
 			name: "all fields",
 			args: []string{"--type", "order.created", "--data", `{"total": 42, "note": "<b>&</b>"}`, "--id", "evt_1",
-				"--tenant", "acme", "--key", "order_42", "--idempotency-key", "idem-1", "--created-at", "2026-11-22T10:00:00Z"},
+				"--tenant", "acme", "--key", "order_42", "--idempotency-key", "idem-1", "--created-at", "2026-11-22T10:00:00Z", "--priority", "high"},
 			want: topics.Event{ID: "evt_1", Type: "order.created", Tenant: "acme", Key: "order_42", IdempotencyKey: "idem-1",
-				CreatedAt: "2026-11-22T10:00:00Z", Data: []byte(`{"total":42,"note":"<b>&</b>"}`)},
+				CreatedAt: "2026-11-22T10:00:00Z", Priority: "high", Data: []byte(`{"total":42,"note":"<b>&</b>"}`)},
 			key: []byte("order_42"),
 		},
 		{
@@ -75,7 +75,7 @@ func TestPublish(t *testing.T) {
 				want.CreatedAt = e.CreatedAt
 			}
 			if e.ID != want.ID || e.Type != want.Type || e.Tenant != want.Tenant || e.Key != want.Key ||
-				e.IdempotencyKey != want.IdempotencyKey || e.CreatedAt != want.CreatedAt || !bytes.Equal(e.Data, want.Data) {
+				e.IdempotencyKey != want.IdempotencyKey || e.CreatedAt != want.CreatedAt || e.Priority != want.Priority || !bytes.Equal(e.Data, want.Data) {
 				t.Errorf("published %+v (data %s), want %+v (data %s)", e, e.Data, want, want.Data)
 			}
 		})
@@ -95,6 +95,7 @@ func TestPublishRejects(t *testing.T) {
 		{"bad type", []string{"--type", "order created", "--data", "{}"}},
 		{"bad id", []string{"--type", "a", "--data", "{}", "--id", "evt/1"}},
 		{"bad created-at", []string{"--type", "a", "--data", "{}", "--created-at", "yesterday"}},
+		{"bad priority", []string{"--type", "a", "--data", "{}", "--priority", "urgent"}},
 		{"too big", []string{"--type", "a", "--data", `"` + strings.Repeat("x", topics.DefaultMaxEventBytes) + `"`}},
 	} {
 		t.Run(tc.name, func(*testing.T) {
