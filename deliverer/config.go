@@ -64,8 +64,8 @@ type Config struct {
 	// MaxBuffered caps records held in memory (running, ready or waiting
 	// behind their key); fetching pauses at the cap, due retries from the
 	// redeliveries topic take at most half of it, low-priority deliveries a
-	// quarter, and all but high-priority ones leave an eighth free.
-	MaxBuffered int `env:"WEBHOOKS_DELIVERER_MAX_BUFFERED" envDefault:"8192" desc:"Records held in memory; fetching pauses at the cap, due retries take at most half, low-priority deliveries a quarter, and an eighth is kept for high-priority ones (at least the in-flight cap)."`
+	// quarter.
+	MaxBuffered int `env:"WEBHOOKS_DELIVERER_MAX_BUFFERED" envDefault:"8192" desc:"Records held in memory; fetching pauses at the cap, due retries take at most half, low-priority deliveries a quarter (at least the in-flight cap)."`
 	// MaxPerSubscription caps concurrent requests to one subscription.
 	MaxPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION" envDefault:"64" desc:"Concurrent requests to one subscription."`
 	// MaxQueuedPerSubscription caps the records of one subscription held

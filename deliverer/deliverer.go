@@ -225,22 +225,21 @@ type share struct {
 
 // shares are the bounds poll keeps. Due retries take at most half of the
 // buffer and low-priority deliveries a quarter: past three quarters of
-// their share they are paused until down to half of it. Everything but
-// high-priority deliveries leaves an eighth of the buffer free, and is
-// paused until down to three quarters of the buffer, so that a
-// high-priority delivery is fetched however many others wait.
+// their share they are paused until down to half of it, so neither a
+// storm of due retries nor a low-priority backlog keeps fresh or
+// high-priority deliveries from being fetched. (An eighth kept free for
+// high-priority deliveries by pausing every other topic cost the fresh
+// deliveries of fast endpoints more than half their throughput, pausing
+// and refetching all the time: BenchmarkDeployed, ADR 0019.)
 func (d *deliverer) shares() []*share {
 	mb := d.cfg.MaxBuffered
 	capped := func(limit int, topic string) *share {
 		limit = max(1, limit)
 		return &share{topics: []string{topic}, limit: limit, pauseAt: limit * 3 / 4, resumeAt: limit / 2}
 	}
-	rest := mb - mb/8
 	return []*share{
 		capped(mb/2, d.names.Redeliveries()),
 		capped(mb/4, d.names.DeliveriesLow()),
-		{topics: []string{d.names.Deliveries(), d.names.DeliveriesLow(), d.names.Redeliveries()},
-			limit: rest, pauseAt: rest - 1, resumeAt: mb * 3 / 4},
 	}
 }
 
