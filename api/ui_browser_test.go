@@ -88,7 +88,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#op-percent`)),
 	)
 	testkit.WaitEvery(t, 100*time.Millisecond, 60*time.Second, "the selected redrive done", func() bool {
-		return browsertest.Text(ctx, t, "#op-state") == "done"
+		return browsertest.Polled(ctx, t, "#op-state") == "done"
 	})
 	if p := browsertest.Text(ctx, t, "#progress"); !strings.Contains(p, "2 sent") {
 		t.Fatalf("the selected redrive: %q, want 2 sent", p)
@@ -107,7 +107,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	)
 	var seen []string
 	testkit.WaitEvery(t, 100*time.Millisecond, 60*time.Second, "the progress bar at 100 %", func() bool {
-		p := browsertest.Text(ctx, t, "#op-percent")
+		p := browsertest.Polled(ctx, t, "#op-percent")
 		if len(seen) == 0 || seen[len(seen)-1] != p {
 			seen = append(seen, p)
 		}

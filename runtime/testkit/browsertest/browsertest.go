@@ -5,6 +5,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,14 @@ func Text(ctx context.Context, tb testing.TB, sel string) string {
 		tb.Fatalf("text of %s: %v", sel, err)
 	}
 	return s
+}
+
+// Polled is the text of the element sel matches, "" when none does: for
+// conditions polled while the page swaps that element (an htmx refresh
+// replaces it, and for a moment it is not there), where Text would fail.
+func Polled(ctx context.Context, tb testing.TB, sel string) string {
+	tb.Helper()
+	return Eval[string](ctx, tb, fmt.Sprintf(`document.querySelector(%q)?.textContent.trim() ?? ""`, sel))
 }
 
 // Eval evaluates a JavaScript expression in the page.
