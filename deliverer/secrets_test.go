@@ -1,7 +1,6 @@
 package deliverer
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,26 +20,6 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
 )
-
-// lockedBuffer is a log sink the deliverer's goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Sync() error { return nil }
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // echo answers status with everything the request held: its headers and
 // body, the worst an endpoint can do with what it was sent.
@@ -61,9 +39,9 @@ func echo(status int) http.HandlerFunc {
 // echo their requests refuse or fail every delivery.
 func TestSecretsStayHidden(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	h := newHarness(t, nil)
-	h.log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), &logs, zap.DebugLevel))
+	h.log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&logs), zap.DebugLevel))
 
 	proxy := newConnectProxy(t, "egress", "proxy-pass-5f0c1d")
 	const clientSecret = "cs_8f14e45fceea167a"

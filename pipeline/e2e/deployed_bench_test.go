@@ -71,15 +71,7 @@ func BenchmarkDeployed(b *testing.B) {
 		}
 		toOne := event(func(int) string { return "dep.one" })
 		toFour := event(func(i int) string { return fmt.Sprintf("dep.four%d", i%4) })
-		count := func(prefix string) int {
-			n := 0
-			for _, q := range r.got() {
-				if strings.HasPrefix(q.Sub, prefix) {
-					n++
-				}
-			}
-			return n
-		}
+		count := func(prefix string) int { return countPrefix(r.got(), prefix) }
 		// Warm up: every process joined its group, connections open.
 		publishKeyed(b, e, 100, toOne)
 		wait(b, 120*time.Second, "warm-up", func() bool { return count("one") >= 100 })
@@ -100,7 +92,7 @@ func BenchmarkDeployed(b *testing.B) {
 			if withStorm {
 				produceStorm(b, e, storm, depStorm, time.Now().Add(time.Second))
 			}
-			want := countBefore(r, before, "four-") + publishAtRate(b, e, int(fourRate/2), depLatency, toFour)
+			want := countPrefix(r.got()[:before], "four-") + publishAtRate(b, e, int(fourRate/2), depLatency, toFour)
 			wait(b, 120*time.Second, "the latency run", func() bool { return count("four-") >= want })
 			if withStorm {
 				wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
@@ -137,18 +129,6 @@ func BenchmarkDeployed(b *testing.B) {
 		b.ReportMetric(float64(p99Storm)/float64(p99), "storm-p99-ratio")
 		e.close()
 	}
-}
-
-// countBefore counts the requests to subscriptions with prefix among the
-// first n a receiver got.
-func countBefore(r *receiver, n int, prefix string) int {
-	c := 0
-	for _, q := range r.got()[:n] {
-		if strings.HasPrefix(q.Sub, prefix) {
-			c++
-		}
-	}
-	return c
 }
 
 // publishKeyed produces n events keyed as their Key says, as fast as the

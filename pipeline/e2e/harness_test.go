@@ -462,6 +462,17 @@ func (r *receiver) attempts(id string) []request {
 	return out
 }
 
+// countPrefix counts the requests to subscriptions whose id has prefix.
+func countPrefix(reqs []request, prefix string) int {
+	n := 0
+	for _, q := range reqs {
+		if strings.HasPrefix(q.Sub, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *receiver) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -182,15 +182,7 @@ func isolationRun(b *testing.B, withFailing, storm bool, redisURL, prefix string
 			CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(`{"pad":"` + strings.Repeat("x", 500) + `"}`)}
 	}
 	// count counts the deliveries to subscriptions whose id has prefix.
-	count := func(prefix string) int {
-		c := 0
-		for _, q := range r.got() {
-			if strings.HasPrefix(q.Sub, prefix) {
-				c++
-			}
-		}
-		return c
-	}
+	count := func(prefix string) int { return countPrefix(r.got(), prefix) }
 	healthyCount := func() int { return count("healthy-") }
 	stormCount := func() int { return count("storm-") }
 	hit := func(due time.Time) {

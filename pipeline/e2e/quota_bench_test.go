@@ -69,15 +69,7 @@ func quotaRun(b *testing.B, flood bool, redisURL, prefix string) ([]time.Duratio
 	e.startDispatcher()
 	e.startDeliverer()
 	e.startRetrier()
-	count := func(prefix string) int {
-		n := 0
-		for _, q := range r.got() {
-			if strings.HasPrefix(q.Sub, prefix) {
-				n++
-			}
-		}
-		return n
-	}
+	count := func(prefix string) int { return countPrefix(r.got(), prefix) }
 	pad := json.RawMessage(`{"pad":"` + strings.Repeat("x", 200) + `"}`)
 	quiet := func(i int) topics.Event {
 		return topics.Event{ID: fmt.Sprintf("evt_q_%d_%d", time.Now().UnixNano(), i), Type: "quota.e", Tenant: "quiet",
