@@ -344,8 +344,9 @@ type receiver struct {
 
 	mu        sync.Mutex
 	secrets   map[string]string
-	reqs      []request // accepted (2xx)
-	all       []request // every verified request, whatever was answered
+	reqs      []request      // accepted (2xx)
+	perSub    map[string]int // accepted per subscription, for polling without copying reqs
+	all       []request      // every verified request, whatever was answered
 	invalid   []string
 	delay     time.Duration // max random delay per request
 	inflight  int
@@ -356,7 +357,7 @@ type receiver struct {
 }
 
 func newReceiver(t testing.TB) *receiver {
-	r := &receiver{secrets: map[string]string{}}
+	r := &receiver{secrets: map[string]string{}, perSub: map[string]int{}}
 	r.srv = httptest.NewServer(r)
 	t.Cleanup(r.srv.Close)
 	return r
@@ -416,6 +417,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.all = append(r.all, rq)
 	if status < 300 {
 		r.reqs = append(r.reqs, rq)
+		r.perSub[sub]++
 	}
 	r.mu.Unlock()
 	w.WriteHeader(status)
@@ -462,12 +464,17 @@ func (r *receiver) attempts(id string) []request {
 	return out
 }
 
-// countPrefix counts the requests to subscriptions whose id has prefix.
-func countPrefix(reqs []request, prefix string) int {
+// accepted counts the accepted requests of the subscriptions whose id
+// starts with prefix. Benchmarks poll it: copying every request at each
+// poll (got) took a quarter of the benchmark process's CPU from the
+// pipeline it measures.
+func (r *receiver) accepted(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	n := 0
-	for _, q := range reqs {
-		if strings.HasPrefix(q.Sub, prefix) {
-			n++
+	for sub, c := range r.perSub {
+		if strings.HasPrefix(sub, prefix) {
+			n += c
 		}
 	}
 	return n

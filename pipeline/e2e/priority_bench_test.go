@@ -78,7 +78,7 @@ func priorityRun(b *testing.B, low bool) priorityResult {
 	}
 	e.startDispatcher()
 	e.startDeliverer()
-	count := func(prefix string) int { return countPrefix(r.got(), prefix) }
+	count := r.accepted
 	event := func(typ, priority string) func(int) topics.Event {
 		return func(i int) topics.Event {
 			return topics.Event{ID: fmt.Sprintf("evt_%s_%d_%d", typ, time.Now().UnixNano(), i), Type: "prio." + typ, Priority: priority,

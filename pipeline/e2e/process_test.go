@@ -21,7 +21,12 @@ import (
 func (e *env) startProc(bin, name string) *stack.Process {
 	e.t.Helper()
 	dir := e.t.TempDir()
-	p, err := stack.Start(name, bin, nil, e.environ(), dir)
+	env := e.environ()
+	if profiles := os.Getenv("WEBHOOKS_BENCH_PROFILES"); profiles != "" {
+		// Each process profiles its whole run (docs/testing.md).
+		env = append(env, "WEBHOOKS_CPU_PROFILE="+filepath.Join(profiles, name+".prof"))
+	}
+	p, err := stack.Start(name, bin, nil, env, dir)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func quotaRun(b *testing.B, flood bool, redisURL, prefix string) ([]time.Duratio
 	e.startDispatcher()
 	e.startDeliverer()
 	e.startRetrier()
-	count := func(prefix string) int { return countPrefix(r.got(), prefix) }
+	count := r.accepted
 	pad := json.RawMessage(`{"pad":"` + strings.Repeat("x", 200) + `"}`)
 	quiet := func(i int) topics.Event {
 		return topics.Event{ID: fmt.Sprintf("evt_q_%d_%d", time.Now().UnixNano(), i), Type: "quota.e", Tenant: "quiet",

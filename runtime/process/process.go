@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -32,6 +33,10 @@ const flushTimeout = 5 * time.Second
 // Settings are the variables of the process itself.
 type Settings struct {
 	LogLevel string `env:"WEBHOOKS_LOG_LEVEL" envDefault:"info" desc:"Log level: debug, info, warn or error (JSON logs on stderr)."`
+	// CPUProfile profiles the process as deployed, where a benchmark's
+	// -cpuprofile cannot reach: the profile covers the whole run and is
+	// written when the component has stopped.
+	CPUProfile string `env:"WEBHOOKS_CPU_PROFILE" desc:"Write a CPU profile (go tool pprof) of the whole run to this file when the process stops; empty: none."`
 }
 
 // Main runs a component and exits: 2 for bad configuration, 1 when it
@@ -43,6 +48,24 @@ func Main[C any](name string, load func(func(string) string) (C, error), run fun
 		os.Exit(code)
 	}
 	os.Exit(Run(name, os.Getenv, os.Stderr, load, run))
+}
+
+// profile starts the CPU profile written to path; done stops and writes it.
+func profile(path string) (done func(*zap.Logger), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOKS_CPU_PROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func(log *zap.Logger) {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Warn("CPU profile", zap.Error(err))
+		}
+	}, nil
 }
 
 // args handles the command line: --version, or nothing.
@@ -102,6 +125,14 @@ func Run[C any](name string, getenv func(string) string, stderr io.Writer,
 		}()
 		ctx = tracing.NewContext(ctx, tp)
 		log.Info("tracing: exporting spans over OTLP/HTTP")
+	}
+	if ps.CPUProfile != "" {
+		done, err := profile(ps.CPUProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: configuration: %v\n", name, err)
+			return 2
+		}
+		defer done(log)
 	}
 	go func() {
 		<-ctx.Done()

@@ -3,7 +3,9 @@ package process
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,6 +53,37 @@ func TestRun(t *testing.T) {
 				t.Errorf("run got settings %+v", got)
 			}
 		})
+	}
+}
+
+// TestCPUProfile: WEBHOOKS_CPU_PROFILE writes a profile of the run once the
+// component has returned; a path that cannot be created is a configuration
+// error before the component starts.
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	ran := false
+	code := Run("comp", func(k string) string { return map[string]string{"WEBHOOKS_CPU_PROFILE": path}[k] }, io.Discard, load,
+		func(context.Context, settings, *zap.Logger) error {
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("the profile file is not there while the component runs: %v", err)
+			}
+			ran = true
+			return nil
+		})
+	b, err := os.ReadFile(path)
+	if code != 0 || !ran || err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("code %d, ran %v, profile %d bytes (%v): want 0, true and a gzipped profile", code, ran, len(b), err)
+	}
+
+	var stderr strings.Builder
+	bad := filepath.Join(t.TempDir(), "missing", "cpu.prof")
+	code = Run("comp", func(k string) string { return map[string]string{"WEBHOOKS_CPU_PROFILE": bad}[k] }, &stderr, load,
+		func(context.Context, settings, *zap.Logger) error {
+			t.Error("ran with an unwritable profile")
+			return nil
+		})
+	if code != 2 || !strings.Contains(stderr.String(), "WEBHOOKS_CPU_PROFILE") {
+		t.Errorf("code %d, stderr %q; want 2 naming WEBHOOKS_CPU_PROFILE", code, stderr.String())
 	}
 }
 
