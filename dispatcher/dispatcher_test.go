@@ -155,8 +155,8 @@ func TestInvalidEvents(t *testing.T) {
 		"missing data": {`{"id":"b2","type":"thing.happened"}`, "data: required"},
 		"null data":    {`{"id":"b3","type":"thing.happened","data":null}`, "data: required"},
 		"bad type":     {`{"id":"b4","type":"thing happened!","data":{}}`, "type:"},
-		"unknown":      {`{"id":"b5","type":"t","data":{},"extra":1}`, "unknown field"},
-		"trailing":     {`{"id":"b6","type":"t","data":{}} {}`, "trailing data"},
+		"unknown":      {`{"id":"b5","type":"t","data":{},"extra":1}`, `unknown object member name "extra"`},
+		"trailing":     {`{"id":"b6","type":"t","data":{}} {}`, "after top-level value"},
 		"oversize":     {`{"id":"b7","type":"t","data":"` + strings.Repeat("x", 1100) + `"}`, "over the 1024 byte limit"},
 		"empty":        {``, "EOF"},
 	}

@@ -2,7 +2,10 @@ module github.com/hookpipe/hookpipe/topics
 
 go 1.26.8
 
-require github.com/twmb/franz-go v1.22.2
+require (
+	github.com/go-json-experiment/json v1.27.2
+	github.com/twmb/franz-go v1.22.2
+)
 
 require (
 	github.com/klauspost/compress v1.20.3 // indirect
