@@ -38,6 +38,9 @@ type protection struct {
 	breaker *breaker.Breaker
 	limiter *ratelimit.Limiter
 	log     *zap.Logger
+
+	stopFlush context.CancelFunc
+	flushed   chan struct{}
 }
 
 // newProtection connects to Redis (without waiting for it); nil when no
@@ -47,7 +50,7 @@ func newProtection(cfg Protection, maxInFlight int, log *zap.Logger) (*protectio
 	if err != nil || g == nil {
 		return nil, err
 	}
-	return &protection{
+	p := &protection{
 		cfg:     cfg,
 		g:       g,
 		breaker: breaker.New(g, cfg.Breaker),
@@ -55,11 +58,42 @@ func newProtection(cfg Protection, maxInFlight int, log *zap.Logger) (*protectio
 		// throttled subscriptions never take the workers of the others.
 		limiter: ratelimit.New(g, cfg.RateLimitMaxWait, max(1, maxInFlight/4)),
 		log:     log,
-	}, nil
+		flushed: make(chan struct{}),
+	}
+	var ctx context.Context
+	ctx, p.stopFlush = context.WithCancel(context.Background())
+	go p.flushLoop(ctx)
+	return p, nil
 }
 
+// finalFlush bounds the last count of successes at shutdown.
+const finalFlush = time.Second
+
+// flushLoop counts the breakers' gathered successes every
+// breaker.FlushInterval, and once more when stopped.
+func (p *protection) flushLoop(ctx context.Context) {
+	defer close(p.flushed)
+	tick := time.NewTicker(breaker.FlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			p.breaker.Flush(ctx)
+		case <-ctx.Done():
+			last, cancel := context.WithTimeout(context.Background(), finalFlush)
+			p.breaker.Flush(last)
+			cancel()
+			return
+		}
+	}
+}
+
+// close counts the last successes and disconnects; the workers have
+// stopped.
 func (p *protection) close() {
 	if p != nil {
+		p.stopFlush()
+		<-p.flushed
 		_ = p.g.Close()
 	}
 }

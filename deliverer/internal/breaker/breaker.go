@@ -1,9 +1,9 @@
 // Package breaker is the per-subscription circuit breaker that every
 // deliverer replica shares through Redis (docs/design.md, "Endpoint protection").
 //
-// It counts attempts in buckets over a time window; when at least MinCalls
-// were made in the window and at least ThresholdPercent of them failed, it
-// opens: for SleepWindow no delivery of the subscription is attempted.
+// It counts attempts in buckets over a time window; when a failure leaves
+// at least MinCalls in the window with at least ThresholdPercent of them
+// failed, it opens: for SleepWindow no delivery of the subscription is attempted.
 // Then it is half-open: Probes deliveries are let through (shared by all
 // replicas); if all of them succeed it closes with a fresh window, if one
 // fails it opens again. Probes that never report (their replica died) are
@@ -11,10 +11,12 @@
 //
 // The decision and the counts live in Redis and change only inside Lua
 // scripts, so replicas never race. Each replica caches what Redis last
-// said: a closed breaker is trusted for CacheTTL (every recorded attempt
-// refreshes it), an open one until it may half-open, so a healthy or a
-// blocked subscription costs one Redis call per attempt (the record), not
-// two. When Redis is unreachable the breaker is closed (fail open).
+// said: a closed breaker is trusted for CacheTTL (every recorded failure
+// refreshes it), an open one until it may half-open. Successes, which
+// cannot open it, are gathered and counted every FlushInterval, so a
+// healthy subscription costs a few Redis calls a second, not one per
+// attempt; a failing one costs one per failure. When Redis is unreachable
+// the breaker is closed (fail open).
 package breaker
 
 import (
@@ -163,6 +165,9 @@ type Breaker struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+	// successes not yet counted in Redis, per subscription (Record,
+	// Flush).
+	successes map[string]int64
 
 	opened, halfOpened, closed atomic.Uint64
 }
@@ -182,7 +187,7 @@ func New(g *redisstate.Guard, cfg Config) *Breaker {
 		return nil
 	}
 	cfg.Defaults()
-	return &Breaker{g: g, keys: g.Keys(), cfg: cfg, now: time.Now, cache: map[string]cached{}}
+	return &Breaker{g: g, keys: g.Keys(), cfg: cfg, now: time.Now, cache: map[string]cached{}, successes: map[string]int64{}}
 }
 
 // OpenedTotal counts the transitions to open made by this replica
@@ -309,8 +314,19 @@ func (b *Breaker) Allow(ctx context.Context, sub string) Decision {
 	return d
 }
 
-// Record counts the result of an attempt that Allow let through. Errors
-// (Redis unreachable) are swallowed: the attempt is simply not counted.
+// FlushInterval is how long a replica gathers successes before counting
+// them in Redis (Flush). Failures and probes are counted at once, with the
+// successes gathered before them, so the error rate a failure is judged by
+// counts every success this replica saw; another replica's last successes
+// reach it at most FlushInterval late.
+const FlushInterval = 250 * time.Millisecond
+
+// Record counts the result of an attempt that Allow let through. A success
+// outside a probe, which cannot move the breaker, is only gathered here
+// (counted by the next failure, probe or Flush), so a healthy endpoint's
+// deliveries cost no Redis call each; its Outcome is the state last known.
+// Errors (Redis unreachable) are swallowed: the attempts are simply not
+// counted.
 func (b *Breaker) Record(ctx context.Context, sub string, t Ticket, r Result) (Outcome, error) {
 	if b == nil {
 		return Outcome{State: redisstate.StateClosed}, redisstate.ErrDisabled
@@ -321,10 +337,47 @@ func (b *Breaker) Record(ctx context.Context, sub string, t Ticket, r Result) (O
 		}
 		r = Success
 	}
-	ok := 0
-	if r == Success {
-		ok = 1
+	b.mu.Lock()
+	if r == Success && t.Probe == 0 {
+		b.successes[sub]++
+		state := b.cache[sub].state
+		b.mu.Unlock()
+		if state == "" {
+			state = redisstate.StateClosed
+		}
+		return Outcome{State: state}, nil
 	}
+	successes := b.successes[sub]
+	delete(b.successes, sub)
+	b.mu.Unlock()
+	failed := int64(0)
+	if r == Success {
+		successes++
+	} else {
+		failed = 1
+	}
+	return b.count(ctx, sub, t, successes, failed)
+}
+
+// Flush counts in Redis the successes gathered so far. The deliverer calls
+// it every FlushInterval and once when it stops.
+func (b *Breaker) Flush(ctx context.Context) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	gathered := b.successes
+	b.successes = map[string]int64{}
+	b.mu.Unlock()
+	for sub, n := range gathered {
+		if _, err := b.count(ctx, sub, Ticket{}, n, 0); err != nil {
+			return
+		}
+	}
+}
+
+// count runs recordScript for successes and failed (0 or 1) results of sub.
+func (b *Breaker) count(ctx context.Context, sub string, t Ticket, successes, failed int64) (Outcome, error) {
 	now := b.now()
 	bucket := b.cfg.Window / buckets
 	var v []any
@@ -332,8 +385,8 @@ func (b *Breaker) Record(ctx context.Context, sub string, t Ticket, r Result) (O
 		var err error
 		v, err = recordScript.Run(ctx, rdb,
 			[]string{b.keys.Breaker(sub), b.keys.BreakerCalls(sub), b.keys.FailingSince(sub)},
-			ok, t.Probe, b.cfg.ThresholdPercent, b.cfg.MinCalls, b.cfg.Window.Milliseconds(), bucket.Milliseconds(),
-			b.cfg.SleepWindow.Milliseconds(), b.cfg.Probes, stateTTL.Milliseconds()).Slice()
+			successes, t.Probe, b.cfg.ThresholdPercent, b.cfg.MinCalls, b.cfg.Window.Milliseconds(), bucket.Milliseconds(),
+			b.cfg.SleepWindow.Milliseconds(), b.cfg.Probes, stateTTL.Milliseconds(), failed).Slice()
 		return err
 	})
 	if err != nil {

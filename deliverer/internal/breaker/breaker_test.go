@@ -216,6 +216,56 @@ func TestReplicasShareTheBreaker(t *testing.T) {
 	}
 }
 
+// TestSuccessesAreGathered: a success outside a probe costs no Redis call;
+// the replica's gathered successes are counted by Flush or together with
+// its next failure, so the error rate that failure is judged by includes
+// them; and successes alone never open the breaker.
+func TestSuccessesAreGathered(t *testing.T) {
+	url, prefix := redistest.Shared(t)
+	cfg := Config{ThresholdPercent: 50, MinCalls: 4, Window: time.Minute, SleepWindow: time.Hour, Probes: 1}
+	b := New(guard(t, url, prefix), cfg)
+	read := func(sub string) redisstate.BreakerState {
+		t.Helper()
+		st, err := b.g.ReadBreaker(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for range 5 {
+		if o := record(t, b, "s", Ticket{}, Success); o.State != redisstate.StateClosed || o.Transition != "" {
+			t.Fatalf("a success: %+v, want closed", o)
+		}
+	}
+	if st := read("s"); st.Calls != 0 {
+		t.Fatalf("after 5 successes Redis counts %d calls, want 0 until a flush", st.Calls)
+	}
+	b.Flush(ctx)
+	if st := read("s"); st.Calls != 5 || st.Failures != 0 {
+		t.Fatalf("after Flush: %+v, want 5 calls", st)
+	}
+	for range 3 {
+		record(t, b, "s", Ticket{}, Success)
+	}
+	if o := record(t, b, "s", Ticket{}, Failure); o.Calls != 9 || o.Failures != 1 || o.State != redisstate.StateClosed {
+		t.Fatalf("a failure after 3 more successes: %+v, want 9 calls, 1 failure, closed", o)
+	}
+
+	// Three failures below the minimum of calls, then a success reaches it
+	// at 75% failed: counted, but only the next failure opens it.
+	for range 3 {
+		record(t, b, "t", Ticket{}, Failure)
+	}
+	record(t, b, "t", Ticket{}, Success)
+	b.Flush(ctx)
+	if st := read("t"); st.Calls != 4 || st.State != redisstate.StateClosed {
+		t.Fatalf("after a flushed success: %+v, want 4 calls, closed", st)
+	}
+	if o := record(t, b, "t", Ticket{}, Failure); o.Transition != Opened {
+		t.Fatalf("the next failure: %+v, want opened", o)
+	}
+}
+
 func TestWindowForgetsOldCalls(t *testing.T) {
 	url, prefix := redistest.Shared(t)
 	cfg := Config{ThresholdPercent: 50, MinCalls: 3, Window: 120 * time.Millisecond, SleepWindow: time.Hour, Probes: 1}

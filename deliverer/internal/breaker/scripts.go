@@ -57,10 +57,12 @@ end
 return {2, 0, gen, state, transition, outage}
 `)
 
-// recordScript counts one attempt's result and moves the breaker.
+// recordScript counts attempts' results and moves the breaker: the
+// successes a replica gathered since its last call, and at most one failure
+// or probe, which alone can move it (a batch of successes only counts).
 //
 //	KEYS[1] state hash, KEYS[2] call counts, KEYS[3] failing-since (deleted on success)
-//	ARGV[1] 1 success, 0 failure
+//	ARGV[1] successes                     ARGV[10] failures (0 or 1)
 //	ARGV[2] half-open period of the probe, 0 when the attempt was no probe
 //	ARGV[3] failure threshold (percent)   ARGV[4] minimum calls
 //	ARGV[5] window (ms)                   ARGV[6] bucket (ms)
@@ -72,16 +74,18 @@ return {2, 0, gen, state, transition, outage}
 var recordScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ok = ARGV[1] == '1'
+local successes = tonumber(ARGV[1])
+local failed = tonumber(ARGV[10])
+local ok = failed == 0
 local window = tonumber(ARGV[5])
 local bucket = tonumber(ARGV[6])
-if ok then
+if successes > 0 then
   redis.call('DEL', KEYS[3])
 end
 local b = math.floor(now / bucket)
-redis.call('HINCRBY', KEYS[2], 't:' .. b, 1)
+redis.call('HINCRBY', KEYS[2], 't:' .. b, successes + failed)
 if not ok then
-  redis.call('HINCRBY', KEYS[2], 'f:' .. b, 1)
+  redis.call('HINCRBY', KEYS[2], 'f:' .. b, failed)
 end
 redis.call('HSET', KEYS[2], 'window_ms', window, 'bucket_ms', bucket)
 redis.call('PEXPIRE', KEYS[2], window + bucket)
@@ -110,7 +114,7 @@ local probe = tonumber(ARGV[2])
 local transition = ''
 if state == 'closed' then
   -- An operator forced it closed until closed_until: failures do not open it.
-  if now >= forced and calls >= tonumber(ARGV[4]) and failures * 100 >= tonumber(ARGV[3]) * calls then
+  if not ok and now >= forced and calls >= tonumber(ARGV[4]) and failures * 100 >= tonumber(ARGV[3]) * calls then
     state = 'open'
     transition = 'opened'
   end
