@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -29,8 +30,9 @@ const (
 // BenchmarkDeployed is the headline table of `make bench`, measured as
 // users deploy: the dispatcher, deliverer and retrier run as separate
 // processes (the binaries `make run` starts) against the broker on a
-// 127.0.0.1 port, events are produced by an independent client with 500
-// ordering keys, and a receiver verifying every signature answers 204.
+// 127.0.0.1 port and a Redis server of their own, events are produced by
+// an independent client with 500 ordering keys, and a receiver verifying
+// every signature answers 204.
 // Rows: the raw limit (a plain client posting the same signed requests to
 // the same receiver); a burst of 20,000 events to one subscription, with
 // the deliveries it spilled to the retry path (subscription_busy); the
@@ -40,8 +42,12 @@ const (
 // without them.
 func BenchmarkDeployed(b *testing.B) {
 	bin := binaries(b)
+	redis := redistest.Start(b)
 	for b.Loop() {
 		e := newEnv(b)
+		// As the chart deploys them: breakers, rate limits and dedup in
+		// Redis.
+		e.withRedis(redis.URL(), fmt.Sprintf("dep%d:", time.Now().UnixNano()), nil)
 		r := newReceiver(b)
 		r.answer(func(request, http.ResponseWriter) int { return http.StatusNoContent })
 		sub := func(id, typ string) topics.Subscription {
