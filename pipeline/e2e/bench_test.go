@@ -193,11 +193,8 @@ func latencies(reqs []request) (p50, p99 time.Duration) {
 func durations(reqs []request) []time.Duration {
 	var ls []time.Duration
 	for _, q := range reqs {
-		var m struct {
-			Timestamp time.Time `json:"timestamp"`
-		}
-		if json.Unmarshal(q.Body, &m) == nil {
-			ls = append(ls, q.At.Sub(m.Timestamp))
+		if !q.Timestamp.IsZero() {
+			ls = append(ls, q.At.Sub(q.Timestamp))
 		}
 	}
 	return ls
