@@ -20,8 +20,19 @@ import (
 // printed if the test fails.
 func (e *env) startProc(bin, name string) *stack.Process {
 	e.t.Helper()
+	return e.startProcWith(bin, name, nil)
+}
+
+// startProcWith is startProc with variables added to the environment
+// (e.g. a WEBHOOKS_HTTP_ADDR of its own).
+func (e *env) startProcWith(bin, name string, vars map[string]string) *stack.Process {
+	e.t.Helper()
 	dir := e.t.TempDir()
-	p, err := stack.Start(name, bin, nil, e.environ(), dir)
+	environ := e.environ()
+	for k, v := range vars {
+		environ = append(environ, k+"="+v)
+	}
+	p, err := stack.Start(name, bin, nil, environ, dir)
 	if err != nil {
 		e.t.Fatal(err)
 	}
