@@ -54,28 +54,7 @@ func TestHotSubscriptionSpreads(t *testing.T) {
 	// Both members hold partitions of the deliveries topic before anything
 	// is published, so neither takes the whole subscription while the
 	// other joins.
-	adm := kadm.NewClient(e.cl)
-	wait(t, 60*time.Second, "two deliverers sharing the deliveries topic", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		groups, err := adm.DescribeGroups(ctx, topics.GroupDeliverer)
-		if err != nil {
-			return false
-		}
-		g := groups[topics.GroupDeliverer]
-		if g.State != "Stable" || len(g.Members) != 2 {
-			return false
-		}
-		for _, m := range g.Members {
-			c, ok := m.Assigned.AsConsumer()
-			if !ok || !slices.ContainsFunc(c.Topics, func(tp kmsg.ConsumerMemberAssignmentTopic) bool {
-				return tp.Topic == e.names.Deliveries() && len(tp.Partitions) > 0
-			}) {
-				return false
-			}
-		}
-		return true
-	})
+	e.waitDeliverers(2)
 
 	keys := make([]string, 40)
 	for i := range keys {
@@ -113,4 +92,32 @@ func TestHotSubscriptionSpreads(t *testing.T) {
 	if total := carried["deliverer-a"] + carried["deliverer-b"]; total < float64(len(evs)) {
 		t.Errorf("the processes count %v deliveries, fewer than the %d events", total, len(evs))
 	}
+}
+
+// waitDeliverers waits until the deliverer group is stable with n members,
+// each holding partitions of the deliveries topic.
+func (e *env) waitDeliverers(n int) {
+	e.t.Helper()
+	adm := kadm.NewClient(e.cl)
+	wait(e.t, 60*time.Second, fmt.Sprintf("%d deliverers sharing the deliveries topic", n), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		groups, err := adm.DescribeGroups(ctx, topics.GroupDeliverer)
+		if err != nil {
+			return false
+		}
+		g := groups[topics.GroupDeliverer]
+		if g.State != "Stable" || len(g.Members) != n {
+			return false
+		}
+		for _, m := range g.Members {
+			c, ok := m.Assigned.AsConsumer()
+			if !ok || !slices.ContainsFunc(c.Topics, func(tp kmsg.ConsumerMemberAssignmentTopic) bool {
+				return tp.Topic == e.names.Deliveries() && len(tp.Partitions) > 0
+			}) {
+				return false
+			}
+		}
+		return true
+	})
 }
