@@ -384,6 +384,34 @@ func TestSubscriptionFilter(t *testing.T) {
 	}
 }
 
+// TestSubscriptionPartitions: a subscription spreads over the partitions
+// it is given (1 to 64, shown as 1 when not given), and back to one.
+func TestSubscriptionPartitions(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	var s Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}}, &s)
+	if s.Partitions != 1 {
+		t.Fatalf("partitions of a new subscription: %d, want 1", s.Partitions)
+	}
+	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"partitions": 4}, &s)
+	r.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &s)
+	if s.Partitions != 4 {
+		t.Fatalf("partitions after setting 4: %d", s.Partitions)
+	}
+	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"partitions": 1}, &s)
+	if s.Partitions != 1 {
+		t.Fatalf("partitions after setting 1: %d", s.Partitions)
+	}
+	for _, n := range []int{0, 65} {
+		if a := r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"partitions": n}); a.status != http.StatusUnprocessableEntity ||
+			!strings.Contains(string(a.body), "body.partitions") {
+			t.Fatalf("partitions %d: %d %s", n, a.status, a.body)
+		}
+	}
+}
+
 // TestSubscriptionAuth: endpoint auth is shown without its secrets (they
 // are sealed at rest: topics.TestAuthSealed), refused when incomplete, and
 // removed with type none.

@@ -67,7 +67,7 @@ type Config struct {
 	// quarter.
 	MaxBuffered int `env:"WEBHOOKS_DELIVERER_MAX_BUFFERED" envDefault:"8192" desc:"Records held in memory; fetching pauses at the cap, due retries take at most half, low-priority deliveries a quarter (at least the in-flight cap)."`
 	// MaxPerSubscription caps concurrent requests to one subscription.
-	MaxPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION" envDefault:"64" desc:"Concurrent requests to one subscription."`
+	MaxPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION" envDefault:"64" desc:"Concurrent requests to one subscription; a subscription spread over several partitions gets that share of it per partition, so its replicas together keep to it."`
 	// MaxQueuedPerSubscription caps the records of one subscription held
 	// here while it is slow (at the pace its requests run, it needs longer
 	// than the shortest retry delay to finish what it holds); beyond it

@@ -350,10 +350,21 @@ func (d *deliverer) poll(ctx context.Context) error {
 			d.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
 		fs.EachRecord(func(r *kgo.Record) {
-			d.lanes.Add(r, string(topics.SubscriptionOfKey(r.Key)))
+			d.lanes.Add(r, string(topics.LaneOfKey(r.Key)), d.width(r.Key))
 		})
 		d.cl.AllowRebalance()
 	}
+}
+
+// width is how many shards the subscription of a delivery key is spread
+// over now: its lane in this process gets that share of the
+// per-subscription limits (ADR 0020). A subscription not in the table
+// (deleted) has width 1; its deliveries are skipped anyway.
+func (d *deliverer) width(key []byte) int {
+	if sub, ok := d.table.Get(string(topics.SubscriptionOfKey(key))); ok {
+		return sub.Width()
+	}
+	return 1
 }
 
 // crowd pauses fetching the partitions a fast subscription holding half

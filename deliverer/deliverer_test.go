@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -681,8 +682,13 @@ func TestPollBackpressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			subs, err := table.NewTable(baseOpts(cfg, h.log), cfg.Kafka.Names.Subscriptions(), nil, h.log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer subs.Close()
 			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: newLanes(cfg), holds: newHolds(nil),
-				fatal: make(chan error, 1)}
+				fatal: make(chan error, 1), table: subs}
 			d.cl, err = kgo.NewClient(d.opts(baseOpts(cfg, h.log))...)
 			if err != nil {
 				t.Fatal(err)

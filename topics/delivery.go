@@ -3,7 +3,6 @@ package topics
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -78,25 +77,6 @@ func (d *Delivery) Validate() error {
 		return invalid("delivery", "data", "not valid JSON")
 	}
 	return ValidatePriority("delivery", d.Priority)
-}
-
-// SubscriptionOfKey returns the subscription id part of a delivery key.
-func SubscriptionOfKey(key []byte) []byte {
-	if i := strings.IndexByte(string(key), '/'); i >= 0 {
-		return key[:i]
-	}
-	return key
-}
-
-// Partitioner places records keyed "<subscription id>/..." by the
-// subscription id alone (Kafka's murmur2 hashing), so all of a
-// subscription's deliveries, retries and dead letters share a partition.
-// Keys without '/' hash whole, exactly as Kafka's default partitioner does.
-func Partitioner() kgo.Partitioner {
-	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("")
-	return kgo.StickyKeyPartitioner(func(key []byte, n int) int {
-		return kafka.Partition(&kgo.Record{Key: SubscriptionOfKey(key)}, n)
-	})
 }
 
 // DueAt is now+delay rounded up to the millisecond, the precision of

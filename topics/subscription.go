@@ -58,6 +58,12 @@ type Subscription struct {
 	// (package runtime/filter); an expression that fails on an event does
 	// not match it.
 	Filter string `json:"filter,omitempty"`
+	// Partitions spreads the subscription's deliveries over this many
+	// partitions of the deliveries topics, by key (see DeliveryKeyOf), so
+	// that several deliverers carry a hot subscription; 0 or 1: one
+	// partition. Each deliverer lane of it gets that share of the
+	// in-flight cap (ADR 0020).
+	Partitions int `json:"partitions,omitempty"`
 	// Auth, when set, authenticates the deliverer to the endpoint (its
 	// secrets sealed at rest like Secret).
 	Auth *EndpointAuth `json:"auth,omitempty"`
@@ -232,6 +238,9 @@ func (s Subscription) Validate() error {
 			}
 		}
 	}
+	if s.Partitions < 0 || s.Partitions > MaxPartitions {
+		return invalid("subscription", "partitions", "%d is not within 1..%d", s.Partitions, MaxPartitions)
+	}
 	if len(s.Filter) > MaxFilterLength {
 		return invalid("subscription", "filter", "%d characters; at most %d", len(s.Filter), MaxFilterLength)
 	}
@@ -396,15 +405,20 @@ func (s *Subscription) Secrets(now time.Time) []string {
 	return []string{s.Secret}
 }
 
-// DeliveryKey is the key of a delivery record for this subscription:
-// "<subscription id>/<ordering key>" for ordered subscriptions with an event
-// key, else "<subscription id>/<event id>".
+// DeliveryKey is the key of a delivery record for this subscription (see
+// DeliveryKeyOf): "<subscription id>/<ordering key>" for ordered
+// subscriptions with an event key, else "<subscription id>/<event id>"; a
+// spread subscription's id is followed by " <shard>".
 func (s *Subscription) DeliveryKey(e *Event) string {
 	if s.Ordering == OrderingKey && e.Key != "" {
-		return s.ID + "/" + e.Key
+		return DeliveryKeyOf(s.ID, s.Partitions, e.Key)
 	}
-	return s.ID + "/" + e.ID
+	return DeliveryKeyOf(s.ID, s.Partitions, e.ID)
 }
+
+// Width is how many partitions the subscription's deliveries spread over:
+// Partitions, at least 1.
+func (s *Subscription) Width() int { return max(1, s.Partitions) }
 
 // NewSecret returns "whsec_" + base64 of 32 random bytes.
 func NewSecret() (string, error) {

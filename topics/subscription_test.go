@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,6 +228,11 @@ func TestSubscriptionValidate(t *testing.T) {
 		{"retry status not permanent", func(s *Subscription) { s.RetryStatuses = []int{500} }, "retry_statuses"},
 		{"retry status 410", func(s *Subscription) { s.RetryStatuses = []int{410} }, "retry_statuses"},
 		{"retry status twice", func(s *Subscription) { s.RetryStatuses = []int{404, 404} }, "retry_statuses"},
+		// partitions
+		{"partitions negative", func(s *Subscription) { s.Partitions = -1 }, "partitions"},
+		{"partitions above 64", func(s *Subscription) { s.Partitions = 65 }, "partitions"},
+		{"partitions 64 ok", func(s *Subscription) { s.Partitions = 64 }, ""},
+		{"partitions 0 ok", func(s *Subscription) { s.Partitions = 0 }, ""},
 		// secret
 		{"no secret", func(s *Subscription) { s.Secret = "" }, "secret"},
 		{"secret without prefix", func(s *Subscription) { s.Secret = strings.TrimPrefix(secretOf(32), SecretPrefix) }, "secret"},
@@ -392,9 +398,16 @@ func TestDeliveryKey(t *testing.T) {
 		{"ordered, no key", OrderingKey, "", "sub_1/evt_1"},
 		{"ordered, key", OrderingKey, "order_42", "sub_1/order_42"},
 		{"ordered, key with slash", OrderingKey, "a/b", "sub_1/a/b"},
+		// Spread over 4 partitions: the shard of the ordering key or the
+		// event id (Kafka's murmur2 of it, modulo 4) follows the id.
+		{"spread, unordered", OrderingNone, "order_42", "sub_1 " + strconv.Itoa(kafkaPartition("evt_1", 4)) + "/evt_1"},
+		{"spread, ordered, key", OrderingKey, "order_42", "sub_1 " + strconv.Itoa(kafkaPartition("order_42", 4)) + "/order_42"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := Subscription{ID: "sub_1", Ordering: tc.ordering}
+			if strings.HasPrefix(tc.name, "spread") {
+				s.Partitions = 4
+			}
 			e := Event{ID: "evt_1", Key: tc.key}
 			got := s.DeliveryKey(&e)
 			if got != tc.want {

@@ -20,13 +20,23 @@ import (
 // printed if the test fails.
 func (e *env) startProc(bin, name string) *stack.Process {
 	e.t.Helper()
+	return e.startProcWith(bin, name, nil)
+}
+
+// startProcWith is startProc with variables added to the environment
+// (e.g. a WEBHOOKS_HTTP_ADDR of its own).
+func (e *env) startProcWith(bin, name string, vars map[string]string) *stack.Process {
+	e.t.Helper()
 	dir := e.t.TempDir()
-	env := e.environ()
+	environ := e.environ()
+	for k, v := range vars {
+		environ = append(environ, k+"="+v)
+	}
 	if profiles := os.Getenv("WEBHOOKS_BENCH_PROFILES"); profiles != "" {
 		// Each process profiles its whole run (docs/testing.md).
-		env = append(env, "WEBHOOKS_CPU_PROFILE="+filepath.Join(profiles, name+".prof"))
+		environ = append(environ, "WEBHOOKS_CPU_PROFILE="+filepath.Join(profiles, name+".prof"))
 	}
-	p, err := stack.Start(name, bin, nil, env, dir)
+	p, err := stack.Start(name, bin, nil, environ, dir)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,6 +6,10 @@
 // subscription holds only its own lane. Records have a priority class, by
 // the topic they came from: the classes share the workers by weighted
 // turns (high, normal, low), and within a class subscriptions take turns.
+// A subscription spread over several partitions (topics.Subscription
+// Partitions) is here one subscription per shard, its lane, each with its
+// share of the limits: replicas owning different shards together keep to
+// the subscription's cap without coordinating.
 // Per partition, the lanes keep the commit watermark: the offset of the
 // lowest record not yet finished, which is the only offset that may be
 // committed (invariant 1).
@@ -23,7 +27,7 @@ import (
 // Item is one scheduled record.
 type Item struct {
 	Rec *kgo.Record
-	Sub string // subscription id: the key up to '/'
+	Sub string // its lane: the key up to '/', the subscription id (and shard)
 	// Spill is set when the record arrived while its subscription already
 	// had its queue limit of records held and could not work them off
 	// within the spill delay (see New): it is not attempted but handed to
@@ -122,6 +126,7 @@ func (p *partition) advance() {
 
 type subscription struct {
 	id       string
+	limits   limits
 	ready    [classes][]*Item // per class, in the order they became ready
 	inflight int
 	items    int           // waiting + ready + running
@@ -139,10 +144,25 @@ type subscription struct {
 	crowded bool
 }
 
+// limits are a subscription's share of the per-subscription limits: all of
+// them, or for a shard of a spread subscription its width's part of each.
+type limits struct {
+	inflight int // requests at a time
+	queued   int // records held past which a slow one spills
+	crowded  int // records held at which a fast one is crowded
+}
+
+// limitsOf returns the limits of a subscription spread over width shards.
+func (l *Lanes) limitsOf(width int) limits {
+	width = max(1, width)
+	queued := max(1, l.maxQueuedSub/width)
+	return limits{inflight: max(1, l.maxPerSub/width), queued: queued, crowded: max(queued, l.maxBuffered/2/width)}
+}
+
 // slow reports whether s needs more than slowFactor spill delays, at its
 // pace, to finish what it holds; with no spill delay every subscription is.
 func (l *Lanes) slow(s *subscription, now time.Time) bool {
-	return l.spillAfter == 0 || s.workOff(now, l.maxPerSub) > slowFactor*l.spillAfter
+	return l.spillAfter == 0 || s.workOff(now) > slowFactor*l.spillAfter
 }
 
 // slowFactor: a subscription is slow when it needs this many times the
@@ -154,13 +174,13 @@ func (l *Lanes) slow(s *subscription, now time.Time) bool {
 const slowFactor = 4
 
 // workOff estimates how long the subscription needs to finish the records
-// it holds, running maxPerSub at a time.
-func (s *subscription) workOff(now time.Time, maxPerSub int) time.Duration {
+// it holds, running as many at a time as its limit.
+func (s *subscription) workOff(now time.Time) time.Duration {
 	per := s.took
 	for _, started := range s.running {
 		per = max(per, now.Sub(started))
 	}
-	return per * time.Duration(s.items) / time.Duration(maxPerSub)
+	return per * time.Duration(s.items) / time.Duration(s.limits.inflight)
 }
 
 // Lanes hold the records a deliverer consumed until a worker takes them
@@ -169,7 +189,7 @@ func (s *subscription) workOff(now time.Time, maxPerSub int) time.Duration {
 type Lanes struct {
 	maxPerSub    int
 	maxQueuedSub int
-	hardCap      int
+	maxBuffered  int
 	spillAfter   time.Duration
 
 	mu       sync.Mutex
@@ -198,12 +218,13 @@ type Lanes struct {
 // partitions are crowded (Crowded) and the caller stops fetching them, so
 // no subscription takes more than half of the memory all share. spillAfter
 // is the shortest retry delay, the soonest a spilled record comes back;
-// zero spills on the count alone.
+// zero spills on the count alone. The shards of a spread subscription
+// share each of these limits (Add).
 func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *Lanes {
 	l := &Lanes{
 		maxPerSub:    max(1, maxPerSub),
 		maxQueuedSub: max(1, maxQueuedSub),
-		hardCap:      max(1, maxQueuedSub, maxBuffered/2),
+		maxBuffered:  maxBuffered,
 		spillAfter:   spillAfter,
 		subs:         map[string]*subscription{},
 		keys:         map[string][]*Item{},
@@ -224,8 +245,10 @@ func (l *Lanes) SetClass(topic string, c Class) {
 	l.classOf[topic] = c
 }
 
-// Add schedules a record. sub is its subscription id.
-func (l *Lanes) Add(r *kgo.Record, sub string) {
+// Add schedules a record. sub is its lane (topics.LaneOfKey), width how
+// many shards its subscription is spread over: the lane has that share of
+// each per-subscription limit, as of the last record added.
+func (l *Lanes) Add(r *kgo.Record, sub string, width int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	tp := TPOf(r)
@@ -245,11 +268,12 @@ func (l *Lanes) Add(r *kgo.Record, sub string) {
 		s = &subscription{id: sub, running: map[*Item]time.Time{}, parts: map[TP]int{}}
 		l.subs[sub] = s
 	}
-	spill := s.items >= l.maxQueuedSub && l.slow(s, now)
+	s.limits = l.limitsOf(width)
+	spill := s.items >= s.limits.queued && l.slow(s, now)
 	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), class: l.classOf[r.Topic], entry: e, part: p}
 	if spill {
-		it.Wait = s.workOff(now, l.maxPerSub)
-	} else if s.items >= l.hardCap && !s.crowded {
+		it.Wait = s.workOff(now)
+	} else if s.items >= s.limits.crowded && !s.crowded {
 		s.crowded = true
 		l.crowded++
 	}
@@ -278,7 +302,7 @@ func (l *Lanes) makeReady(s *subscription, it *Item) {
 // enqueue puts s on the run queue of every class it has ready items of, if
 // it has room.
 func (l *Lanes) enqueue(s *subscription) {
-	if s.inflight >= l.maxPerSub {
+	if s.inflight >= s.limits.inflight {
 		return
 	}
 	for c := range classes {
@@ -303,7 +327,7 @@ func (l *Lanes) pick() (*subscription, Class) {
 			l.runq[c][0] = nil
 			l.runq[c] = l.runq[c][1:]
 			s.queued[c] = false
-			if s.inflight < l.maxPerSub {
+			if s.inflight < s.limits.inflight {
 				l.turn = (l.turn + i + 1) % len(turns)
 				return s, c
 			}
@@ -471,7 +495,7 @@ func (l *Lanes) Crowded() []TP {
 		if !s.crowded {
 			continue
 		}
-		if s.items < l.hardCap/2 || l.slow(s, now) {
+		if s.items < s.limits.crowded/2 || l.slow(s, now) {
 			s.crowded = false
 			l.crowded--
 			continue
@@ -611,7 +635,7 @@ func (l *Lanes) spillSlow(parts map[TP]bool) {
 	now := time.Now()
 	waits := map[string]time.Duration{}
 	for _, s := range l.subs {
-		if w := s.workOff(now, l.maxPerSub); w > slowFactor*l.spillAfter {
+		if w := s.workOff(now); w > slowFactor*l.spillAfter {
 			waits[s.id] = w
 		}
 	}

@@ -27,7 +27,7 @@ func subOf(key string) string {
 }
 
 func add(l *Lanes, part int32, off int64, key string) {
-	l.Add(rec(part, off, key), subOf(key))
+	l.Add(rec(part, off, key), subOf(key), 1)
 }
 
 // waitBlocked waits until n goroutines are parked in fn (a method name as
@@ -66,7 +66,7 @@ func canRun(l *Lanes) bool {
 	defer l.mu.Unlock()
 	for _, q := range l.runq {
 		for _, s := range q {
-			if s.inflight < l.maxPerSub {
+			if s.inflight < s.limits.inflight {
 				return true
 			}
 		}
@@ -249,6 +249,59 @@ func TestPerSubscriptionCap(t *testing.T) {
 	}
 }
 
+// The shards of a spread subscription share its cap: each lane of width w
+// runs at most cap/w records at a time (at least one), so that replicas
+// owning different shards together keep to the cap; a replica owning every
+// shard gets all of it. The share follows the width of the last record
+// added.
+func TestSpreadSubscriptionSharesItsCap(t *testing.T) {
+	l := New(8, 1<<20, 0, 0)
+	off := int64(0)
+	addTo := func(lane string, width, n int) {
+		for i := range n {
+			l.Add(rec(0, off, fmt.Sprintf("%s/k%d", lane, i)), lane, width)
+			off++
+		}
+	}
+	running := map[string]int{}
+	drain := func() {
+		for canRun(l) {
+			running[next(t, l).Sub]++
+		}
+	}
+	addTo("hot 1", 4, 10) // this replica owns one shard of four
+	drain()
+	if running["hot 1"] != 2 {
+		t.Fatalf("a shard of width 4 with cap 8 runs %d at once, want 2", running["hot 1"])
+	}
+	for _, lane := range []string{"hot 0", "hot 2", "hot 3"} { // and now all four
+		addTo(lane, 4, 10)
+	}
+	drain()
+	total := 0
+	for lane, n := range running {
+		if n != 2 {
+			t.Errorf("lane %q runs %d at once, want 2", lane, n)
+		}
+		total += n
+	}
+	if total != 8 {
+		t.Fatalf("the four shards run %d at once, want the cap, 8", total)
+	}
+	// Width 64 over a cap of 8: a lane still runs one.
+	addTo("wide 5", 64, 3)
+	drain()
+	if running["wide 5"] != 1 {
+		t.Fatalf("a shard of width 64 with cap 8 runs %d at once, want 1", running["wide 5"])
+	}
+	// Narrowed to width 1, the lane has the whole cap again.
+	addTo("wide 5", 1, 20)
+	drain()
+	if running["wide 5"] != 8 {
+		t.Fatalf("a lane narrowed to width 1 runs %d at once, want 8", running["wide 5"])
+	}
+}
+
 func TestRoundRobinAcrossSubscriptions(t *testing.T) {
 	l := New(64, 1<<20, 0, 0)
 	for i := range 100 {
@@ -307,8 +360,8 @@ func TestTopicsKeepTheirOwnLedgers(t *testing.T) {
 	l := New(64, 1<<20, 0, 0)
 	fresh, due := TP{Topic: "deliveries", Partition: 0}, TP{Topic: "redeliveries", Partition: 0}
 	add(l, 0, 40, "A/x")
-	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 7, Key: []byte("B/y"), LeaderEpoch: 1}, "B")
-	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 8, Key: []byte("B/z"), LeaderEpoch: 1}, "B")
+	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 7, Key: []byte("B/y"), LeaderEpoch: 1}, "B", 1)
+	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 8, Key: []byte("B/z"), LeaderEpoch: 1}, "B", 1)
 	if f, d := l.BufferedIn(fresh.Topic), l.BufferedIn(due.Topic); f != 1 || d != 2 || l.Buffered() != 3 {
 		t.Fatalf("BufferedIn = %d fresh, %d due, %d in all; want 1, 2, 3", f, d, l.Buffered())
 	}
@@ -640,7 +693,7 @@ func TestConcurrentStress(t *testing.T) {
 		})
 	}
 	for i, r := range toAdd {
-		l.Add(r, subOf(string(r.Key)))
+		l.Add(r, subOf(string(r.Key)), 1)
 		if i%100 == 0 {
 			// Let the buffer drain now and then, as the poll loop does.
 			_ = l.WaitBelow(context.Background(), 64)
@@ -700,7 +753,7 @@ func BenchmarkAddNextDone(b *testing.B) {
 					off++
 				}
 				for _, r := range recs {
-					l.Add(r, subOf(string(r.Key)))
+					l.Add(r, subOf(string(r.Key)), 1)
 				}
 				for range recs {
 					it, _ := l.Next()
@@ -718,7 +771,7 @@ func BenchmarkAddNextDone(b *testing.B) {
 func TestSpillBeyondQueueLimit(t *testing.T) {
 	l := New(1, 2, 0, 0)
 	add := func(off int64, key string) {
-		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, "a")
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, "a", 1)
 	}
 	add(0, "a/1")
 	add(1, "a/2")
@@ -759,7 +812,7 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 		off := int64(0)
 		add := func(sub string, n int) {
 			for range n {
-				l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", sub, off)), Partition: 0, Offset: off}, sub)
+				l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", sub, off)), Partition: 0, Offset: off}, sub, 1)
 				off++
 			}
 		}
@@ -839,10 +892,10 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 func TestCrowdedAtHalfTheBuffer(t *testing.T) {
 	l := New(64, 4, 40, time.Hour)
 	for i := range 25 {
-		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 3, Offset: int64(i)}, "a")
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 3, Offset: int64(i)}, "a", 1)
 	}
-	l.Add(&kgo.Record{Topic: "redeliveries", Key: []byte("a/x"), Partition: 3, Offset: 0}, "a")
-	l.Add(&kgo.Record{Topic: "deliveries", Key: []byte("b/0"), Partition: 1, Offset: 0}, "b")
+	l.Add(&kgo.Record{Topic: "redeliveries", Key: []byte("a/x"), Partition: 3, Offset: 0}, "a", 1)
+	l.Add(&kgo.Record{Topic: "deliveries", Key: []byte("b/0"), Partition: 1, Offset: 0}, "b", 1)
 	if n := len(l.spillq); n != 0 {
 		t.Fatalf("%d spilled, want none", n)
 	}
@@ -868,13 +921,38 @@ func TestCrowdedAtHalfTheBuffer(t *testing.T) {
 
 	slow := New(2, 4, 40, 0) // no spill delay: every subscription is slow
 	for i := range 25 {
-		slow.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a")
+		slow.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a", 1)
 	}
 	if n := len(slow.spillq); n != 21 {
 		t.Fatalf("slow: %d spilled, want the 21 beyond its queue limit", n)
 	}
 	if got := slow.Crowded(); len(got) != 0 {
 		t.Fatalf("slow: crowded %v", got)
+	}
+}
+
+// The shards of a spread subscription share the half of the buffer at
+// which it is crowded: held by one replica, all of them together pause
+// their partitions at half the buffer, not each at half of it.
+func TestSpreadSubscriptionSharesCrowding(t *testing.T) {
+	l := New(64, 4, 40, time.Hour)
+	for shard := range 2 {
+		lane := fmt.Sprintf("h %d", shard)
+		for i := range 10 {
+			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", lane, i)), Partition: int32(3 + shard), Offset: int64(i)}, lane, 2)
+		}
+	}
+	if got := l.Crowded(); len(got) != 0 {
+		t.Fatalf("crowded %v holding 20 of 40 (10 per shard), want none yet", got)
+	}
+	for shard := range 2 {
+		lane := fmt.Sprintf("h %d", shard)
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(lane + "/x"), Partition: int32(3 + shard), Offset: 10}, lane, 2)
+	}
+	got := l.Crowded()
+	slices.SortFunc(got, func(x, y TP) int { return int(x.Partition - y.Partition) })
+	if want := []TP{{"deliveries", 3}, {"deliveries", 4}}; !slices.Equal(got, want) {
+		t.Fatalf("crowded %v holding 22 of 40 over two shards, want %v", got, want)
 	}
 }
 
@@ -887,7 +965,7 @@ func TestHandOffSpillsSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := New(1, 100, 400, 5*time.Second)
 		add := func(off int64, key, sub string) {
-			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, sub)
+			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, sub, 1)
 		}
 		for i := range int64(10) {
 			add(i, fmt.Sprintf("slow/%d", i), "slow")

@@ -33,7 +33,7 @@ func TestClassesShareTheWorkers(t *testing.T) {
 			for c, subs := range tc.subs {
 				for p, sub := range subs {
 					for off := range int64(tc.picks) {
-						l.Add(&kgo.Record{Topic: topicOf[c], Partition: int32(p), Offset: off, Key: []byte(fmt.Sprintf("%s/%d", sub, off))}, sub)
+						l.Add(&kgo.Record{Topic: topicOf[c], Partition: int32(p), Offset: off, Key: []byte(fmt.Sprintf("%s/%d", sub, off))}, sub, 1)
 					}
 				}
 			}
@@ -78,9 +78,9 @@ func TestClassTurnsSkipCappedSubscriptions(t *testing.T) {
 	l := New(1, 100, 100, 0)
 	l.SetClass("deliveries.high", High)
 	l.SetClass("deliveries.low", Low)
-	l.Add(&kgo.Record{Topic: "deliveries.high", Offset: 0, Key: []byte("a/1")}, "a")
-	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 0, Key: []byte("a/2")}, "a")
-	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 1, Key: []byte("b/1")}, "b")
+	l.Add(&kgo.Record{Topic: "deliveries.high", Offset: 0, Key: []byte("a/1")}, "a", 1)
+	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 0, Key: []byte("a/2")}, "a", 1)
+	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 1, Key: []byte("b/1")}, "b", 1)
 	first := next(t, l)
 	if first.Sub != "a" || first.class != High {
 		t.Fatalf("first %s (class %d), want a's high record", first.Rec.Key, first.class)

@@ -31,6 +31,7 @@ type subFlags struct {
 	schedule string
 	statuses string
 	filter   string
+	parts    int
 	auth     string
 	authUser string
 	authPass string
@@ -46,7 +47,7 @@ type subFlags struct {
 }
 
 // subFlagNames are the flags define registers, for telling which were given.
-var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "auth", "auth-username", "auth-password", "auth-token",
+var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "partitions", "auth", "auth-username", "auth-password", "auth-token",
 	"auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca", "disabled"}
 
 // authValueFlags are the flags that go with --auth.
@@ -70,6 +71,7 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.StringVar(&f.schedule, "retry-schedule", "", "comma-separated delays of the retries after the first attempt (empty: 5s,5m,30m,2h,5h,10h,10h)")
 	fs.StringVar(&f.statuses, "retry-statuses", "", "comma-separated permanent statuses to retry instead of dead-lettering at once, e.g. 404 (empty: none)")
 	fs.StringVar(&f.filter, "filter", "", `CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. 'data.total > 100 && "vip" in data.tags' (empty: none)`)
+	fs.IntVar(&f.parts, "partitions", 1, fmt.Sprintf("spread the deliveries over this many partitions (1-%d), by key, so that as many deliverers carry a hot subscription; each partition's deliverer gets that share of the per-subscription in-flight cap; a change moves keys between partitions (see docs/operations.md, Hot subscriptions)", topics.MaxPartitions))
 	fs.StringVar(&f.auth, "auth", "", "endpoint auth: basic (--auth-username, --auth-password), bearer (--auth-token), oauth2 client credentials (--auth-token-url, --auth-client-id, --auth-client-secret, --auth-scopes) or mtls (--auth-cert, --auth-key, --auth-ca); none removes it")
 	fs.StringVar(&f.authUser, "auth-username", "", "basic auth username")
 	fs.StringVar(&f.authPass, "auth-password", "", "basic auth password (sealed at rest, never printed)")
@@ -133,6 +135,15 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 	}
 	if given("filter") {
 		s.Filter = f.filter
+	}
+	if given("partitions") {
+		if f.parts < 1 || f.parts > topics.MaxPartitions {
+			return usagef("--partitions %d: want 1 to %d", f.parts, topics.MaxPartitions)
+		}
+		s.Partitions = f.parts
+		if s.Partitions == 1 {
+			s.Partitions = 0 // the default, stored as absent
+		}
 	}
 	if f.auth == "" && f.authValues() {
 		return usagef("--%s go with --auth", strings.Join(authValueFlags, ", --"))

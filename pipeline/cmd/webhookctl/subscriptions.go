@@ -65,6 +65,7 @@ func createCmd(fs *flag.FlagSet) runFunc {
 		if err := k.putSubscription(ctx, &s); err != nil {
 			return err
 		}
+		c.warnSpread(ctx, k, &s)
 		return c.printSubscription(&s, true)
 	}
 }
@@ -142,11 +143,24 @@ func updateCmd(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
+		var was topics.Subscription
 		s, err := c.change(ctx, args[0], func(s *topics.Subscription, _ time.Time) error {
+			was = *s
 			return f.apply(s, func(name string) bool { return set[name] })
 		})
 		if err != nil {
 			return err
+		}
+		if s.Width() != was.Width() && s.Ordering == topics.OrderingKey {
+			fmt.Fprintf(c.stderr, "webhookctl: warning: %s is ordered and now spreads over %d partitions, not %d: "+
+				"a key's deliveries already queued, retried or held may be overtaken by its next ones (ADR 0020)\n",
+				s.ID, s.Width(), was.Width())
+		}
+		if set["partitions"] {
+			if k, err := c.connect(ctx); err == nil {
+				c.warnSpread(ctx, k, s)
+				k.close()
+			}
 		}
 		return c.printSubscription(s, false)
 	}
@@ -288,6 +302,25 @@ func (k *kafka) putSubscription(ctx context.Context, s *topics.Subscription) err
 	}
 	_, err := k.produce(ctx, &kgo.Record{Topic: k.names.Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(k.keys)})
 	return err
+}
+
+// warnSpread warns when a deliveries topic has fewer partitions than s
+// spreads over: its shards then share partitions, and the deliverer owning
+// one runs them with their shares of the cap, no more.
+func (c *cli) warnSpread(ctx context.Context, k *kafka, s *topics.Subscription) {
+	if s.Width() == 1 {
+		return
+	}
+	details, err := k.adm.ListTopics(ctx, k.names.DeliveryTopics()...)
+	if err != nil {
+		return // the subscription is written; the warning is a courtesy
+	}
+	for _, t := range details.Sorted() {
+		if t.Err == nil && len(t.Partitions) < s.Width() {
+			fmt.Fprintf(c.stderr, "webhookctl: warning: %s has %d partitions, fewer than the %d %s spreads over: "+
+				"at most %d deliverers carry it\n", t.Topic, len(t.Partitions), s.Width(), s.ID, len(t.Partitions))
+		}
+	}
 }
 
 func notFound(id string) error { return fmt.Errorf("subscription %s not found", id) }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -145,6 +146,8 @@ func TestCreateRejects(t *testing.T) {
 		{"mtls certificate file missing", base("--auth", "mtls", "--auth-cert", "/nonexistent/client.pem", "--auth-key", "/nonexistent/client.key"), 2},
 		{"filter over an unknown name", base("--filter", "amount > 3"), 2},
 		{"negative rate", base("--rate-limit", "-1"), 2},
+		{"no partitions", base("--partitions", "0"), 2},
+		{"too many partitions", base("--partitions", "65"), 2},
 		{"bad id", base("--id", "sub 1"), 2},
 		{"duplicate id", base("--id", "sub_taken"), 1},
 	} {
@@ -234,6 +237,34 @@ func TestUpdate(t *testing.T) {
 	h.fails(1, "subscriptions", "update", "sub_missing", "--url", "https://b.example/")
 	if got := h.stored("sub_u"); !reflect.DeepEqual(got, before) {
 		t.Errorf("failed updates changed the subscription to %+v", got)
+	}
+}
+
+// TestSpreadSubscription: --partitions spreads a subscription (1, the
+// default, is stored as absent); webhookctl warns when the deliveries
+// topics have fewer partitions, and when an ordered subscription's width
+// changes (its keys move: ADR 0020).
+func TestSpreadSubscription(t *testing.T) {
+	h := newHarness(t, true) // topics of 2 partitions
+	h.create("--id", "sub_hot", "--url", "https://a.example/", "--events", "a", "--partitions", "2")
+	if got := h.stored("sub_hot").Partitions; got != 2 {
+		t.Fatalf("stored partitions %d, want 2", got)
+	}
+	if out := h.ok("subscriptions", "get", "sub_hot"); !regexp.MustCompile(`(?m)^partitions: +2$`).MatchString(out) {
+		t.Errorf("get shows\n%s\nwant partitions 2", out)
+	}
+	r := h.run("subscriptions", "create", "--id", "sub_wide", "--url", "https://a.example/", "--events", "a", "--partitions", "4")
+	if r.code != 0 || strings.Count(r.stderr, "has 2 partitions, fewer than the 4 sub_wide spreads over") != 3 {
+		t.Errorf("creating a subscription wider than the topics: exit %d, stderr %q; want a warning per deliveries topic", r.code, r.stderr)
+	}
+	h.create("--id", "sub_ordered", "--url", "https://a.example/", "--events", "a", "--ordering", "key")
+	r = h.run("subscriptions", "update", "sub_ordered", "--partitions", "2")
+	if r.code != 0 || !strings.Contains(r.stderr, "sub_ordered is ordered and now spreads over 2 partitions, not 1") {
+		t.Errorf("spreading an ordered subscription: exit %d, stderr %q; want a warning about its keys", r.code, r.stderr)
+	}
+	h.ok("subscriptions", "update", "sub_hot", "--partitions", "1")
+	if got := h.stored("sub_hot").Partitions; got != 0 {
+		t.Fatalf("stored partitions %d after --partitions 1, want 0 (absent)", got)
 	}
 }
 

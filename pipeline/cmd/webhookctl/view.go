@@ -68,6 +68,7 @@ func (c *cli) printSubscription(s *topics.Subscription, reveal bool) error {
 	}
 	row("enabled", enabled)
 	row("ordering", or(s.Ordering, topics.OrderingNone))
+	row("partitions", strconv.Itoa(s.Width()))
 	var headers []string
 	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		headers = append(headers, k+": "+s.Headers[k])
