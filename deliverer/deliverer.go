@@ -108,7 +108,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	d.cl = cl
 	d.wms = kafka.NewWatermarks(cl, d.log)
-	d.parked = newParkedReader(cl, d.names.Parked())
+	// Releases read the parked topic through a client of their own. A
+	// Fetch sent through the consumer's client goes on its fetch
+	// connection, behind the consumer's long-polling fetch, and waits up
+	// to fetchMaxWait for it to be answered: per parked delivery a release
+	// reads.
+	parkedCl, err := kgo.NewClient(base...)
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("kafka client for the parked topic: %w", err)
+	}
+	defer parkedCl.Close()
+	d.parked = newParkedReader(parkedCl, d.names.Parked())
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, d.names.All(), log); err != nil || ctx.Err() != nil {
 		cl.Close()
 		return err
