@@ -85,7 +85,7 @@ type Config struct {
 	// nil means plaintext secrets.
 	Secrets *topics.Keyring `env:"-"`
 	// CommitInterval is how often watermarks are committed.
-	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed."`
+	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed, with the records finished above them; a crash redoes what finished since the last commit."`
 	// ShutdownTimeout bounds how long in-flight requests may finish after
 	// SIGTERM.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"30s" desc:"How long in-flight requests may finish after SIGTERM."`

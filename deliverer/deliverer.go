@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
@@ -107,7 +108,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	d.cl = cl
 	d.wms = kafka.NewWatermarks(cl, d.log)
-	d.parked = newParkedReader(cl, d.names.Parked())
+	// Releases read the parked topic through a client of their own. A
+	// Fetch sent through the consumer's client goes on its fetch
+	// connection, behind the consumer's long-polling fetch, and waits up
+	// to fetchMaxWait for it to be answered: per parked delivery a release
+	// reads.
+	parkedCl, err := kgo.NewClient(base...)
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("kafka client for the parked topic: %w", err)
+	}
+	defer parkedCl.Close()
+	d.parked = newParkedReader(parkedCl, d.names.Parked())
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, d.names.All(), log); err != nil || ctx.Err() != nil {
 		cl.Close()
 		return err
@@ -200,6 +212,7 @@ func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
 		kgo.HeartbeatInterval(max(d.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(d.assigned),
 		kgo.OnPartitionsRevoked(d.revoked),
 		kgo.OnPartitionsLost(d.lost),
 		kgo.RecordPartitioner(topics.Partitioner()),
@@ -553,7 +566,46 @@ func (d *deliverer) commitLocked(ctx context.Context, parts []lanes.TP) {
 		}
 		wms[tp.Topic][tp.Partition] = wm
 	}
-	d.wms.Commit(ctx, wms)
+	finished := map[string]map[int32][]kafka.Run{}
+	for tp, runs := range d.lanes.Finished(parts) {
+		if finished[tp.Topic] == nil {
+			finished[tp.Topic] = map[int32][]kafka.Run{}
+		}
+		finished[tp.Topic][tp.Partition] = runs
+	}
+	d.wms.CommitFinished(ctx, wms, finished)
+}
+
+// assigned reads the group's commits of the partitions assigned, before
+// their records are fetched, for the records their previous owner finished
+// above its watermark (records that finished while one below them still
+// ran): the lanes skip those instead of redoing them. Without the commits
+// (an error), they are redone.
+func (d *deliverer) assigned(ctx context.Context, cl *kgo.Client, added map[string][]int32) {
+	parts := d.ours(added)
+	if len(parts) == 0 {
+		return
+	}
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, d.cfg.Group)
+	if err != nil {
+		d.log.Warn("reading the commits of assigned partitions; what finished above their watermarks is redone", zap.Error(err))
+		return
+	}
+	skipped := 0
+	for _, tp := range parts {
+		o, ok := offs.Lookup(tp.Topic, tp.Partition)
+		if !ok || o.Err != nil {
+			continue
+		}
+		runs := kafka.FinishedAbove(o.Metadata, o.At)
+		d.lanes.Resume(tp, runs)
+		for _, r := range runs {
+			skipped += int(r.To - r.From + 1)
+		}
+	}
+	if skipped > 0 {
+		d.log.Info("partitions assigned with records finished above their watermarks", zap.Int("offsets_skipped", skipped))
+	}
 }
 
 // revoked hands partitions over cleanly: records not started are dropped

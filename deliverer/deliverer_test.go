@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -851,6 +852,55 @@ func TestShutdownPastBudgetCommitsNothingUnacked(t *testing.T) {
 	waitFor(t, 20*time.Second, "everything to be committed", func() bool {
 		return equalOffsets(h.committed(), h.ends(h.names.Deliveries()))
 	})
+}
+
+// TestFinishedAboveWatermarkNotRedone (invariant 3): records that finished
+// while one below them still ran are committed, with the watermark, as
+// finished; a deliverer that takes the partition over redoes only the one
+// that did not finish. Here the first deliverer stops past its budget with
+// the first delivery's request hanging (as a crash leaves it).
+func TestFinishedAboveWatermarkNotRedone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	g := newGate(t)
+	rc := newReceiver(t, func(_ http.ResponseWriter, r *http.Request, _ []byte) {
+		if r.Header.Get("webhook-id") == "evt_000" {
+			g.wait(r)
+		}
+	})
+	h.putSub(newSub(t, "sub_a", rc.url()))
+	var ds []topics.Delivery
+	for _, id := range ids("evt", 6) {
+		ds = append(ds, newDelivery("sub_a", id))
+	}
+	h.deliver(ds...)
+	env := map[string]string{"WEBHOOKS_SHUTDOWN_TIMEOUT": "500ms"}
+	r := h.start(env)
+	part, end := int32(-1), int64(0)
+	for p, e := range h.ends(h.names.Deliveries()) {
+		part, end = p, e
+	}
+	waitFor(t, 20*time.Second, "the five records above the hanging one committed as finished", func() bool {
+		offs, err := h.adm.FetchOffsets(testCtx(t, 10*time.Second), topics.GroupDeliverer)
+		if err != nil {
+			return false
+		}
+		o, ok := offs.Lookup(h.names.Deliveries(), part)
+		runs := kafka.FinishedAbove(o.Metadata, o.At)
+		return ok && o.At == end-6 && slices.Equal(runs, []kafka.Run{{From: end - 5, To: end - 1}})
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	g.open()
+	h.start(env)
+	waitFor(t, 20*time.Second, "everything committed after the takeover", func() bool {
+		return equalOffsets(h.committed(), h.ends(h.names.Deliveries()))
+	})
+	want := map[string]int{"evt_000": 2, "evt_001": 1, "evt_002": 1, "evt_003": 1, "evt_004": 1, "evt_005": 1}
+	if got := rc.perID(); !maps.Equal(got, want) {
+		t.Fatalf("requests per event = %v, want %v (only the hanging one redone)", got, want)
+	}
 }
 
 // subsOnDistinctPartitions returns n subscription ids whose deliveries land

@@ -137,6 +137,13 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	}
 	isHead := held != nil && held.ReleasingTo < 0 && del.EventID == held.Head && del.Attempt == held.HeadAttempt
 	through := d.through(rec)
+	if held != nil && held.ReleasingTo >= 0 && del.EventID == held.Head && del.Attempt == held.HeadAttempt &&
+		(through < 0 || through > held.Through) {
+		// The head's record redone while its key is released: its
+		// outcome was written with the hold (releaseHead), the copies
+		// perhaps not. Copies made twice are skipped as they come back.
+		return d.copyParked(ctx, key, held)
+	}
 	if held != nil && !isHead {
 		if through >= 0 && through <= held.Through || del.EventID == held.Head {
 			// Redone after a crash (already parked, or the head's own
@@ -167,7 +174,7 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 		return d.produce(ctx, recs)
 	}
 	next.HeadAttempt = held.HeadAttempt
-	return d.release(ctx, key, next, recs)
+	return d.releaseHead(ctx, key, next, recs)
 }
 
 // releasedCopy tells whether rec is a parked delivery a release copied to
@@ -325,18 +332,65 @@ func (d *deliverer) release(ctx context.Context, key []byte, h *topics.Hold, rec
 		d.log.Debug("released ordered key", zap.String("key", string(key)))
 		return d.produceHold(ctx, recs, key, nil)
 	}
-	for _, r := range parked {
-		c := &kgo.Record{Topic: d.names.Redeliveries(), Key: key, Value: r.Value,
-			Headers: []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAt, r.Offset)}}
-		tracing.Carry(ctx, &c.Headers, r.Headers)
-		recs = append(recs, c)
-	}
-	if !d.produce(ctx, recs) {
+	if !d.produce(ctx, append(recs, d.copies(ctx, key, parked)...)) {
 		return false
 	}
 	next := *h
 	next.ParkedFrom, next.ReleasingTo = parked[0].Offset, parked[len(parked)-1].Offset
 	return d.writeHold(ctx, key, &next)
+}
+
+// releaseHead releases the key of a head that succeeded or was
+// dead-lettered. With deliveries parked behind it in a chain, it writes
+// the head's outcome first, with the hold that expects their copies up to
+// the last one (ReleasingTo is ParkedLast), and then reads and copies
+// them (copyParked): reading a chain takes a round trip per parked
+// delivery, and from the outcome on, a crash no longer repeats the head's
+// request (its record, redone, copies again). Otherwise it releases as
+// release does.
+func (d *deliverer) releaseHead(ctx context.Context, key []byte, h *topics.Hold, recs []*kgo.Record) bool {
+	if h.ParkedFrom < 0 || h.ParkedLast < h.ParkedFrom {
+		return d.release(ctx, key, h, recs)
+	}
+	next := *h
+	next.ReleasingTo = h.ParkedLast
+	if !d.produceHold(ctx, recs, key, &next) {
+		return false
+	}
+	return d.copyParked(ctx, key, &next)
+}
+
+// copyParked copies the key's parked deliveries from h.ParkedFrom to
+// h.ReleasingTo to the redeliveries topic, for the hold h, written
+// already, that expects them. With none of them left (deleted by
+// retention), the key is free.
+func (d *deliverer) copyParked(ctx context.Context, key []byte, h *topics.Hold) bool {
+	var parked []*kgo.Record
+	if !d.persist(ctx, "reading the parked deliveries of an ordering key", func() (err error) {
+		parked, err = d.parkedOf(ctx, key, h)
+		return err
+	}) {
+		return false
+	}
+	parked = slices.DeleteFunc(parked, func(r *kgo.Record) bool { return r.Offset > h.ReleasingTo })
+	if len(parked) == 0 {
+		d.log.Debug("released ordered key", zap.String("key", string(key)))
+		return d.writeHold(ctx, key, nil)
+	}
+	return d.produce(ctx, d.copies(ctx, key, parked))
+}
+
+// copies are the records that copy parked deliveries to the redeliveries
+// topic, each naming its parked offset.
+func (d *deliverer) copies(ctx context.Context, key []byte, parked []*kgo.Record) []*kgo.Record {
+	out := make([]*kgo.Record, 0, len(parked))
+	for _, r := range parked {
+		c := &kgo.Record{Topic: d.names.Redeliveries(), Key: key, Value: r.Value,
+			Headers: []kgo.RecordHeader{topics.OffsetHeader(topics.HeaderParkedAt, r.Offset)}}
+		tracing.Carry(ctx, &c.Headers, r.Headers)
+		out = append(out, c)
+	}
+	return out
 }
 
 // parkedOf returns the key's parked deliveries from h.ParkedFrom on, in

@@ -13,8 +13,9 @@ import (
 )
 
 // parkedReader reads the parked topic at given offsets for releases of
-// ordered keys, with Fetch requests to the partition's leader through the
-// deliverer's long-lived client: no client per release, no consumer state
+// ordered keys, with Fetch requests to the partition's leader through a
+// long-lived client that does not consume (its fetch connection has no
+// long poll to wait behind): no client per release, no consumer state
 // shared between the workers that release keys at once, and no record
 // read that the release does not need beyond the batch that holds it.
 type parkedReader struct {

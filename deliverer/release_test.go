@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -90,6 +93,14 @@ func (h *harness) drain(ctx context.Context, d *deliverer, key []byte, held *top
 	if !d.release(ctx, key, held, nil) {
 		return nil, false
 	}
+	return h.attemptCopies(ctx, d, key, rng)
+}
+
+// attemptCopies attempts the copies of the key's parked deliveries that a
+// release wrote to the redeliveries topic as they come back, in order, as
+// the deliverer's consumer does, until the release ended (see drain).
+func (h *harness) attemptCopies(ctx context.Context, d *deliverer, key []byte, rng *rand.Rand) (*topics.Hold, bool) {
+	h.t.Helper()
 	topic := h.names.Redeliveries()
 	p := int32(topics.Partitioner().ForTopic(topic).Partition(&kgo.Record{Key: key}, 3))
 	copies := newParkedReader(d.cl, topic)
@@ -313,6 +324,55 @@ func TestReleaseStopsAtAFailure(t *testing.T) {
 	}
 	if got := receivedIDs(rc); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
 		t.Fatalf("endpoint received %v, want d1, d2 (failed), d3, d4", got)
+	}
+}
+
+// TestHeadRedoneWhileReleasingIsNotRepeated (invariants 3 and 4): a head
+// that succeeds has its outcome written with the hold that expects the
+// copies of its parked deliveries before they are read and copied. Killed
+// in between (here the copies are refused), the deliverer that redoes the
+// head's record copies them, without sending the head's request again,
+// and they are attempted in order.
+func TestHeadRedoneWhileReleasingIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	h, d, sub := orderedSetup(t, rc)
+	held := heldKey("e")
+	for i, id := range []string{"e1", "e2", "e3"} {
+		held = h.park(t, d, held, sub, "e", id, int64(i))
+	}
+	key := []byte(sub + "/e")
+	head := newDelivery(sub, held.Head)
+	head.Key, head.Attempt = "e", held.HeadAttempt
+	// The head's due retry, as the retrier releases it.
+	rec := &kgo.Record{Topic: h.names.Redeliveries(), Key: key, Value: head.Encode()}
+	h.produce(rec)
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	refuse := h.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: h.names.Redeliveries(),
+		Err: kerr.NotEnoughReplicas, Count: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	done := d.ordered(ctx, &lanes.Item{Rec: rec, Sub: sub}, &head, rng)
+	cancel()
+	if done {
+		t.Fatal("the head's record finished with its copies refused")
+	}
+	got, err := d.holds.get(testCtx(t, 10*time.Second), lanes.TPOf(rec), string(key))
+	if err != nil || got == nil || got.Head != held.Head || got.ReleasingTo != held.ParkedLast || got.ParkedFrom != held.ParkedFrom {
+		t.Fatalf("hold after the head succeeded = %+v, %v; want it releasing from %d to %d", got, err, held.ParkedFrom, held.ParkedLast)
+	}
+	refuse.Remove()
+
+	next := newReleaser(t, h) // the deliverer that takes the partitions over
+	ctx = testCtx(t, 20*time.Second)
+	if !next.ordered(ctx, &lanes.Item{Rec: rec, Sub: sub}, &head, rng) {
+		t.Fatal("the head's record redone did not finish")
+	}
+	if after, ok := h.attemptCopies(ctx, next, key, rng); !ok || after != nil {
+		t.Fatalf("after the copies the hold is %+v (%v), want the key free", after, ok)
+	}
+	if got := receivedIDs(rc); !slices.Equal(got, []string{held.Head, "e1", "e2", "e3"}) {
+		t.Fatalf("endpoint received %v, want the head once, then e1, e2, e3", got)
 	}
 }
 

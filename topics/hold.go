@@ -40,9 +40,11 @@ type Hold struct {
 	// ParkedFrom, nothing is parked after ParkedFrom.
 	ParkedLast int64 `json:"-"`
 	// ReleasingTo is, while the key is being released, the parked offset
-	// of the last delivery a release copied to the redeliveries topic
-	// (each copy names its parked offset in HeaderParkedAt): Head
-	// finished, and the copies from ParkedFrom to ReleasingTo are
+	// of the last delivery a release copies to the redeliveries topic
+	// (each copy names its parked offset in HeaderParkedAt; a head's
+	// release writes the hold before its copies, so that a crash repeats
+	// the copies and not the head's request): Head finished, and the
+	// copies from ParkedFrom to ReleasingTo are
 	// attempted in order as they come back, each moving ParkedFrom past
 	// it. -1 when no release is under way. It travels in the hold
 	// record's header HeaderReleasingTo, like ParkedLast.

@@ -12,7 +12,8 @@
 // the subscription's cap without coordinating.
 // Per partition, the lanes keep the commit watermark: the offset of the
 // lowest record not yet finished, which is the only offset that may be
-// committed (invariant 1).
+// committed (invariant 1), and the runs of records above it that are
+// finished, which a later owner of the partition skips (invariant 3).
 package lanes
 
 import (
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 )
 
 // Item is one scheduled record.
@@ -206,6 +209,10 @@ type Lanes struct {
 	spillq   []*Item                  // ready spill items
 	parts    map[TP]*partition
 	crowded  int // subscriptions crowded
+	// resumed holds, per partition, the runs of records above its
+	// committed offset that its previous owner finished (Resume), up to
+	// those that arrived.
+	resumed map[TP][]kafka.Run
 }
 
 // New returns lanes that run at most maxPerSub records of one subscription
@@ -231,6 +238,7 @@ func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *La
 		inTopic:      map[string]int{},
 		classOf:      map[string]Class{},
 		parts:        map[TP]*partition{},
+		resumed:      map[TP][]kafka.Run{},
 	}
 	l.work = sync.NewCond(&l.mu)
 	l.change = sync.NewCond(&l.mu)
@@ -245,9 +253,43 @@ func (l *Lanes) SetClass(topic string, c Class) {
 	l.classOf[topic] = c
 }
 
+// Resume gives the runs of records of a partition, above its committed
+// offset, that its previous owner finished (kafka.FinishedAbove): Add takes
+// them as finished, without running them. Call it when the partition is
+// assigned, before its records are added.
+func (l *Lanes) Resume(tp TP, runs []kafka.Run) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(runs) == 0 {
+		delete(l.resumed, tp)
+		return
+	}
+	l.resumed[tp] = slices.Clone(runs)
+}
+
+// finishedBefore tells whether a record at off of tp was finished by the
+// partition's previous owner, and forgets the runs below it.
+func (l *Lanes) finishedBefore(tp TP, off int64) bool {
+	runs, ok := l.resumed[tp]
+	if !ok {
+		return false
+	}
+	for len(runs) > 0 && runs[0].To < off {
+		runs = runs[1:]
+	}
+	if len(runs) == 0 {
+		delete(l.resumed, tp)
+		return false
+	}
+	l.resumed[tp] = runs
+	return runs[0].From <= off
+}
+
 // Add schedules a record. sub is its lane (topics.LaneOfKey), width how
 // many shards its subscription is spread over: the lane has that share of
-// each per-subscription limit, as of the last record added.
+// each per-subscription limit, as of the last record added. A record the
+// partition's previous owner finished (Resume) is only entered in the
+// ledger, as finished.
 func (l *Lanes) Add(r *kgo.Record, sub string, width int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -260,6 +302,11 @@ func (l *Lanes) Add(r *kgo.Record, sub string, width int) {
 	e := &entry{offset: r.Offset, epoch: r.LeaderEpoch}
 	p.ledger = append(p.ledger, e)
 	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
+	if l.finishedBefore(tp, r.Offset) {
+		e.done = true
+		p.advance()
+		return
+	}
 	p.items++
 
 	now := time.Now()
@@ -732,12 +779,55 @@ func (l *Lanes) Watermarks(parts []TP) map[TP]kgo.EpochOffset {
 	return out
 }
 
-// Forget detaches the ledgers of partitions no longer assigned. Their
-// remaining records must have been dropped first.
+// Finished returns, for every partition with a ledger (those of parts
+// when not nil), the runs of records above its watermark that are
+// finished, in offset order: offsets between two finished records that
+// were never added (transaction markers, aborted records) count as
+// finished, and so do the runs its previous owner finished that were not
+// added yet.
+func (l *Lanes) Finished(parts []TP) map[TP][]kafka.Run {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[TP][]kafka.Run{}
+	for id, p := range l.parts {
+		if parts != nil && !slices.Contains(parts, id) {
+			continue
+		}
+		var runs []kafka.Run
+		add := func(r kafka.Run) {
+			if n := len(runs); n > 0 && runs[n-1].To+1 >= r.From {
+				runs[n-1].To = max(runs[n-1].To, r.To)
+				return
+			}
+			runs = append(runs, r)
+		}
+		for i, e := range p.ledger {
+			if e.done && i > 0 && p.ledger[i-1].done {
+				runs[len(runs)-1].To = e.offset
+			} else if e.done {
+				runs = append(runs, kafka.Run{From: e.offset, To: e.offset})
+			}
+		}
+		for _, r := range l.resumed[id] {
+			if r.To >= p.next {
+				add(kafka.Run{From: max(r.From, p.next), To: r.To})
+			}
+		}
+		if len(runs) > 0 {
+			out[id] = runs
+		}
+	}
+	return out
+}
+
+// Forget detaches the ledgers of partitions no longer assigned, and drops
+// what their previous owner finished. Their remaining records must have
+// been dropped first.
 func (l *Lanes) Forget(parts []TP) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, id := range parts {
+		delete(l.resumed, id)
 		if p := l.parts[id]; p != nil {
 			p.detached = true
 			delete(l.parts, id)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 )
 
 // rec is a synthetic delivery record; its subscription is the key up to '/'.
@@ -1022,4 +1024,71 @@ func tps(ps ...int32) []TP {
 		out[i] = TP{Topic: "deliveries", Partition: p}
 	}
 	return out
+}
+
+// TestFinishedAboveTheWatermark (invariant 3): the runs of records finished
+// above a partition's watermark, to commit with it; gaps in the offsets
+// (transaction markers) inside a run belong to it, and a record finished
+// without committed (not acknowledged) ends one.
+func TestFinishedAboveTheWatermark(t *testing.T) {
+	l := New(64, 1<<20, 0, 0)
+	items := map[int64]*Item{}
+	for _, off := range []int64{0, 1, 2, 4, 5, 6, 7, 8} { // 3: a transaction marker
+		add(l, 0, off, fmt.Sprintf("A/k%d", off))
+	}
+	for range 8 {
+		it := next(t, l)
+		items[it.Rec.Offset] = it
+	}
+	runs := func() []kafka.Run { return l.Finished(tps(0))[TP{Topic: "deliveries", Partition: 0}] }
+	if got := runs(); got != nil {
+		t.Fatalf("runs with nothing finished = %v", got)
+	}
+	for _, off := range []int64{1, 2, 4, 7, 8} {
+		l.Done(items[off], true)
+	}
+	l.Done(items[6], false)
+	if got, want := runs(), []kafka.Run{{From: 1, To: 4}, {From: 7, To: 8}}; !slices.Equal(got, want) {
+		t.Fatalf("runs = %v, want %v", got, want)
+	}
+	l.Done(items[0], true)
+	if w := wm(t, l, 0); w != 5 {
+		t.Fatalf("watermark = %d, want 5", w)
+	}
+	if got, want := runs(), []kafka.Run{{From: 7, To: 8}}; !slices.Equal(got, want) {
+		t.Fatalf("runs past the watermark = %v, want %v", got, want)
+	}
+}
+
+// TestResumedRunsAreNotRun (invariant 3): records of a partition that its
+// previous owner finished above its committed offset (Resume) are entered
+// as finished, never handed to a worker; the others run. Until they are
+// all added, the runs not reached yet are committed on, and Forget drops
+// them.
+func TestResumedRunsAreNotRun(t *testing.T) {
+	l := New(64, 1<<20, 0, 0)
+	tp := TP{Topic: "deliveries", Partition: 0}
+	l.Resume(tp, []kafka.Run{{From: 11, To: 12}, {From: 14, To: 20}})
+	for off := int64(10); off <= 15; off++ {
+		add(l, 0, off, fmt.Sprintf("A/k%d", off))
+	}
+	var ran []int64
+	for range 2 {
+		ran = append(ran, next(t, l).Rec.Offset)
+	}
+	slices.Sort(ran)
+	if !slices.Equal(ran, []int64{10, 13}) || canRun(l) {
+		t.Fatalf("ran %v (more: %v), want 10 and 13 only", ran, canRun(l))
+	}
+	if n := l.Buffered(); n != 2 {
+		t.Fatalf("buffered = %d, want the 2 that run", n)
+	}
+	if got, want := l.Finished(tps(0))[tp], []kafka.Run{{From: 11, To: 12}, {From: 14, To: 20}}; !slices.Equal(got, want) {
+		t.Fatalf("runs = %v, want %v (the previous owner's, on to 20)", got, want)
+	}
+	l.Forget(tps(0))
+	add(l, 0, 16, "A/k16")
+	if it := next(t, l); it.Rec.Offset != 16 {
+		t.Fatalf("after Forget ran %s, want offset 16", desc(it))
+	}
 }
