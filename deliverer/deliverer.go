@@ -449,7 +449,8 @@ func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 // handle does what a delivery record asks and calls done once, with whether
 // everything it caused was acknowledged, so that its offset may be
 // committed. A plain attempt's records are acknowledged while the worker
-// goes on to its next record; the other paths wait.
+// goes on to its next record, and its subscription to its next request
+// (lanes.Sent); the other paths wait.
 func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, done func(bool)) {
 	del, dead := d.decode(ctx, it.Rec)
 	if dead != nil {
@@ -479,6 +480,9 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 		done(false)
 		return
 	}
+	// The request is over: the subscription's next record may go while
+	// this one's outcome is acknowledged.
+	d.lanes.Sent(it)
 	d.produceThen(ctx, recs, done)
 }
 

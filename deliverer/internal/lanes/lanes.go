@@ -47,6 +47,7 @@ type Item struct {
 	state state
 	entry *entry
 	part  *partition
+	sent  bool // Sent: the request is over, its outcome not yet acknowledged
 }
 
 // Class is a record's priority class, decided by its topic (SetClass).
@@ -132,8 +133,11 @@ type subscription struct {
 	limits   limits
 	ready    [classes][]*Item // per class, in the order they became ready
 	inflight int
-	items    int           // waiting + ready + running
-	queued   [classes]bool // on the class's run queue
+	// acking counts its records whose request is over (Sent) and whose
+	// outcome is not acknowledged yet (Done).
+	acking int
+	items  int           // waiting + ready + running
+	queued [classes]bool // on the class's run queue
 
 	// The pace: a moving average of how long its records ran, and the
 	// records running now, whose age bounds that from below (an endpoint
@@ -346,10 +350,17 @@ func (l *Lanes) makeReady(s *subscription, it *Item) {
 	l.enqueue(s)
 }
 
+// room tells whether s may start a record: fewer requests than its cap,
+// and fewer than twice the cap of records not yet acknowledged, so that
+// what a crash can repeat of it stays bounded (invariant 3).
+func (s *subscription) room() bool {
+	return s.inflight < s.limits.inflight && s.inflight+s.acking < 2*s.limits.inflight
+}
+
 // enqueue puts s on the run queue of every class it has ready items of, if
 // it has room.
 func (l *Lanes) enqueue(s *subscription) {
-	if s.inflight >= s.limits.inflight {
+	if !s.room() {
 		return
 	}
 	for c := range classes {
@@ -374,7 +385,7 @@ func (l *Lanes) pick() (*subscription, Class) {
 			l.runq[c][0] = nil
 			l.runq[c] = l.runq[c][1:]
 			s.queued[c] = false
-			if s.inflight < s.limits.inflight {
+			if s.room() {
 				l.turn = (l.turn + i + 1) % len(turns)
 				return s, c
 			}
@@ -453,19 +464,46 @@ func (l *Lanes) Done(it *Item, committed bool) {
 		p.advance()
 	}
 	s := l.subs[it.Sub]
-	if !it.Spill {
-		s.inflight--
-		took := time.Since(s.running[it])
-		delete(s.running, it)
-		if s.took == 0 {
-			s.took = took
-		} else {
-			s.took = (4*s.took + took) / 5
-		}
+	switch {
+	case it.sent:
+		s.acking--
+	case !it.Spill:
+		l.requestOver(s, it)
 	}
 	l.release(s, it)
 	l.enqueue(s)
 	l.change.Broadcast()
+}
+
+// Sent says that a running item's request is over and only its outcome's
+// acknowledgement is awaited: the subscription's request slot is free for
+// its next record, while the item keeps its key and its offset until Done.
+// Waiting for the acknowledgement (a produce round trip) in the slot held
+// a fast subscription to cap / (request + round trip) deliveries a second.
+func (l *Lanes) Sent(it *Item) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.subs[it.Sub]
+	if it.sent || it.Spill || s == nil {
+		return
+	}
+	it.sent = true
+	s.acking++
+	l.requestOver(s, it)
+	l.enqueue(s)
+}
+
+// requestOver frees its request slot of s and counts how long it ran in
+// the subscription's pace.
+func (l *Lanes) requestOver(s *subscription, it *Item) {
+	s.inflight--
+	took := time.Since(s.running[it])
+	delete(s.running, it)
+	if s.took == 0 {
+		s.took = took
+	} else {
+		s.took = (4*s.took + took) / 5
+	}
 }
 
 // release removes it from its key queue and the buffer count, readying the

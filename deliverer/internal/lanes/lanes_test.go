@@ -68,7 +68,7 @@ func canRun(l *Lanes) bool {
 	defer l.mu.Unlock()
 	for _, q := range l.runq {
 		for _, s := range q {
-			if s.inflight < s.limits.inflight {
+			if s.room() {
 				return true
 			}
 		}
@@ -256,6 +256,43 @@ func TestPerSubscriptionCap(t *testing.T) {
 // owning different shards together keep to the cap; a replica owning every
 // shard gets all of it. The share follows the width of the last record
 // added.
+// TestSentFreesTheRequestSlot: once a record's request is over (Sent), its
+// subscription may start its next one while the outcome is acknowledged;
+// the record keeps its offset below the watermark until Done, and at most
+// twice the cap of records are unacknowledged at once.
+func TestSentFreesTheRequestSlot(t *testing.T) {
+	l := New(2, 1<<20, 0, 0)
+	for i := range 6 {
+		l.Add(rec(0, int64(i), fmt.Sprintf("s/k%d", i)), "s", 1)
+	}
+	a, b := next(t, l), next(t, l)
+	if canRun(l) {
+		t.Fatal("a third record runs beside two with a cap of 2")
+	}
+	l.Sent(a)
+	l.Sent(b)
+	c, d := next(t, l), next(t, l)
+	if canRun(l) {
+		t.Fatal("more than the cap of requests at once")
+	}
+	l.Sent(c)
+	l.Sent(d)
+	if canRun(l) {
+		t.Fatal("a record starts with twice the cap of outcomes unacknowledged")
+	}
+	if wm := l.Watermarks([]TP{{"deliveries", 0}})[TP{"deliveries", 0}]; wm.Offset != 0 {
+		t.Fatalf("watermark %d before any outcome was acknowledged, want 0", wm.Offset)
+	}
+	l.Done(a, true)
+	l.Done(b, true)
+	if wm := l.Watermarks([]TP{{"deliveries", 0}})[TP{"deliveries", 0}]; wm.Offset != 2 {
+		t.Fatalf("watermark %d after the first two were acknowledged, want 2", wm.Offset)
+	}
+	if e := next(t, l); e.Rec.Offset != 4 {
+		t.Fatalf("next record at offset %d, want 4", e.Rec.Offset)
+	}
+}
+
 func TestSpreadSubscriptionSharesItsCap(t *testing.T) {
 	l := New(8, 1<<20, 0, 0)
 	off := int64(0)
