@@ -146,6 +146,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	for i := range cfg.MaxInFlight {
 		workers.Go(func() { d.work(workCtx, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))) })
 	}
+	go d.paceRetries(workCtx)
 	commitCtx, stopCommits := context.WithCancel(context.Background())
 	var committer sync.WaitGroup
 	committer.Go(func() { d.commitLoop(commitCtx) })
@@ -175,11 +176,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 }
 
 // newLanes returns the lanes of cfg, the priority classes set by topic; due
-// retries are normal.
+// retries share the normal class's turns, paced (paceRetries).
 func newLanes(cfg Config) *lanes.Lanes {
 	l := lanes.New(cfg.MaxPerSubscription, cfg.MaxQueuedPerSubscription, cfg.MaxBuffered, cfg.Kafka.Names.Tiers[0])
 	l.SetClass(cfg.Kafka.Names.DeliveriesHigh(), lanes.High)
 	l.SetClass(cfg.Kafka.Names.DeliveriesLow(), lanes.Low)
+	l.SetClass(cfg.Kafka.Names.Redeliveries(), lanes.Retry)
 	return l
 }
 

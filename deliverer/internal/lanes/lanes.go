@@ -18,6 +18,7 @@ package lanes
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -58,6 +59,9 @@ const (
 	Normal Class = iota
 	High
 	Low
+	// Retry is due retries (redeliveries): they share Normal's turns with
+	// it, one for one, and run at most RetryLimit at a time.
+	Retry
 	classes // how many there are
 )
 
@@ -213,6 +217,13 @@ type Lanes struct {
 	spillq   []*Item                  // ready spill items
 	parts    map[TP]*partition
 	crowded  int // subscriptions crowded
+	// Retry items running, their limit (SetRetryLimit), which of Normal
+	// and Retry has the next of Normal's turns, and the lateness of the
+	// other classes' records as they started (FreshLateness).
+	retryRunning, retryLimit int
+	retryTurn                bool
+	lateSum                  time.Duration
+	lateN                    int
 	// resumed holds, per partition, the runs of records above its
 	// committed offset that its previous owner finished (Resume), up to
 	// those that arrived.
@@ -243,6 +254,7 @@ func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *La
 		classOf:      map[string]Class{},
 		parts:        map[TP]*partition{},
 		resumed:      map[TP][]kafka.Run{},
+		retryLimit:   math.MaxInt,
 	}
 	l.work = sync.NewCond(&l.mu)
 	l.change = sync.NewCond(&l.mu)
@@ -380,18 +392,41 @@ func (l *Lanes) enqueue(s *subscription) {
 func (l *Lanes) pick() (*subscription, Class) {
 	for i := range len(turns) {
 		c := turns[(l.turn+i)%len(turns)]
-		for len(l.runq[c]) > 0 {
-			s := l.runq[c][0]
-			l.runq[c][0] = nil
-			l.runq[c] = l.runq[c][1:]
-			s.queued[c] = false
-			if s.room() {
+		cs := []Class{c}
+		if c == Normal {
+			cs = []Class{Normal, Retry}
+			if l.retryTurn {
+				cs = []Class{Retry, Normal}
+			}
+		}
+		for _, c := range cs {
+			if c == Retry && l.retryRunning >= l.retryLimit {
+				continue
+			}
+			if s := l.take(c); s != nil {
 				l.turn = (l.turn + i + 1) % len(turns)
+				if len(cs) > 1 { // the next of Normal's turns goes first to the other
+					l.retryTurn = c == Normal
+				}
 				return s, c
 			}
 		}
 	}
 	return nil, 0
+}
+
+// take takes the first subscription with room off the run queue of c.
+func (l *Lanes) take(c Class) *subscription {
+	for len(l.runq[c]) > 0 {
+		s := l.runq[c][0]
+		l.runq[c][0] = nil
+		l.runq[c] = l.runq[c][1:]
+		s.queued[c] = false
+		if s.room() {
+			return s
+		}
+	}
+	return nil
 }
 
 // runnable reports whether a worker may find something to run.
@@ -400,7 +435,7 @@ func (l *Lanes) runnable() bool {
 		return true
 	}
 	for c := range classes {
-		if len(l.runq[c]) > 0 {
+		if len(l.runq[c]) > 0 && (c != Retry || l.retryRunning < l.retryLimit) {
 			return true
 		}
 	}
@@ -440,7 +475,14 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 	s.ready[c] = s.ready[c][1:]
 	it.state = running
 	s.inflight++
-	s.running[it] = time.Now()
+	now := time.Now()
+	s.running[it] = now
+	if c == Retry {
+		l.retryRunning++
+	} else if !it.Rec.Timestamp.IsZero() {
+		l.lateSum += now.Sub(it.Rec.Timestamp)
+		l.lateN++
+	}
 	it.part.inflight++
 	it.part.started = max(it.part.started, it.Rec.Offset)
 	l.enqueue(s)
@@ -475,6 +517,32 @@ func (l *Lanes) Done(it *Item, committed bool) {
 	l.change.Broadcast()
 }
 
+// SetRetryLimit sets how many Retry records may run at a time (at least
+// one): due retries take what the fresh deliveries leave (see the
+// deliverer's retry pacing).
+func (l *Lanes) SetRetryLimit(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.retryLimit = max(1, n)
+	if l.runnable() {
+		l.work.Broadcast()
+	}
+}
+
+// FreshLateness returns the mean lateness (start minus the record's
+// timestamp: when the dispatcher wrote it) of the records of the other
+// classes started since the last call, and how many there were.
+func (l *Lanes) FreshLateness() (mean time.Duration, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lateN > 0 {
+		mean = l.lateSum / time.Duration(l.lateN)
+	}
+	n = l.lateN
+	l.lateSum, l.lateN = 0, 0
+	return mean, n
+}
+
 // Sent says that a running item's request is over and only its outcome's
 // acknowledgement is awaited: the subscription's request slot is free for
 // its next record, while the item keeps its key and its offset until Done.
@@ -497,6 +565,10 @@ func (l *Lanes) Sent(it *Item) {
 // the subscription's pace.
 func (l *Lanes) requestOver(s *subscription, it *Item) {
 	s.inflight--
+	if it.class == Retry {
+		l.retryRunning--
+		l.work.Signal() // a Retry record may be waiting for the limit
+	}
 	took := time.Since(s.running[it])
 	delete(s.running, it)
 	if s.took == 0 {

@@ -106,3 +106,50 @@ func classOfTopic(topicOf map[Class]string, topic string) Class {
 	}
 	return Normal
 }
+
+// TestRetriesShareNormalTurnsWithinTheirLimit: due retries take every other
+// one of the normal class's turns, never more of them at a time than their
+// limit; at the limit the normal class has all its turns, and a retry
+// finishing, or a higher limit, lets the next one start.
+func TestRetriesShareNormalTurnsWithinTheirLimit(t *testing.T) {
+	l := New(1000, 100_000, 100_000, 0)
+	l.SetClass("redeliveries", Retry)
+	for off := range int64(20) {
+		l.Add(&kgo.Record{Topic: "deliveries", Partition: 0, Offset: off, Key: fmt.Appendf(nil, "n/%d", off)}, "n", 1)
+		l.Add(&kgo.Record{Topic: "redeliveries", Partition: 0, Offset: off, Key: fmt.Appendf(nil, "r/%d", off)}, "r", 1)
+	}
+	got := map[Class]int{}
+	for range 6 {
+		got[next(t, l).class]++
+	}
+	if got[Normal] != 3 || got[Retry] != 3 {
+		t.Fatalf("6 picks: %v, want 3 normal and 3 retries", got)
+	}
+	l.SetRetryLimit(3)
+	var retry *Item
+	for i := range 4 {
+		it := next(t, l)
+		if it.class != Normal {
+			t.Fatalf("pick %d with 3 retries running at their limit of 3: class %d, want normal", i, it.class)
+		}
+		l.Done(it, true)
+	}
+	l.mu.Lock()
+	for it := range l.subs["r"].running {
+		retry = it
+		break
+	}
+	l.mu.Unlock()
+	l.Done(retry, true)
+	if it := next(t, l); it.class != Retry {
+		t.Fatalf("a retry finished below the limit: next is class %d, want a retry", it.class)
+	}
+	l.SetRetryLimit(5)
+	got = map[Class]int{}
+	for range 2 {
+		got[next(t, l).class]++
+	}
+	if got[Normal] != 1 || got[Retry] != 1 {
+		t.Fatalf("the limit raised, 2 picks: %v, want a normal and a retry", got)
+	}
+}
