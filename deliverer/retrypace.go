@@ -20,7 +20,7 @@ import (
 const (
 	paceTick   = 100 * time.Millisecond
 	paceWindow = 50 // ticks: the least lateness of the last 5 s
-	paceSlack  = 5 * time.Millisecond
+	paceSlack  = 2 * time.Millisecond
 )
 
 // retryPacer is the limit's arithmetic, apart from time and the lanes.

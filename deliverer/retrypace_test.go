@@ -23,7 +23,7 @@ func TestRetryPacer(t *testing.T) {
 		{"fresh on time again", 3 * time.Millisecond, 50, 100, 18},
 		{"fresh late", 20 * time.Millisecond, 50, 100, 9},
 		{"still late", 12 * time.Millisecond, 50, 100, 4},
-		{"within twice the least and the slack", 8 * time.Millisecond, 50, 100, 5},
+		{"within twice the least and the slack", 5 * time.Millisecond, 50, 100, 5},
 		{"no retry held", 8 * time.Millisecond, 50, 0, 4},
 	}
 	for _, s := range steps {
