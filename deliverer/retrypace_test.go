@@ -3,6 +3,10 @@ package deliverer
 import (
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // TestRetryPacer: the retries' limit starts small, doubles while no fresh
@@ -42,5 +46,39 @@ func TestRetryPacer(t *testing.T) {
 	}
 	if p.limit != 1 {
 		t.Fatalf("fresh records always late: limit %d, want 1", p.limit)
+	}
+}
+
+// TestNewLanesPacesRedeliveries: the deliverer's lanes put the records of
+// redeliveries in the paced Retry class: with a limit of one, two due
+// retries and a fresh delivery start as one retry and the fresh one.
+func TestNewLanesPacesRedeliveries(t *testing.T) {
+	names, err := topics.NewNames("", "5s,5m,30m,2h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{MaxPerSubscription: 8, MaxQueuedPerSubscription: 8, MaxBuffered: 64}
+	cfg.Kafka.Names = names
+	l := newLanes(cfg)
+	defer l.Close()
+	l.SetRetryLimit(1)
+	for i, r := range []*kgo.Record{
+		{Topic: names.Redeliveries(), Key: []byte("sub_a/e1")},
+		{Topic: names.Redeliveries(), Key: []byte("sub_b/e2")},
+		{Topic: names.Deliveries(), Key: []byte("sub_c/e3")},
+	} {
+		r.Offset = int64(i)
+		l.Add(r, string(topics.LaneOfKey(r.Key)), 1)
+	}
+	topicsStarted := map[string]int{}
+	for range 2 {
+		it, ok := l.Next()
+		if !ok {
+			t.Fatal("lanes closed")
+		}
+		topicsStarted[it.Rec.Topic]++
+	}
+	if topicsStarted[names.Redeliveries()] != 1 || topicsStarted[names.Deliveries()] != 1 {
+		t.Fatalf("started %v, want one due retry and the fresh delivery", topicsStarted)
 	}
 }

@@ -48,7 +48,7 @@ var strict = json.JoinOptions(
 // fields and trailing data. It runs once per record on every hot path
 // (events, deliveries, attempts), so it uses encoding/json/v2 (the
 // go-json-experiment module, which becomes an alias of the standard
-// library's package from Go 1.27): a quarter of v1's Decoder's time and 2
+// library's package from Go 1.27): under a third of v1's Decoder's time and 2
 // allocations instead of 14 for a delivery record.
 func decodeStrict(record string, b []byte, v any) error {
 	if err := json.Unmarshal(b, v, strict); err != nil {
