@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,9 +68,12 @@ func BenchmarkDeployed(b *testing.B) {
 		data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
 		raw := rawLimit(b, r, four, data, depBurst, 64)
 
-		for _, c := range []string{"dispatcher", "deliverer", "retrier"} {
-			e.startProc(filepath.Join(bin, c), c)
+		procs := []cpuOf{{"dispatcher", 0}, {"deliverer", 0}, {"retrier", 0}}
+		for i, c := range procs {
+			procs[i].pid = e.startProc(filepath.Join(bin, c.name), c.name).Pid()
 		}
+		procs = append(procs, cpuOf{"redis-server", redis.Pid()},
+			cpuOf{"this process (broker, producer, receiver)", os.Getpid()})
 		event := func(typ func(i int) string) func(int) topics.Event {
 			return func(i int) topics.Event {
 				return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),
@@ -82,16 +87,20 @@ func BenchmarkDeployed(b *testing.B) {
 		publishKeyed(b, e, 100, toOne)
 		wait(b, 120*time.Second, "warm-up", func() bool { return count("one") >= 100 })
 
-		burst := func(prefix string, ev func(int) topics.Event) float64 {
+		burst := func(prefix string, ev func(int) topics.Event) (float64, []time.Duration) {
 			base := count(prefix)
-			start := time.Now()
+			start, cpu := time.Now(), cpuTimes(b, procs)
 			publishKeyed(b, e, depBurst, ev)
 			wait(b, 300*time.Second, "the burst to "+prefix, func() bool { return count(prefix) >= base+depBurst })
-			return float64(depBurst) / time.Since(start).Seconds()
+			rate := float64(depBurst) / time.Since(start).Seconds()
+			for i, after := range cpuTimes(b, procs) {
+				cpu[i] = (after - cpu[i]) / depBurst
+			}
+			return rate, cpu
 		}
-		oneRate := burst("one", toOne)
+		oneRate, oneCPU := burst("one", toOne)
 		spilled := spills(b, e, "one", 100+depBurst)
-		fourRate := burst("four-", toFour)
+		fourRate, fourCPU := burst("four-", toFour)
 
 		var drained time.Duration // from the storm's due time to its last delivery
 		latency := func(withStorm bool) []request {
@@ -135,6 +144,10 @@ func BenchmarkDeployed(b *testing.B) {
 		row(fmt.Sprintf("p99 with %d due retries released at once", depStorm), p99Storm.Round(100*time.Microsecond).String())
 		row("  ratio to without (target <= 2)", fmt.Sprintf("%.2f", float64(p99Storm)/float64(p99)))
 		row("  the storm delivered within (from its due time)", drained.Round(10*time.Millisecond).String())
+		row("CPU per delivery in the bursts (one / four subscriptions)", "")
+		for i, p := range procs {
+			row("  "+p.name, fmt.Sprintf("%v / %v", oneCPU[i].Round(time.Microsecond), fourCPU[i].Round(time.Microsecond)))
+		}
 		for i, run := range []string{"without", "with"} {
 			row(fmt.Sprintf("  %s the storm: p99 publish to dispatched", run), split[i][0].Round(100*time.Microsecond).String())
 			row(fmt.Sprintf("  %s the storm: p99 dispatched to received", run), split[i][1].Round(100*time.Microsecond).String())
@@ -184,6 +197,35 @@ func dispatchSplit(b *testing.B, e *env, runs ...[]request) [][2]time.Duration {
 		_, p99b := percentiles(before)
 		_, p99a := percentiles(after)
 		out = append(out, [2]time.Duration{p99b, p99a})
+	}
+	return out
+}
+
+// cpuOf names a process whose CPU time a benchmark accounts.
+type cpuOf struct {
+	name string
+	pid  int
+}
+
+// cpuTimes reads the user plus system CPU time each process has used so
+// far (/proc/<pid>/stat, in clock ticks of 10 ms).
+func cpuTimes(b *testing.B, procs []cpuOf) []time.Duration {
+	b.Helper()
+	out := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The command name (field 2) may hold spaces; the fields after
+		// its closing parenthesis start at field 3.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+		stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			b.Fatalf("/proc/%d/stat: %q", p.pid, stat)
+		}
+		out[i] = time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return out
 }

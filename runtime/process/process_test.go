@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -132,5 +134,37 @@ func TestRunFlushesSpans(t *testing.T) {
 	}
 	if spans := recv.Named("work"); len(spans) != 1 || spans[0].Service != "hookpipe-comp" {
 		t.Fatalf("received %+v", recv.Spans())
+	}
+}
+
+// TestTuneGC: without GOGC in the environment the process collects at
+// gcPercent, with GOGC it is left alone, and the memory limit is 90 % of
+// the container's.
+func TestTuneGC(t *testing.T) {
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		t.Skip("GOMEMLIMIT is set in the environment: tuneGC leaves the limit to it")
+	}
+	orig := debug.SetGCPercent(100)
+	origLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetGCPercent(orig); debug.SetMemoryLimit(origLimit) })
+
+	const container = 1 << 30
+	percent, limit, err := tuneGC(func(string) string { return "" }, memlimit.Limit(container))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); percent != gcPercent || got != gcPercent {
+		t.Errorf("without GOGC: GC percent %d (reported %d), want %d", got, percent, gcPercent)
+	}
+	if got := debug.SetMemoryLimit(-1); limit != container*9/10 || got != limit {
+		t.Errorf("memory limit %d (reported %d), want %d", got, limit, container*9/10)
+	}
+
+	percent, _, err = tuneGC(func(k string) string { return map[string]string{"GOGC": "100"}[k] }, memlimit.Limit(container))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); percent != -1 || got != 100 {
+		t.Errorf("with GOGC=100: GC percent %d (reported %d), want 100 left alone", got, percent)
 	}
 }

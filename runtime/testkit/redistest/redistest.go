@@ -91,6 +91,9 @@ func Start(tb testing.TB) *Server {
 // URL is the server's URL, database 0.
 func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.Port) }
 
+// Pid is the running server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Restart starts the server (again) and waits until it answers.
 func (s *Server) Restart() {
 	s.tb.Helper()
