@@ -13,6 +13,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/backoff"
 	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
@@ -88,8 +89,8 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		return nil, cut
 	}
 	att := newAttempt(del, now)
-	log := d.log.With(zap.String("subscription", del.SubscriptionID), zap.String("event", del.EventID),
-		zap.Int("attempt", del.Attempt))
+	log := attemptLog{d.log, [3]zap.Field{zap.String("subscription", del.SubscriptionID), zap.String("event", del.EventID),
+		zap.Int("attempt", del.Attempt)}}
 	switch {
 	case !found:
 		att.Outcome, att.FailureCategory, att.Error = topics.OutcomeSkipped, topics.FailureDeleted, "subscription does not exist"
@@ -300,4 +301,23 @@ func (d *deliverer) deadLetter(ctx context.Context, rec *kgo.Record, dl topics.D
 
 func (d *deliverer) subscriptionRecord(s *topics.Subscription) *kgo.Record {
 	return &kgo.Record{Topic: d.names.Subscriptions(), Key: []byte(s.ID), Value: s.EncodeWith(d.cfg.Secrets)}
+}
+
+// attemptLog logs about one attempt with its subscription, event and
+// attempt number. Unlike a logger from zap's With, it costs nothing until a
+// message is at an enabled level: most attempts log nothing at info, and a
+// With per delivery was 2 % of the deployed deliverer's CPU.
+type attemptLog struct {
+	log    *zap.Logger
+	fields [3]zap.Field
+}
+
+func (l *attemptLog) Debug(msg string, fields ...zap.Field) { l.write(zap.DebugLevel, msg, fields) }
+
+func (l *attemptLog) Warn(msg string, fields ...zap.Field) { l.write(zap.WarnLevel, msg, fields) }
+
+func (l *attemptLog) write(level zapcore.Level, msg string, fields []zap.Field) {
+	if ce := l.log.Check(level, msg); ce != nil {
+		ce.Write(append(l.fields[:len(l.fields):len(l.fields)], fields...)...)
+	}
 }

@@ -67,7 +67,7 @@ func (d *Delivery) Validate() error {
 	if err := checkID("delivery", "event_id", d.EventID); err != nil {
 		return err
 	}
-	if !typeRE.MatchString(d.EventType) {
+	if !isType(d.EventType) {
 		return invalid("delivery", "event_type", "%q is not a valid type", d.EventType)
 	}
 	if d.Attempt < 1 {

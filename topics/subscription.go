@@ -316,7 +316,7 @@ func ValidatePattern(p string) error {
 		return nil
 	}
 	t := strings.TrimSuffix(p, ".*")
-	if len(t) > 255 || !typeRE.MatchString(t) || strings.HasSuffix(t, ".") {
+	if len(t) > 255 || !isType(t) || strings.HasSuffix(t, ".") {
 		return invalid("subscription", "event_types", "%q is not a type, prefix.* or *", p)
 	}
 	return nil
