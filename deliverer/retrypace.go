@@ -12,11 +12,14 @@ import (
 // speed of the machine, and the fresh deliveries of every other
 // subscription would wait for CPU behind it. The retries' limit of
 // requests at a time starts small when retries come, and every paceTick
-// the deliverer compares how late the fresh records it started were (start
-// minus the dispatcher's write) with the least it saw over paceWindow:
-// late by more than twice that and paceSlack, the limit halves; on time,
-// it grows by one; with no fresh records started, it doubles, so retries
-// alone have every worker within a second.
+// the deliverer compares how late the latest of the fresh records it
+// started was (start minus the dispatcher's write) with the least such
+// over paceWindow: late by more than twice that and paceSlack, the limit
+// halves; on time, it grows by one; with no fresh records started, it
+// doubles, so retries alone have every worker within a second. The tick's
+// latest record, not its mean: the promise is about the tail (p99), and a
+// mean on time let the retries grow until the tail was three times as
+// late (ADR 0023).
 const (
 	paceTick   = 100 * time.Millisecond
 	paceWindow = 50 // ticks: the least lateness of the last 5 s
@@ -26,7 +29,7 @@ const (
 // retryPacer is the limit's arithmetic, apart from time and the lanes.
 type retryPacer struct {
 	workers, start, limit int
-	means                 []time.Duration // the last paceWindow ticks' mean lateness
+	worst                 []time.Duration // the last paceWindow ticks' largest lateness
 }
 
 func newRetryPacer(workers int) *retryPacer {
@@ -34,14 +37,14 @@ func newRetryPacer(workers int) *retryPacer {
 	return &retryPacer{workers: workers, start: start, limit: start}
 }
 
-// next takes a tick's mean lateness of the fresh records started in it (n
-// of them) and how many retries the lanes hold, and returns the retries'
+// next takes a tick's largest lateness of the fresh records started in it
+// (n of them) and how many retries the lanes hold, and returns the retries'
 // limit.
-func (p *retryPacer) next(mean time.Duration, n, retries int) int {
+func (p *retryPacer) next(late time.Duration, n, retries int) int {
 	if n > 0 {
-		p.means = append(p.means, mean)
-		if len(p.means) > paceWindow {
-			p.means = p.means[1:]
+		p.worst = append(p.worst, late)
+		if len(p.worst) > paceWindow {
+			p.worst = p.worst[1:]
 		}
 	}
 	switch {
@@ -49,7 +52,7 @@ func (p *retryPacer) next(mean time.Duration, n, retries int) int {
 		p.limit = p.start
 	case n == 0:
 		p.limit = min(p.workers, 2*p.limit)
-	case mean > 2*slices.Min(p.means)+paceSlack:
+	case late > 2*slices.Min(p.worst)+paceSlack:
 		p.limit = max(1, p.limit/2)
 	default:
 		p.limit = min(p.workers, p.limit+1)
@@ -68,8 +71,8 @@ func (d *deliverer) paceRetries(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			mean, n := d.lanes.FreshLateness()
-			d.lanes.SetRetryLimit(p.next(mean, n, d.lanes.BufferedIn(d.names.Redeliveries())))
+			late, n := d.lanes.FreshLateness()
+			d.lanes.SetRetryLimit(p.next(late, n, d.lanes.BufferedIn(d.names.Redeliveries())))
 		}
 	}
 }

@@ -17,7 +17,7 @@ func TestRetryPacer(t *testing.T) {
 	p := newRetryPacer(256)
 	steps := []struct {
 		name    string
-		mean    time.Duration
+		late    time.Duration
 		n, held int
 		want    int
 	}{
@@ -31,7 +31,7 @@ func TestRetryPacer(t *testing.T) {
 		{"no retry held", 8 * time.Millisecond, 50, 0, 4},
 	}
 	for _, s := range steps {
-		if got := p.next(s.mean, s.n, s.held); got != s.want {
+		if got := p.next(s.late, s.n, s.held); got != s.want {
 			t.Fatalf("%s: limit %d, want %d", s.name, got, s.want)
 		}
 	}

@@ -222,7 +222,7 @@ type Lanes struct {
 	// other classes' records as they started (FreshLateness).
 	retryRunning, retryLimit int
 	retryTurn                bool
-	lateSum                  time.Duration
+	lateMax                  time.Duration
 	lateN                    int
 	// resumed holds, per partition, the runs of records above its
 	// committed offset that its previous owner finished (Resume), up to
@@ -480,7 +480,7 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 	if c == Retry {
 		l.retryRunning++
 	} else if !it.Rec.Timestamp.IsZero() {
-		l.lateSum += now.Sub(it.Rec.Timestamp)
+		l.lateMax = max(l.lateMax, now.Sub(it.Rec.Timestamp))
 		l.lateN++
 	}
 	it.part.inflight++
@@ -529,18 +529,15 @@ func (l *Lanes) SetRetryLimit(n int) {
 	}
 }
 
-// FreshLateness returns the mean lateness (start minus the record's
+// FreshLateness returns the largest lateness (start minus the record's
 // timestamp: when the dispatcher wrote it) of the records of the other
 // classes started since the last call, and how many there were.
-func (l *Lanes) FreshLateness() (mean time.Duration, n int) {
+func (l *Lanes) FreshLateness() (worst time.Duration, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lateN > 0 {
-		mean = l.lateSum / time.Duration(l.lateN)
-	}
-	n = l.lateN
-	l.lateSum, l.lateN = 0, 0
-	return mean, n
+	worst, n = l.lateMax, l.lateN
+	l.lateMax, l.lateN = 0, 0
+	return worst, n
 }
 
 // Sent says that a running item's request is over and only its outcome's

@@ -3,6 +3,7 @@ package lanes
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -151,5 +152,30 @@ func TestRetriesShareNormalTurnsWithinTheirLimit(t *testing.T) {
 	}
 	if got[Normal] != 1 || got[Retry] != 1 {
 		t.Fatalf("the limit raised, 2 picks: %v, want a normal and a retry", got)
+	}
+}
+
+// TestFreshLatenessIsTheLatest: FreshLateness reports the latest of the
+// fresh records started since the last call (start minus the record's
+// timestamp), not their mean, ignores due retries, and starts over after
+// each call.
+func TestFreshLatenessIsTheLatest(t *testing.T) {
+	l := New(1000, 100_000, 100_000, 0)
+	l.SetClass("redeliveries", Retry)
+	now := time.Now()
+	for i, age := range []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Second} {
+		l.Add(&kgo.Record{Topic: "deliveries", Partition: 0, Offset: int64(i), Key: fmt.Appendf(nil, "n/%d", i),
+			Timestamp: now.Add(-age)}, "n", 1)
+	}
+	l.Add(&kgo.Record{Topic: "redeliveries", Partition: 0, Offset: 0, Key: []byte("r/0"), Timestamp: now.Add(-time.Hour)}, "r", 1)
+	for range 5 {
+		next(t, l)
+	}
+	late, n := l.FreshLateness()
+	if n != 4 || late < time.Second || late > time.Hour/2 {
+		t.Fatalf("FreshLateness() = %v, %d; want the latest fresh record's (at least 1s, not the retry's hour), 4 of them", late, n)
+	}
+	if late, n := l.FreshLateness(); late != 0 || n != 0 {
+		t.Fatalf("second call = %v, %d; want 0, 0", late, n)
 	}
 }
