@@ -31,8 +31,8 @@ const (
 
 // BenchmarkDeployed is the headline table of `make bench`, measured as
 // users deploy: the dispatcher, deliverer and retrier run as separate
-// processes (the binaries `make run` starts) against the broker on a
-// 127.0.0.1 port and a Redis server of their own, events are produced by
+// processes (the binaries `make run` starts) against the broker in a
+// process of its own on a 127.0.0.1 port and a Redis server of their own, events are produced by
 // an independent client with 500 ordering keys, and a receiver verifying
 // every signature answers 204.
 // Rows: the raw limit (a plain client posting the same signed requests to
@@ -47,7 +47,7 @@ func BenchmarkDeployed(b *testing.B) {
 	bin := binaries(b)
 	redis := redistest.Start(b)
 	for b.Loop() {
-		e := newEnv(b)
+		e, broker := newEnvBrokerProcess(b)
 		// As the chart deploys them: breakers, rate limits and dedup in
 		// Redis.
 		e.withRedis(redis.URL(), fmt.Sprintf("dep%d:", time.Now().UnixNano()), nil)
@@ -72,8 +72,8 @@ func BenchmarkDeployed(b *testing.B) {
 		for i, c := range procs {
 			procs[i].pid = e.startProc(filepath.Join(bin, c.name), c.name).Pid()
 		}
-		procs = append(procs, cpuOf{"redis-server", redis.Pid()},
-			cpuOf{"this process (broker, producer, receiver)", os.Getpid()})
+		procs = append(procs, cpuOf{"broker (kfake, as make run)", broker.Pid()}, cpuOf{"redis-server", redis.Pid()},
+			cpuOf{"this process (producer, receiver)", os.Getpid()})
 		event := func(typ func(i int) string) func(int) topics.Event {
 			return func(i int) topics.Event {
 				return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),

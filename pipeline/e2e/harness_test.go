@@ -11,13 +11,17 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +34,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/dispatcher"
+	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
 	"github.com/hookpipe/hookpipe/retrier"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
@@ -45,6 +50,9 @@ var wait = testkit.WaitFor
 var binDir string
 
 func TestMain(m *testing.M) {
+	if port := os.Getenv(envBrokerProcess); port != "" {
+		os.Exit(serveBroker(port))
+	}
 	dir, err := os.MkdirTemp("", "hookpipe-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -85,11 +93,34 @@ func binaries(t testing.TB) string {
 	return binDir
 }
 
+// envBrokerProcess, set to a port, makes the test binary a broker process
+// (serveBroker) instead of running tests.
+const envBrokerProcess = "WEBHOOKS_E2E_BROKER_PORT"
+
+// serveBroker runs kfake on 127.0.0.1:port, as `make run` does in a
+// process of its own, until SIGTERM.
+func serveBroker(port string) int {
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, envBrokerProcess, err)
+		return 2
+	}
+	b, err := stack.StartBroker(n, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	<-ctx.Done()
+	b.Close()
+	return 0
+}
+
 // env is one pipeline: a kfake broker on a 127.0.0.1 port with the topics
 // created, and a producer client.
 type env struct {
 	t       testing.TB
-	cluster *kfake.Cluster
 	brokers []string
 	names   topics.Names
 	cl      *kgo.Client
@@ -107,7 +138,42 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	e := &env{t: t, cluster: c, brokers: c.ListenAddrs(), base: context.Background()}
+	return newEnvOn(t, c.ListenAddrs(), c.Close)
+}
+
+// newEnvBrokerProcess is newEnv with the broker in a process of its own
+// (this test binary, serveBroker), as `make run` runs it: its CPU is its
+// own, apart from the test's clients and receivers.
+func newEnvBrokerProcess(t testing.TB) (*env, *stack.Process) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	p, err := stack.Start("broker", os.Args[0], nil, append(os.Environ(), envBrokerProcess+"="+port), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { _ = p.Stop(30 * time.Second) }
+	t.Cleanup(stop)
+	wait(t, 30*time.Second, "the broker process to listen", func() bool {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return newEnvOn(t, []string{addr}, stop), p
+}
+
+// newEnvOn is an env on the given brokers; stopBroker stops them when the
+// env closes.
+func newEnvOn(t testing.TB, brokers []string, stopBroker func()) *env {
+	t.Helper()
+	e := &env{t: t, brokers: brokers, base: context.Background()}
 	e.vars = map[string]string{
 		kafka.EnvBrokers:                 e.brokers[0],
 		deliverer.EnvAllowCIDRs:          "127.0.0.0/8",
@@ -128,7 +194,7 @@ func newEnv(t testing.TB) *env {
 	}
 	closeCl := sync.OnceFunc(e.cl.Close)
 	t.Cleanup(closeCl)
-	e.stops = append(e.stops, c.Close, closeCl)
+	e.stops = append(e.stops, stopBroker, closeCl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := kafka.Ensure(ctx, kadm.NewClient(e.cl), e.names, kafka.Layout{Partitions: 4, ReplicationFactor: -1}); err != nil {
