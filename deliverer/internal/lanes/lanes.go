@@ -217,13 +217,13 @@ type Lanes struct {
 	spillq   []*Item                  // ready spill items
 	parts    map[TP]*partition
 	crowded  int // subscriptions crowded
-	// Retry items running, their limit (SetRetryLimit), which of Normal
+	// Retry items that may still start (SetRetryBudget), which of Normal
 	// and Retry has the next of Normal's turns, and the lateness of the
 	// other classes' records as they started (FreshLateness).
-	retryRunning, retryLimit int
-	retryTurn                bool
-	lateMax                  time.Duration
-	lateN                    int
+	retryBudget int
+	retryTurn   bool
+	lateMax     time.Duration
+	lateN       int
 	// resumed holds, per partition, the runs of records above its
 	// committed offset that its previous owner finished (Resume), up to
 	// those that arrived.
@@ -254,7 +254,7 @@ func New(maxPerSub, maxQueuedSub, maxBuffered int, spillAfter time.Duration) *La
 		classOf:      map[string]Class{},
 		parts:        map[TP]*partition{},
 		resumed:      map[TP][]kafka.Run{},
-		retryLimit:   math.MaxInt,
+		retryBudget:  math.MaxInt,
 	}
 	l.work = sync.NewCond(&l.mu)
 	l.change = sync.NewCond(&l.mu)
@@ -400,7 +400,7 @@ func (l *Lanes) pick() (*subscription, Class) {
 			}
 		}
 		for _, c := range cs {
-			if c == Retry && l.retryRunning >= l.retryLimit {
+			if c == Retry && l.retryBudget <= 0 {
 				continue
 			}
 			if s := l.take(c); s != nil {
@@ -435,7 +435,7 @@ func (l *Lanes) runnable() bool {
 		return true
 	}
 	for c := range classes {
-		if len(l.runq[c]) > 0 && (c != Retry || l.retryRunning < l.retryLimit) {
+		if len(l.runq[c]) > 0 && (c != Retry || l.retryBudget > 0) {
 			return true
 		}
 	}
@@ -478,7 +478,7 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 	now := time.Now()
 	s.running[it] = now
 	if c == Retry {
-		l.retryRunning++
+		l.retryBudget--
 	} else if !it.Rec.Timestamp.IsZero() {
 		l.lateMax = max(l.lateMax, now.Sub(it.Rec.Timestamp))
 		l.lateN++
@@ -517,13 +517,15 @@ func (l *Lanes) Done(it *Item, committed bool) {
 	l.change.Broadcast()
 }
 
-// SetRetryLimit sets how many Retry records may run at a time (at least
-// one): due retries take what the fresh deliveries leave (see the
-// deliverer's retry pacing).
-func (l *Lanes) SetRetryLimit(n int) {
+// SetRetryBudget sets how many more Retry records may start until the
+// next call (at least one): due retries take what the fresh deliveries
+// leave (see the deliverer's retry pacing). A budget of starts, not a
+// limit of requests at a time: one request at a time to a fast endpoint
+// is still a thousand a second.
+func (l *Lanes) SetRetryBudget(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.retryLimit = max(1, n)
+	l.retryBudget = max(1, n)
 	if l.runnable() {
 		l.work.Broadcast()
 	}
@@ -562,10 +564,6 @@ func (l *Lanes) Sent(it *Item) {
 // the subscription's pace.
 func (l *Lanes) requestOver(s *subscription, it *Item) {
 	s.inflight--
-	if it.class == Retry {
-		l.retryRunning--
-		l.work.Signal() // a Retry record may be waiting for the limit
-	}
 	took := time.Since(s.running[it])
 	delete(s.running, it)
 	if s.took == 0 {

@@ -108,11 +108,12 @@ func classOfTopic(topicOf map[Class]string, topic string) Class {
 	return Normal
 }
 
-// TestRetriesShareNormalTurnsWithinTheirLimit: due retries take every other
-// one of the normal class's turns, never more of them at a time than their
-// limit; at the limit the normal class has all its turns, and a retry
-// finishing, or a higher limit, lets the next one start.
-func TestRetriesShareNormalTurnsWithinTheirLimit(t *testing.T) {
+// TestRetriesShareNormalTurnsWithinTheirBudget: due retries take every
+// other one of the normal class's turns, and no more of them start than
+// their budget; with the budget spent the normal class has all its turns,
+// whether or not the retries finished, until a new budget lets the next
+// ones start.
+func TestRetriesShareNormalTurnsWithinTheirBudget(t *testing.T) {
 	l := New(1000, 100_000, 100_000, 0)
 	l.SetClass("redeliveries", Retry)
 	for off := range int64(20) {
@@ -126,32 +127,23 @@ func TestRetriesShareNormalTurnsWithinTheirLimit(t *testing.T) {
 	if got[Normal] != 3 || got[Retry] != 3 {
 		t.Fatalf("6 picks: %v, want 3 normal and 3 retries", got)
 	}
-	l.SetRetryLimit(3)
-	var retry *Item
-	for i := range 4 {
+	l.SetRetryBudget(2)
+	got = map[Class]int{}
+	for range 6 {
 		it := next(t, l)
-		if it.class != Normal {
-			t.Fatalf("pick %d with 3 retries running at their limit of 3: class %d, want normal", i, it.class)
-		}
+		got[it.class]++
 		l.Done(it, true)
 	}
-	l.mu.Lock()
-	for it := range l.subs["r"].running {
-		retry = it
-		break
+	if got[Normal] != 4 || got[Retry] != 2 {
+		t.Fatalf("6 picks with a budget of 2, each finished at once: %v, want 4 normal and 2 retries", got)
 	}
-	l.mu.Unlock()
-	l.Done(retry, true)
-	if it := next(t, l); it.class != Retry {
-		t.Fatalf("a retry finished below the limit: next is class %d, want a retry", it.class)
-	}
-	l.SetRetryLimit(5)
+	l.SetRetryBudget(5)
 	got = map[Class]int{}
 	for range 2 {
 		got[next(t, l).class]++
 	}
 	if got[Normal] != 1 || got[Retry] != 1 {
-		t.Fatalf("the limit raised, 2 picks: %v, want a normal and a retry", got)
+		t.Fatalf("a new budget, 2 picks: %v, want a normal and a retry", got)
 	}
 }
 
