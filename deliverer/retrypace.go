@@ -17,11 +17,11 @@ import (
 // least such over paceWindow: late by more than twice that and paceSlack,
 // the budget halves; on time, it grows by a quarter (at least one); with
 // no fresh records started, it doubles, so retries alone run unchecked
-// within about a second. The tick's latest record, not its mean: the promise is
-// about the tail (p99), and a mean on time let the retries grow until the
-// tail was three times as late. A budget of starts, not a limit of
-// requests at a time: at the least limit, one request at a time, a fast
-// endpoint still took a thousand retries a second (ADR 0023).
+// within about a second. The tick's latest record, not its mean: the
+// promise is about the tail (p99), and a mean on time let the retries grow
+// until the tail was three times as late. A budget of starts, not a limit
+// of requests at a time: at the least limit, one request at a time, a
+// fast endpoint still took a thousand retries a second (ADR 0023).
 const (
 	paceTick   = 100 * time.Millisecond
 	paceWindow = 50 // ticks: the least lateness of the last 5 s
