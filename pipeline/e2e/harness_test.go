@@ -158,7 +158,13 @@ func newEnvBrokerProcess(t testing.TB) (*env, *stack.Process) {
 		t.Fatal(err)
 	}
 	stop := func() { _ = p.Stop(30 * time.Second) }
-	t.Cleanup(stop)
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.LogPath)
+			t.Logf("--- broker log ---\n%s", tail(b, 4000))
+		}
+	})
 	wait(t, 30*time.Second, "the broker process to listen", func() bool {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {

@@ -134,7 +134,7 @@ func Run[C any](name string, getenv func(string) string, stderr io.Writer,
 	if percent, limit, err := tuneGC(getenv, memlimit.FromCgroup); err != nil && !errors.Is(err, memlimit.ErrNoCgroup) {
 		log.Warn("memory limit: reading the container's limit failed; GOMEMLIMIT is not set", zap.Error(err))
 	} else {
-		log.Debug("garbage collector", zap.Int("gc_percent", percent), zap.Int64("memory_limit_bytes", limit))
+		log.Info("garbage collector", zap.Int("gc_percent", percent), zap.Int64("memory_limit_bytes", limit))
 	}
 
 	tp, err := tracing.Start(context.Background(), name, getenv)

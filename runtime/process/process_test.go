@@ -141,8 +141,11 @@ func TestRunFlushesSpans(t *testing.T) {
 // gcPercent, with GOGC it is left alone, and the memory limit is 90 % of
 // the container's.
 func TestTuneGC(t *testing.T) {
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		t.Skip("GOMEMLIMIT is set in the environment: tuneGC leaves the limit to it")
+	// memlimit reads GOMEMLIMIT from the process environment: unset it
+	// for the test (t.Setenv restores it afterwards).
+	t.Setenv("GOMEMLIMIT", "")
+	if err := os.Unsetenv("GOMEMLIMIT"); err != nil {
+		t.Fatal(err)
 	}
 	orig := debug.SetGCPercent(100)
 	origLimit := debug.SetMemoryLimit(-1)
