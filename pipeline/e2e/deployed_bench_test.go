@@ -32,17 +32,18 @@ const (
 // BenchmarkDeployed is the headline table of `make bench`, measured as
 // users deploy: the dispatcher, deliverer and retrier run as separate
 // processes (the binaries `make run` starts) against the broker in a
-// process of its own on a 127.0.0.1 port and a Redis server of their own, events are produced by
-// an independent client with 500 ordering keys, and a receiver verifying
-// every signature answers 204.
+// process of its own on a 127.0.0.1 port and a Redis server of their own,
+// events are produced by an independent client with 500 ordering keys,
+// and a receiver verifying every signature answers 204.
 // Rows: the raw limit (a plain client posting the same signed requests to
 // the same receiver, measured again before each burst); a burst of 20,000
-// events to one subscription, with the deliveries it spilled to the retry
-// path (subscription_busy); the same burst over four subscriptions; p50 and p99
-// publish-to-receipt at half the four-subscription rate; that p99 while
-// 20,000 due retries of five other subscriptions are released at once,
-// against the same run without them; and each process's CPU per delivery
-// in the bursts.
+// events to one subscription, and the same burst over four subscriptions,
+// each with the deliveries it spilled to the retry path
+// (subscription_busy); p50 and p99 publish-to-receipt at half the
+// four-subscription rate; that p99 while 20,000 due retries of five other
+// subscriptions are released at once, against the same run without them,
+// each split at the dispatcher's write and the attempt's start; and each
+// process's CPU per delivery in the bursts.
 func BenchmarkDeployed(b *testing.B) {
 	bin := binaries(b)
 	redis := redistest.Start(b)
