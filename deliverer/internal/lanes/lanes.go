@@ -143,11 +143,13 @@ type subscription struct {
 	items  int           // waiting + ready + running
 	queued [classes]bool // on the class's run queue
 
-	// The pace: a moving average of how long its records ran, and the
-	// records running now, whose age bounds that from below (an endpoint
-	// that hangs finishes nothing to average).
-	took    time.Duration
-	running map[*Item]time.Time
+	// The pace (workOff): a moving average of how long its records ran,
+	// the records running now and when the last of them finished, which
+	// bound that from below (an endpoint that hangs finishes nothing to
+	// average).
+	took     time.Duration
+	running  map[*Item]time.Time
+	lastDone time.Time
 
 	// parts counts the records held per partition they came from; crowded
 	// is set while a fast subscription holds half the buffer (see Crowded).
@@ -185,11 +187,27 @@ func (l *Lanes) slow(s *subscription, now time.Time) bool {
 const slowFactor = 4
 
 // workOff estimates how long the subscription needs to finish the records
-// it holds, running as many at a time as its limit.
+// it holds, running as many at a time as its limit, one record taking its
+// pace: the moving average of how long its records ran, or, when longer,
+// how long it has gone without finishing one while some ran (an endpoint
+// that hangs finishes nothing to average). Without finishing one, not the
+// age of the oldest running: one stalled request among quick ones (a lost
+// packet, a pause of the endpoint's) is not the endpoint's pace, while an
+// endpoint that hangs on some requests fills its slots with them until it
+// finishes none.
 func (s *subscription) workOff(now time.Time) time.Duration {
 	per := s.took
-	for _, started := range s.running {
-		per = max(per, now.Sub(started))
+	if len(s.running) > 0 {
+		since := now // the oldest running started, or the last finished since
+		for _, started := range s.running {
+			if started.Before(since) {
+				since = started
+			}
+		}
+		if s.lastDone.After(since) {
+			since = s.lastDone
+		}
+		per = max(per, now.Sub(since))
 	}
 	return per * time.Duration(s.items) / time.Duration(s.limits.inflight)
 }
@@ -564,12 +582,16 @@ func (l *Lanes) Sent(it *Item) {
 // the subscription's pace.
 func (l *Lanes) requestOver(s *subscription, it *Item) {
 	s.inflight--
-	took := time.Since(s.running[it])
+	s.lastDone = time.Now()
+	took := s.lastDone.Sub(s.running[it])
 	delete(s.running, it)
 	if s.took == 0 {
 		s.took = took
 	} else {
-		s.took = (4*s.took + took) / 5
+		// One record counts at most twice the pace: a single stalled
+		// request among quick ones does not make the endpoint slow (see
+		// workOff for one that slows down or hangs).
+		s.took = (4*s.took + min(took, 2*s.took)) / 5
 	}
 }
 

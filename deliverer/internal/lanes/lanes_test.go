@@ -924,6 +924,83 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 	})
 }
 
+// TestStalledRequestsAreNotThePace: a subscription whose requests take
+// 2 ms, holding 4,000 records at 64 at a time, is not slow because one of
+// its requests stalls for 2 s, while it stalls or once it is over (at the
+// oldest request's age, 4,000 records were two minutes of work; with one
+// 2 s request in the moving average, 25 s); nor while half its requests
+// stall and the other half keep finishing (it works off at half its
+// speed). It is once it finishes none for 2 s.
+func TestStalledRequestsAreNotThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(64, 128, 8192, 5*time.Second) // slow beyond 20 s of work
+		off := int64(0)
+		add := func(n int) {
+			for range n {
+				l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", off)), Partition: 0, Offset: off}, "a", 1)
+				off++
+			}
+		}
+		spills := func() (n int) {
+			for _, q := range l.keys {
+				for _, it := range q {
+					if it.Spill {
+						n++
+					}
+				}
+			}
+			return n
+		}
+		var running []*Item
+		start := func() {
+			for len(running) < 64 {
+				it, _ := l.Next()
+				running = append(running, it)
+			}
+		}
+		// run works for d in rounds of 2 ms: every request but the first
+		// stuck ones is over in its round, and as many records arrive as
+		// finished, so 4,000 stay held.
+		run := func(d time.Duration, stuck int) {
+			for range d / (2 * time.Millisecond) {
+				start()
+				time.Sleep(2 * time.Millisecond)
+				for _, it := range running[stuck:] {
+					l.Sent(it)
+					l.Done(it, true)
+				}
+				running = running[:stuck]
+				add(64 - stuck)
+			}
+		}
+		add(4000)
+		run(time.Second, 0)
+		run(2*time.Second, 1)
+		if n := spills(); n != 0 {
+			t.Fatalf("spilled %d records while one request of 64 stalled, want 0", n)
+		}
+		l.Sent(running[0])
+		l.Done(running[0], true)
+		running = running[1:]
+		add(1)
+		if n := spills(); n != 0 {
+			t.Fatalf("spilled %d records once the stalled request was over, want 0", n)
+		}
+		run(2*time.Second, 32)
+		if n := spills(); n != 0 {
+			t.Fatalf("spilled %d records while half its requests stalled, want 0", n)
+		}
+		run(2*time.Second, 64)
+		add(10)
+		if n := spills(); n != 10 {
+			t.Fatalf("spilled %d records after finishing none for 2 s, want the 10 that came", n)
+		}
+		for _, it := range running {
+			l.Done(it, true)
+		}
+	})
+}
+
 // TestCrowdedAtHalfTheBuffer: a fast subscription holding half the buffer
 // spills nothing (a burst is not slowness): its partitions are crowded, to
 // be paused, until it holds less than a quarter; a slow one past its queue
