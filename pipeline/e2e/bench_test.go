@@ -85,9 +85,15 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 }
 
+// endpoint is a receiver, in the benchmark's process or its own.
+type endpoint interface {
+	url(sub string) string
+	count() int // requests accepted
+}
+
 // rawLimit posts n signed requests with conc goroutines sharing one
 // http.Client, and returns requests per second.
-func rawLimit(b *testing.B, r *receiver, subs []topics.Subscription, data string, n, conc int) float64 {
+func rawLimit(b *testing.B, r endpoint, subs []topics.Subscription, data string, n, conc int) float64 {
 	b.Helper()
 	type target struct {
 		url string

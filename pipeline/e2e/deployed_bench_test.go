@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,7 +33,8 @@ const (
 // processes (the binaries `make run` starts) against the broker in a
 // process of its own on a 127.0.0.1 port and a Redis server of their own,
 // events are produced by an independent client with 500 ordering keys,
-// and a receiver verifying every signature answers 204.
+// and a receiver in a process of its own verifies every signature and
+// answers 204.
 // Rows: the raw limit (a plain client posting the same signed requests to
 // the same receiver, measured again before each burst); a burst of 20,000
 // events to one subscription, and the same burst over four subscriptions,
@@ -52,8 +52,7 @@ func BenchmarkDeployed(b *testing.B) {
 		// As the chart deploys them: breakers, rate limits and dedup in
 		// Redis.
 		e.withRedis(redis.URL(), fmt.Sprintf("dep%d:", time.Now().UnixNano()), nil)
-		r := newReceiver(b)
-		r.answer(func(request, http.ResponseWriter) int { return http.StatusNoContent })
+		r := newReceiverProcess(b)
 		sub := func(id, typ string) topics.Subscription {
 			s := e.subscribe(topics.Subscription{ID: id, URL: r.url(id), EventTypes: []string{typ}, Enabled: true})
 			r.trust(s)
@@ -74,7 +73,7 @@ func BenchmarkDeployed(b *testing.B) {
 			procs[i].pid = e.startProc(filepath.Join(bin, c.name), c.name).Pid()
 		}
 		procs = append(procs, cpuOf{"broker (kfake, as make run)", broker.Pid()}, cpuOf{"redis-server", redis.Pid()},
-			cpuOf{"this process (producer, receiver)", os.Getpid()})
+			cpuOf{"receiver", r.pid()}, cpuOf{"this process (producer)", os.Getpid()})
 		event := func(typ func(i int) string) func(int) topics.Event {
 			return func(i int) topics.Event {
 				return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),
@@ -124,7 +123,7 @@ func BenchmarkDeployed(b *testing.B) {
 				wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
 			}
 			var reqs []request
-			for _, q := range r.got()[before:] {
+			for _, q := range r.got(before) {
 				if strings.HasPrefix(q.Sub, "four-") {
 					reqs = append(reqs, q)
 				}
@@ -138,6 +137,7 @@ func BenchmarkDeployed(b *testing.B) {
 		p50, p99 := latencies(calm)
 		_, p99Storm := latencies(stormy)
 		split := dispatchSplit(b, e, calm, stormy)
+		r.checkSignatures()
 
 		row := func(name, v string) { fmt.Fprintf(os.Stdout, "%-58s %14s\n", name, v) }
 		fmt.Fprintln(os.Stdout)

@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	if port := os.Getenv(envBrokerProcess); port != "" {
 		os.Exit(serveBroker(port))
 	}
+	if port := os.Getenv(envReceiverProcess); port != "" {
+		os.Exit(serveReceiver(port))
+	}
 	dir, err := os.MkdirTemp("", "hookpipe-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

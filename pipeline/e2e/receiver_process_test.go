@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// envReceiverProcess, set to a port, makes the test binary a receiver
+// process (serveReceiver) instead of running tests.
+const envReceiverProcess = "WEBHOOKS_E2E_RECEIVER_PORT"
+
+// controlPrefix is where a receiver process takes its instructions and
+// tells what it received; subscription ids never start with '_'.
+const controlPrefix = "/_/"
+
+// serveReceiver runs a lean receiver on 127.0.0.1:port, answering 204 to
+// every request it verifies, until SIGTERM: an endpoint of its own, as a
+// subscriber's is, whose garbage collection and scheduling are not the
+// benchmark's producer's (in the benchmark's process, its collections
+// were the largest part of the p99 of receipt).
+func serveReceiver(port string) int {
+	r := &receiver{secrets: map[string]string{}, perSub: map[string]int{}, lean: true}
+	mux := http.NewServeMux()
+	mux.Handle("/", r)
+	mux.HandleFunc("POST "+controlPrefix+"trust", func(w http.ResponseWriter, q *http.Request) {
+		r.trust(topics.Subscription{ID: q.FormValue("sub"), Secret: q.FormValue("secret")})
+	})
+	mux.HandleFunc("GET "+controlPrefix+"accepted", func(w http.ResponseWriter, q *http.Request) {
+		fmt.Fprint(w, r.accepted(q.FormValue("prefix")))
+	})
+	mux.HandleFunc("GET "+controlPrefix+"count", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, r.count())
+	})
+	mux.HandleFunc("GET "+controlPrefix+"invalid", func(w http.ResponseWriter, _ *http.Request) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(r.invalid)
+	})
+	mux.HandleFunc("GET "+controlPrefix+"got", func(w http.ResponseWriter, q *http.Request) {
+		from, _ := strconv.Atoi(q.FormValue("from"))
+		_ = json.NewEncoder(w).Encode(r.got()[from:])
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	<-ctx.Done()
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shut)
+	return 0
+}
+
+// receiverProcess is the benchmark's side of a receiver process.
+type receiverProcess struct {
+	t    testing.TB
+	base string // http://127.0.0.1:port
+	proc *stack.Process
+}
+
+// newReceiverProcess starts the test binary as a receiver process.
+func newReceiverProcess(t testing.TB) *receiverProcess {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	p, err := stack.Start("receiver", os.Args[0], nil, append(os.Environ(), envReceiverProcess+"="+port), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Stop(30 * time.Second)
+		if t.Failed() {
+			b, _ := os.ReadFile(p.LogPath)
+			t.Logf("--- receiver log ---\n%s", tail(b, 4000))
+		}
+	})
+	r := &receiverProcess{t: t, base: "http://" + addr, proc: p}
+	wait(t, 30*time.Second, "the receiver process to listen", func() bool {
+		_, err := r.get("count")
+		return err == nil
+	})
+	return r
+}
+
+func (r *receiverProcess) url(sub string) string { return r.base + "/" + sub }
+
+func (r *receiverProcess) pid() int { return r.proc.Pid() }
+
+// get reads a control path's answer.
+func (r *receiverProcess) get(path string) ([]byte, error) {
+	resp, err := http.Get(r.base + controlPrefix + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("receiver %s: %s", path, resp.Status)
+	}
+	return b, err
+}
+
+// number reads a control path's number, failing the benchmark on error.
+func (r *receiverProcess) number(path string) int {
+	b, err := r.get(path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil {
+		r.t.Fatalf("receiver %s: %v", path, err)
+	}
+	return n
+}
+
+func (r *receiverProcess) trust(s topics.Subscription) {
+	resp, err := http.PostForm(r.base+controlPrefix+"trust", url.Values{"sub": {s.ID}, "secret": {s.Secret}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func (r *receiverProcess) accepted(prefix string) int {
+	return r.number("accepted?prefix=" + url.QueryEscape(prefix))
+}
+
+func (r *receiverProcess) count() int { return r.number("count") }
+
+// got returns the accepted requests from the from-th on, as a lean
+// receiver keeps them (subscription, id, type and times).
+func (r *receiverProcess) got(from int) []request {
+	b, err := r.get("got?from=" + strconv.Itoa(from))
+	var reqs []request
+	if err == nil {
+		err = json.Unmarshal(b, &reqs)
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return reqs
+}
+
+// checkSignatures fails the benchmark if a request failed verification.
+func (r *receiverProcess) checkSignatures() {
+	b, err := r.get("invalid")
+	var invalid []string
+	if err == nil {
+		err = json.Unmarshal(b, &invalid)
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if len(invalid) > 0 {
+		r.t.Errorf("%d requests failed signature verification, first: %s", len(invalid), invalid[0])
+	}
+}
