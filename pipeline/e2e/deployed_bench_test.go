@@ -214,7 +214,7 @@ func dispatchSplit(b *testing.B, e *env, runs ...[]request) [][3]time.Duration {
 		return len(started) == len(want)
 	})
 	var out [][3]time.Duration
-	for _, reqs := range runs {
+	for run, reqs := range runs {
 		var parts [3][]time.Duration
 		for _, q := range reqs {
 			at, start := dispatched[q.ID], started[q.ID]
@@ -222,6 +222,7 @@ func dispatchSplit(b *testing.B, e *env, runs ...[]request) [][3]time.Duration {
 			parts[1] = append(parts[1], start.Sub(at))
 			parts[2] = append(parts[2], q.At.Sub(start))
 		}
+		keepSplit(b, run, reqs, parts)
 		var p99s [3]time.Duration
 		for i, p := range parts {
 			_, p99s[i] = percentiles(p)
@@ -305,4 +306,24 @@ func spills(b *testing.B, e *env, prefix string, delivered int) int {
 		return ok >= delivered
 	})
 	return spilled
+}
+
+// keepSplit writes, with WEBHOOKS_BENCH_PROFILES set, one latency run's
+// requests to latency-<run>.tsv there: when each was published (Unix µs)
+// and its three parts (µs), to lay the slow ones beside the processes'
+// logs (with GODEBUG=gctrace=1, their garbage collections).
+func keepSplit(b *testing.B, run int, reqs []request, parts [3][]time.Duration) {
+	dir := os.Getenv("WEBHOOKS_BENCH_PROFILES")
+	if dir == "" {
+		return
+	}
+	var out strings.Builder
+	out.WriteString("published_us\tto_dispatched_us\tto_attempt_start_us\tto_received_us\n")
+	for i, q := range reqs {
+		fmt.Fprintf(&out, "%d\t%d\t%d\t%d\n", q.Timestamp.UnixMicro(), parts[0][i].Microseconds(),
+			parts[1][i].Microseconds(), parts[2][i].Microseconds())
+	}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("latency-%d.tsv", run)), []byte(out.String()), 0o644); err != nil {
+		b.Error(err)
+	}
 }

@@ -42,12 +42,29 @@ func (e *env) startProcWith(bin, name string, vars map[string]string) *stack.Pro
 	}
 	e.t.Cleanup(func() {
 		_ = p.Stop(30 * time.Second)
+		keepLog(e.t, p, name)
 		if e.t.Failed() {
 			b, _ := os.ReadFile(p.LogPath)
 			e.t.Logf("--- %s log ---\n%s", name, tail(b, 4000))
 		}
 	})
 	return p
+}
+
+// keepLog copies, with WEBHOOKS_BENCH_PROFILES set, a stopped process's
+// log there, as <name>.log.
+func keepLog(t testing.TB, p *stack.Process, name string) {
+	dir := os.Getenv("WEBHOOKS_BENCH_PROFILES")
+	if dir == "" {
+		return
+	}
+	b, err := os.ReadFile(p.LogPath)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".log"), b, 0o644)
+	}
+	if err != nil {
+		t.Error(err)
+	}
 }
 
 func tail(b []byte, n int) []byte {

@@ -59,6 +59,7 @@ func serveReceiver(port string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	fmt.Fprintf(os.Stderr, "receiver listening on %s since %s\n", l.Addr(), time.Now().Format(time.RFC3339Nano))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -93,6 +94,7 @@ func newReceiverProcess(t testing.TB) *receiverProcess {
 	}
 	t.Cleanup(func() {
 		_ = p.Stop(30 * time.Second)
+		keepLog(t, p, "receiver")
 		if t.Failed() {
 			b, _ := os.ReadFile(p.LogPath)
 			t.Logf("--- receiver log ---\n%s", tail(b, 4000))
