@@ -150,28 +150,7 @@ func newEnv(t testing.TB) *env {
 // own, apart from the test's clients and receivers.
 func newEnvBrokerProcess(t testing.TB) (*env, *stack.Process) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	p, err := stack.Start("broker", os.Args[0], nil, append(os.Environ(), envBrokerProcess+"="+port), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := func() {
-		_ = p.Stop(30 * time.Second)
-		keepLog(t, p, "broker")
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(p.LogPath)
-			t.Logf("--- broker log ---\n%s", tail(b, 4000))
-		}
-	})
+	p, addr, stop := startSelf(t, "broker", envBrokerProcess)
 	wait(t, 30*time.Second, "the broker process to listen", func() bool {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
@@ -180,6 +159,37 @@ func newEnvBrokerProcess(t testing.TB) (*env, *stack.Process) {
 		return err == nil
 	})
 	return newEnvOn(t, []string{addr}, stop), p
+}
+
+// startSelf starts this test binary as a process of its own, told by the
+// variable envVar which port of 127.0.0.1 (addr) to serve on. stop, also
+// run at cleanup, stops it and keeps its log (keepLog); a failed test
+// prints the log's end.
+func startSelf(t testing.TB, name, envVar string) (p *stack.Process, addr string, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	p, err = stack.Start(name, os.Args[0], nil, append(os.Environ(), envVar+"="+port), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		_ = p.Stop(30 * time.Second)
+		keepLog(t, p, name)
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.LogPath)
+			t.Logf("--- %s log ---\n%s", name, tail(b, 4000))
+		}
+	})
+	return p, addr, stop
 }
 
 // newEnvOn is an env on the given brokers; stopBroker stops them when the

@@ -36,7 +36,7 @@ func serveReceiver(port string) int {
 	r := &receiver{secrets: map[string]string{}, perSub: map[string]int{}, lean: true}
 	mux := http.NewServeMux()
 	mux.Handle("/", r)
-	mux.HandleFunc("POST "+controlPrefix+"trust", func(w http.ResponseWriter, q *http.Request) {
+	mux.HandleFunc("POST "+controlPrefix+"trust", func(_ http.ResponseWriter, q *http.Request) {
 		r.trust(topics.Subscription{ID: q.FormValue("sub"), Secret: q.FormValue("secret")})
 	})
 	mux.HandleFunc("GET "+controlPrefix+"accepted", func(w http.ResponseWriter, q *http.Request) {
@@ -81,25 +81,7 @@ type receiverProcess struct {
 // newReceiverProcess starts the test binary as a receiver process.
 func newReceiverProcess(t testing.TB) *receiverProcess {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	p, err := stack.Start("receiver", os.Args[0], nil, append(os.Environ(), envReceiverProcess+"="+port), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.Stop(30 * time.Second)
-		keepLog(t, p, "receiver")
-		if t.Failed() {
-			b, _ := os.ReadFile(p.LogPath)
-			t.Logf("--- receiver log ---\n%s", tail(b, 4000))
-		}
-	})
+	p, addr, _ := startSelf(t, "receiver", envReceiverProcess)
 	r := &receiverProcess{t: t, base: "http://" + addr, proc: p}
 	wait(t, 30*time.Second, "the receiver process to listen", func() bool {
 		_, err := r.get("count")
