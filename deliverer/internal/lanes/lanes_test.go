@@ -924,81 +924,93 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 	})
 }
 
-// TestStalledRequestsAreNotThePace: a subscription whose requests take
-// 2 ms, holding 4,000 records at 64 at a time, is not slow because one of
-// its requests stalls for 2 s, while it stalls or once it is over (at the
-// oldest request's age, 4,000 records were two minutes of work; with one
-// 2 s request in the moving average, 25 s); nor while half its requests
-// stall and the other half keep finishing (it works off at half its
-// speed). It is once it finishes none for 2 s.
-func TestStalledRequestsAreNotThePace(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := New(64, 128, 8192, 5*time.Second) // slow beyond 20 s of work
-		off := int64(0)
-		add := func(n int) {
-			for range n {
-				l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", off)), Partition: 0, Offset: off}, "a", 1)
-				off++
+// TestOneStalledRequestIsNotThePace: held 8,000 records at 64 at a time,
+// a subscription whose requests take 2 ms is not slow because one of them
+// stalls for 2 s, while it stalls or once it is over (at the oldest
+// request's age, that was four minutes of work; with the 2 s in an
+// average of the last five, 50 s). It is slow when one request in ten
+// takes 2 s (those fill its slots, and it goes 2 s without finishing one),
+// and when it hangs.
+func TestOneStalledRequestIsNotThePace(t *testing.T) {
+	quick := func(int) time.Duration { return 2 * time.Millisecond }
+	cases := []struct {
+		name  string
+		took  func(n int) time.Duration // of the n-th request started after the first second
+		spill bool
+	}{
+		{"one request stalls", func(n int) time.Duration {
+			if n == 0 {
+				return 2 * time.Second
 			}
-		}
-		spills := func() (n int) {
-			for _, q := range l.keys {
-				for _, it := range q {
-					if it.Spill {
-						n++
+			return 2 * time.Millisecond
+		}, false},
+		{"one request in ten is slow", func(n int) time.Duration {
+			if n%10 == 0 {
+				return 2 * time.Second
+			}
+			return 2 * time.Millisecond
+		}, true},
+		{"it hangs", func(int) time.Duration { return time.Hour }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const held = 8000
+				l := New(64, 128, 2*held, 5*time.Second) // slow beyond 20 s of work
+				off := int64(0)
+				add := func(n int) {
+					for range n {
+						l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", off)), Partition: 0, Offset: off}, "a", 1)
+						off++
 					}
 				}
-			}
-			return n
-		}
-		var running []*Item
-		start := func() {
-			for len(running) < 64 {
-				it, _ := l.Next()
-				running = append(running, it)
-			}
-		}
-		// run works for d in rounds of 2 ms: every request but the first
-		// stuck ones is over in its round, and as many records arrive as
-		// finished, so 4,000 stay held.
-		run := func(d time.Duration, stuck int) {
-			for range d / (2 * time.Millisecond) {
-				start()
-				time.Sleep(2 * time.Millisecond)
-				for _, it := range running[stuck:] {
-					l.Sent(it)
+				ends := map[*Item]time.Time{} // running, and when each finishes
+				// run works for d in steps of a millisecond: each request
+				// finishes when its time is up, and as many records arrive
+				// as finished, so held stay held; one more arrives at the
+				// end, whatever finished.
+				run := func(d time.Duration, took func(n int) time.Duration) {
+					started := 0
+					for range d / time.Millisecond {
+						for len(ends) < 64 {
+							it, _ := l.Next()
+							ends[it] = time.Now().Add(took(started))
+							started++
+						}
+						time.Sleep(time.Millisecond)
+						done := 0
+						for it, end := range ends {
+							if !time.Now().Before(end) {
+								l.Sent(it)
+								l.Done(it, true)
+								delete(ends, it)
+								done++
+							}
+						}
+						add(done)
+					}
+					add(1)
+				}
+				add(held)
+				run(time.Second, quick)
+				run(2500*time.Millisecond, c.took)
+				spilled := 0
+				for _, q := range l.keys {
+					for _, it := range q {
+						if it.Spill {
+							spilled++
+						}
+					}
+				}
+				if (spilled > 0) != c.spill {
+					t.Errorf("spilled %d records, want spills %v", spilled, c.spill)
+				}
+				for it := range ends {
 					l.Done(it, true)
 				}
-				running = running[:stuck]
-				add(64 - stuck)
-			}
-		}
-		add(4000)
-		run(time.Second, 0)
-		run(2*time.Second, 1)
-		if n := spills(); n != 0 {
-			t.Fatalf("spilled %d records while one request of 64 stalled, want 0", n)
-		}
-		l.Sent(running[0])
-		l.Done(running[0], true)
-		running = running[1:]
-		add(1)
-		if n := spills(); n != 0 {
-			t.Fatalf("spilled %d records once the stalled request was over, want 0", n)
-		}
-		run(2*time.Second, 32)
-		if n := spills(); n != 0 {
-			t.Fatalf("spilled %d records while half its requests stalled, want 0", n)
-		}
-		run(2*time.Second, 64)
-		add(10)
-		if n := spills(); n != 10 {
-			t.Fatalf("spilled %d records after finishing none for 2 s, want the 10 that came", n)
-		}
-		for _, it := range running {
-			l.Done(it, true)
-		}
-	})
+			})
+		})
+	}
 }
 
 // TestCrowdedAtHalfTheBuffer: a fast subscription holding half the buffer
