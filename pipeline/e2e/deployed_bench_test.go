@@ -43,7 +43,8 @@ const (
 // four-subscription rate; that p99 while 20,000 due retries of five other
 // subscriptions are released at once, against the same run without them,
 // each split at the dispatcher's write and the attempt's start; and each
-// process's CPU per delivery in the bursts.
+// process's CPU per delivery in the bursts, and per request of the raw
+// limits measured before them.
 func BenchmarkDeployed(b *testing.B) {
 	bin := binaries(b)
 	redis := redistest.Start(b)
@@ -73,7 +74,7 @@ func BenchmarkDeployed(b *testing.B) {
 			procs[i].pid = e.startProc(filepath.Join(bin, c.name), c.name).Pid()
 		}
 		procs = append(procs, cpuOf{"broker (kfake, as make run)", broker.Pid()}, cpuOf{"redis-server", redis.Pid()},
-			cpuOf{"receiver", r.pid()}, cpuOf{"this process (producer)", os.Getpid()})
+			cpuOf{"receiver", r.pid()}, cpuOf{"this process (producer, raw-limit client)", os.Getpid()})
 		event := func(typ func(i int) string) func(int) topics.Event {
 			return func(i int) topics.Event {
 				return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),
@@ -90,9 +91,13 @@ func BenchmarkDeployed(b *testing.B) {
 		// Each burst is measured against the raw limit measured just before
 		// it, the best of two runs: this machine's speed drifts by a fifth
 		// within minutes. The pipeline's processes are idle meanwhile.
-		burst := func(prefix string, ev func(int) topics.Event) (rate, raw float64, cpu []time.Duration) {
+		burst := func(prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
+			rawCPU = cpuTimes(b, procs)
 			for range 2 {
 				raw = max(raw, rawLimit(b, r, four, data, depBurst, 64))
+			}
+			for i, after := range cpuTimes(b, procs) {
+				rawCPU[i] = (after - rawCPU[i]) / (2 * depBurst)
 			}
 			base := count(prefix)
 			start := time.Now()
@@ -103,11 +108,11 @@ func BenchmarkDeployed(b *testing.B) {
 			for i, after := range cpuTimes(b, procs) {
 				cpu[i] = (after - cpu[i]) / depBurst
 			}
-			return rate, raw, cpu
+			return rate, raw, rawCPU, cpu
 		}
-		oneRate, oneRaw, oneCPU := burst("one", toOne)
+		oneRate, oneRaw, oneRawCPU, oneCPU := burst("one", toOne)
 		spilled := spills(b, e, "one", 100+depBurst)
-		fourRate, fourRaw, fourCPU := burst("four-", toFour)
+		fourRate, fourRaw, fourRawCPU, fourCPU := burst("four-", toFour)
 		fourSpilled := spills(b, e, "four-", depBurst)
 
 		var drained time.Duration // from the storm's due time to its last delivery
@@ -158,6 +163,10 @@ func BenchmarkDeployed(b *testing.B) {
 		row("CPU per delivery in the bursts (one / four subscriptions)", "")
 		for i, p := range procs {
 			row("  "+p.name, fmt.Sprintf("%v / %v", oneCPU[i].Round(time.Microsecond), fourCPU[i].Round(time.Microsecond)))
+		}
+		row("CPU per request of the raw limits before them", "")
+		for i, p := range procs {
+			row("  "+p.name, fmt.Sprintf("%v / %v", oneRawCPU[i].Round(time.Microsecond), fourRawCPU[i].Round(time.Microsecond)))
 		}
 		for i, run := range []string{"without", "with"} {
 			for j, part := range []string{"publish to dispatched", "dispatched to attempt start", "attempt start to received"} {
