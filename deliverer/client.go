@@ -57,6 +57,10 @@ func newSender(c Config) *sender {
 		TLSHandshakeTimeout:   c.ConnectTimeout,
 		ExpectContinueTimeout: time.Second,
 		ResponseHeaderTimeout: 0, // bounded by the per-attempt context
+		// Only a sample of the answer is kept: not asking for gzip spares
+		// every request the header and the check for a compressed answer
+		// (1.5 µs of a client's 31 on this machine).
+		DisableCompression: true,
 	}
 	var rt http.RoundTripper = tr
 	if c.transport != nil {

@@ -29,7 +29,7 @@ import (
 // TestRequest checks the request an endpoint receives against the public
 // contract: method, content type, the body byte for byte, the Standard
 // Webhooks headers verified independently, the subscription's headers, and
-// both signatures during a secret rotation.
+// both signatures during a secret rotation, and no Accept-Encoding.
 func TestRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -90,6 +90,9 @@ func TestRequest(t *testing.T) {
 	verify(t, r.header, r.body, plain.Secret)
 	if r.header.Get("X-Team") != "payments" || r.header.Get("Authorization") != "Bearer t0ken" {
 		t.Fatalf("subscription headers missing: %v", r.header)
+	}
+	if ae, ok := r.header["Accept-Encoding"]; ok { // only a sample of the answer is kept
+		t.Fatalf("the request asks for a compressed answer: Accept-Encoding %q", ae)
 	}
 
 	r = rc.waitRequest(t, dr.EventID)
