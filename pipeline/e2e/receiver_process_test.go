@@ -28,10 +28,9 @@ const envReceiverProcess = "WEBHOOKS_E2E_RECEIVER_PORT"
 const controlPrefix = "/_/"
 
 // serveReceiver runs a lean receiver on 127.0.0.1:port, answering 204 to
-// every request it verifies, until SIGTERM: an endpoint of its own, as a
-// subscriber's is, whose garbage collection and scheduling are not the
-// benchmark's producer's (in the benchmark's process, its collections
-// were the largest part of the p99 of receipt).
+// every request it verifies, until SIGTERM: an endpoint in a process of
+// its own, as a subscriber's is, whose CPU, garbage collections and
+// scheduling are apart from the benchmark's producer's.
 func serveReceiver(port string) int {
 	r := &receiver{secrets: map[string]string{}, perSub: map[string]int{}, lean: true}
 	mux := http.NewServeMux()
@@ -127,6 +126,9 @@ func (r *receiverProcess) trust(s topics.Subscription) {
 		r.t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("receiver trust %s: %s", s.ID, resp.Status)
+	}
 }
 
 func (r *receiverProcess) accepted(prefix string) int {
