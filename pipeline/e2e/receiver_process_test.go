@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,9 +12,12 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
 	"github.com/hookpipe/hookpipe/topics"
@@ -163,5 +167,71 @@ func (r *receiverProcess) checkSignatures() {
 	}
 	if len(invalid) > 0 {
 		r.t.Errorf("%d requests failed signature verification, first: %s", len(invalid), invalid[0])
+	}
+}
+
+// TestReceiverProcess: a receiver process accepts what is signed with a
+// secret it was told, refuses and counts what is not, and tells what it
+// accepted: the benchmark's own check that its instrument answers as it
+// reads.
+func TestReceiverProcess(t *testing.T) {
+	r := newReceiverProcess(t)
+	secret, err := topics.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.trust(topics.Subscription{ID: "rp-1", Secret: secret})
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now().UTC().Truncate(time.Millisecond)
+	post := func(sub, id string, sign bool) int {
+		body := []byte(`{"id":"` + id + `","type":"t.x","timestamp":"` + created.Format(time.RFC3339Nano) + `","data":{}}`)
+		req, err := http.NewRequest(http.MethodPost, r.url(sub), bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set("webhook-signature", "v1,bm90IHNpZ25lZA==")
+		if sign {
+			sig, err := wh.Sign(id, now, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("webhook-signature", sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("rp-1", "evt_a", true); code != http.StatusNoContent {
+		t.Fatalf("signed request answered %d, want 204", code)
+	}
+	if code := post("rp-1", "evt_b", false); code != http.StatusUnauthorized {
+		t.Fatalf("unsigned request answered %d, want 401", code)
+	}
+	if code := post("rp-1", "evt_c", true); code != http.StatusNoContent {
+		t.Fatalf("signed request answered %d, want 204", code)
+	}
+	if n := r.count(); n != 2 {
+		t.Fatalf("count = %d, want 2", n)
+	}
+	if n, m := r.accepted("rp-"), r.accepted("other"); n != 2 || m != 0 {
+		t.Fatalf("accepted = %d for rp- and %d for other, want 2 and 0", n, m)
+	}
+	got := r.got(1)
+	if len(got) != 1 || got[0].ID != "evt_c" || got[0].Sub != "rp-1" || got[0].Type != "t.x" ||
+		!got[0].Timestamp.Equal(created) || got[0].At.Before(created) {
+		t.Fatalf("got(1) = %+v, want evt_c of rp-1 created at %s", got, created)
+	}
+	b, err := r.get("invalid")
+	if err != nil || !strings.Contains(string(b), "rp-1") {
+		t.Fatalf("invalid = %s (%v), want the unsigned request", b, err)
 	}
 }
