@@ -55,7 +55,8 @@ func serveReceiver(port string) int {
 	})
 	mux.HandleFunc("GET "+controlPrefix+"got", func(w http.ResponseWriter, q *http.Request) {
 		from, _ := strconv.Atoi(q.FormValue("from"))
-		_ = json.NewEncoder(w).Encode(r.got()[from:])
+		reqs := r.got()
+		_ = json.NewEncoder(w).Encode(reqs[min(max(from, 0), len(reqs)):])
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:"+port)
 	if err != nil {
