@@ -1,0 +1,266 @@
+// Package http1 sends HTTP/1.1 requests over pooled keep-alive
+// connections, one request at a time on each, with no goroutine per
+// connection: the request is written and its answer read by the caller's
+// goroutine. It is what net/http's Transport does for plain http, less its
+// two goroutines and hand-offs per request (ADR 0025), with net/http's own
+// request writer and response reader.
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Transport is an http.RoundTripper for http:// URLs. Redirects are
+// answers like any other: it never follows one.
+type Transport struct {
+	// Dial connects to "host:port"; the context holds the request's
+	// deadline.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxIdlePerHost is how many idle connections are kept per host:port.
+	MaxIdlePerHost int
+	// IdleTimeout closes a connection idle that long.
+	IdleTimeout time.Duration
+
+	mu   sync.Mutex
+	idle map[string][]*conn // by host:port, the last used on top
+}
+
+// conn is one keep-alive connection.
+type conn struct {
+	t    *Transport
+	addr string
+	nc   net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	// timer closes the connection once idle for IdleTimeout; stopped
+	// while it is in use.
+	timer *time.Timer
+}
+
+// bufSize holds a request's headers and a typical event in one write, and
+// an answer's headers in one read.
+const bufSize = 8 << 10
+
+// closedByPeer is an error meaning the server had closed the connection
+// before answering: on a reused connection, the request is sent again on a
+// new one.
+type closedByPeer struct{ err error }
+
+func (e closedByPeer) Error() string { return e.err.Error() }
+func (e closedByPeer) Unwrap() error { return e.err }
+
+// RoundTrip sends req and reads the answer's headers; the caller reads and
+// closes its body, which puts the connection back for the next request
+// when the body was read to its end. A connection reused from the pool
+// that fails before any byte of an answer was read (the server had closed
+// it while idle) is dropped and the request sent once more on a new one:
+// no answer means the endpoint did not take it, and a delivery that got no
+// answer is sent again anyway.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" {
+		return nil, fmt.Errorf("http1: scheme %q: only http", req.URL.Scheme)
+	}
+	ctx := req.Context()
+	addr := req.URL.Host
+	if req.URL.Port() == "" {
+		addr = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	for {
+		c, reused, err := t.get(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.roundTrip(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		c.close()
+		var cp closedByPeer
+		if !reused || !errors.As(err, &cp) || req.GetBody == nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("http1: %w", ctx.Err())
+			}
+			return nil, err
+		}
+		if req.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// CloseIdle closes every idle connection.
+func (t *Transport) CloseIdle() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, cs := range idle {
+		for _, c := range cs {
+			c.timer.Stop()
+			c.nc.Close()
+		}
+	}
+}
+
+// get is the connection used last to addr, or a new one.
+func (t *Transport) get(ctx context.Context, addr string) (c *conn, reused bool, err error) {
+	t.mu.Lock()
+	if cs := t.idle[addr]; len(cs) > 0 {
+		c = cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		t.idle[addr] = cs[:len(cs)-1]
+	}
+	t.mu.Unlock()
+	if c != nil && c.timer.Stop() {
+		return c, true, nil
+	}
+	// A connection whose timer had fired is being closed by it: dial.
+	nc, err := t.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	c = &conn{t: t, addr: addr, nc: nc, br: bufio.NewReaderSize(nc, bufSize), bw: bufio.NewWriterSize(nc, bufSize)}
+	c.timer = time.AfterFunc(time.Hour, c.expire)
+	c.timer.Stop()
+	return c, false, nil
+}
+
+// put keeps c for the next request to its host, or closes it when the
+// host has enough idle.
+func (t *Transport) put(c *conn) {
+	t.mu.Lock()
+	if t.idle == nil {
+		t.idle = map[string][]*conn{}
+	}
+	cs := t.idle[c.addr]
+	if len(cs) >= t.MaxIdlePerHost {
+		t.mu.Unlock()
+		c.close()
+		return
+	}
+	t.idle[c.addr] = append(cs, c)
+	c.timer.Reset(t.IdleTimeout)
+	t.mu.Unlock()
+}
+
+// expire closes c, idle for IdleTimeout, unless it was taken meanwhile.
+func (c *conn) expire() {
+	t := c.t
+	t.mu.Lock()
+	cs := t.idle[c.addr]
+	for i := range cs {
+		if cs[i] == c {
+			t.idle[c.addr] = append(cs[:i], cs[i+1:]...)
+			break
+		}
+	}
+	if len(t.idle[c.addr]) == 0 {
+		delete(t.idle, c.addr)
+	}
+	t.mu.Unlock()
+	c.nc.Close()
+}
+
+func (c *conn) close() {
+	c.timer.Stop()
+	c.nc.Close()
+}
+
+// past is a deadline that has passed: set, it ends any read or write.
+var past = time.Unix(1, 0)
+
+// roundTrip writes req and reads the answer's headers, skipping 1xx
+// answers. The connection's deadline is the request's; the context ending
+// earlier (shutdown) ends the request too.
+func (c *conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	deadline, _ := ctx.Deadline()
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(past) })
+	if err := req.Write(c.bw); err != nil {
+		stop()
+		return nil, peerClosed(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		stop()
+		return nil, peerClosed(err)
+	}
+	for {
+		if _, err := c.br.Peek(1); err != nil {
+			stop()
+			return nil, peerClosed(err)
+		}
+		resp, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			stop()
+			return nil, errors.New("http1: the server switched protocols (101) on a webhook request")
+		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			continue
+		}
+		resp.Body = &body{ReadCloser: resp.Body, c: c, stop: stop, keep: !resp.Close, eof: resp.Body == http.NoBody}
+		return resp, nil
+	}
+}
+
+// peerClosed is err, met before any byte of an answer was read, as
+// errClosedByPeer when it means the server had closed the connection (an
+// end of stream, a reset, a broken pipe), err itself otherwise.
+func peerClosed(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return closedByPeer{err}
+	}
+	return err
+}
+
+// body is an answer's body: read to its end and closed, its connection
+// goes back to the pool; closed before, the connection is closed (what is
+// left could be endless).
+type body struct {
+	io.ReadCloser
+	c    *conn
+	stop func() bool
+	keep bool
+	eof  bool
+	done bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if b.done {
+		return nil
+	}
+	b.done = true
+	// stop is false when the context ended meanwhile: the connection's
+	// deadline is in the past, of no more use.
+	live := b.stop()
+	if !b.eof || !b.keep || !live {
+		b.c.close()
+		_ = b.ReadCloser.Close()
+		return nil
+	}
+	_ = b.ReadCloser.Close()
+	b.c.t.put(b.c)
+	return nil
+}
