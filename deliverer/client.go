@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,7 +166,7 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 			}
 			authz = "Bearer " + token
 		}
-		resp, err := s.post(ctx, client, sub, d, b, keys, authz, traced)
+		resp, err := s.post(ctx, client, u, sub, d, b, keys, authz, traced)
 		if oauth {
 			resp.sample = strings.ReplaceAll(resp.sample, token, "[redacted]")
 		}
@@ -176,36 +177,25 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 }
 
 // post makes one request.
-func (s *sender) post(ctx context.Context, client *http.Client, sub *topics.Subscription, d *topics.Delivery, b []byte, keys [][]byte,
-	authz string, traced []kgo.RecordHeader) (response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(b))
-	if err != nil {
-		return response{}, err
-	}
-	for k, v := range sub.Headers {
-		req.Header.Set(k, v)
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	for _, h := range traced {
-		req.Header.Set(h.Key, string(h.Value))
-	}
+func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub *topics.Subscription, d *topics.Delivery,
+	b []byte, keys [][]byte, authz string, traced []kgo.RecordHeader) (response, error) {
 	now := time.Now()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header["webhook-id"] = []string{d.EventID}
-	req.Header["webhook-timestamp"] = []string{strconv.FormatInt(now.Unix(), 10)}
-	req.Header["webhook-signature"] = []string{sign.Signature(keys, d.EventID, now.Unix(), b)}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", "hookpipe/1")
-	}
+	header := requestHeader(sub, d, b, keys, authz, traced, now)
 	var resp *http.Response
-	if client == s.client && s.plain != nil && req.URL.Scheme == "http" {
+	var err error
+	if client == s.client && s.plain != nil && u.Scheme == "http" && ascii(u.Host) {
 		// As client.Do, which never follows a redirect here either.
-		if resp, err = s.plain.RoundTrip(req); err != nil {
-			err = &url.Error{Op: "Post", URL: req.URL.Redacted(), Err: err}
+		if resp, err = s.plain.Post(ctx, &http1.Request{URL: u, Header: header, Body: b}); err != nil {
+			err = &url.Error{Op: "Post", URL: u.Redacted(), Err: err}
 		}
 	} else {
+		req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(b))
+		if rerr != nil {
+			return response{}, rerr
+		}
+		for _, f := range header {
+			req.Header[f.Name] = []string{f.Value}
+		}
 		resp, err = client.Do(req)
 	}
 	if err != nil {
@@ -219,6 +209,47 @@ func (s *sender) post(ctx context.Context, client *http.Client, sub *topics.Subs
 	resp.Body.Close()
 	return response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), duration: time.Since(now),
 		sample: sampleOf(head[:n])}, nil
+}
+
+// requestHeader is a request's header: the subscription's, then the trace
+// headers (which replace any of the subscription's by the same name), the
+// auth, and the signature's.
+func requestHeader(sub *topics.Subscription, d *topics.Delivery, b []byte, keys [][]byte, authz string,
+	traced []kgo.RecordHeader, now time.Time) []http1.Field {
+	h := make([]http1.Field, 0, len(sub.Headers)+len(traced)+6)
+	agent := false
+	for k, v := range sub.Headers {
+		if slices.ContainsFunc(traced, func(t kgo.RecordHeader) bool { return strings.EqualFold(t.Key, k) }) {
+			continue
+		}
+		agent = agent || strings.EqualFold(k, "User-Agent")
+		h = append(h, http1.Field{Name: http.CanonicalHeaderKey(k), Value: v})
+	}
+	for _, t := range traced {
+		h = append(h, http1.Field{Name: http.CanonicalHeaderKey(t.Key), Value: string(t.Value)})
+	}
+	if !agent {
+		h = append(h, http1.Field{Name: "User-Agent", Value: "hookpipe/1"})
+	}
+	if authz != "" {
+		h = append(h, http1.Field{Name: "Authorization", Value: authz})
+	}
+	return append(h,
+		http1.Field{Name: "Content-Type", Value: "application/json"},
+		http1.Field{Name: "webhook-id", Value: d.EventID},
+		http1.Field{Name: "webhook-timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
+		http1.Field{Name: "webhook-signature", Value: sign.Signature(keys, d.EventID, now.Unix(), b)})
+}
+
+// ascii reports whether a host needs no IDNA conversion (net/http does it
+// for the others).
+func ascii(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // sampleOf is a body's first bytes as text: a character the limit cut in

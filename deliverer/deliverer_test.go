@@ -40,6 +40,7 @@ func TestRequest(t *testing.T) {
 	rotating := newSub(t, "sub_rotating", rc.url())
 	rotating.PreviousSecret = newSub(t, "x", rc.url()).Secret
 	rotating.PreviousSecretUntil = time.Now().Add(time.Hour)
+	rotating.Headers = map[string]string{"user-agent": "acme-hooks/2"}
 	rotated := newSub(t, "sub_rotated", rc.url())
 	rotated.PreviousSecret = newSub(t, "x", rc.url()).Secret
 	rotated.PreviousSecretUntil = time.Now().Add(-time.Minute) // grace period over
@@ -91,12 +92,18 @@ func TestRequest(t *testing.T) {
 	if r.header.Get("X-Team") != "payments" || r.header.Get("Authorization") != "Bearer t0ken" {
 		t.Fatalf("subscription headers missing: %v", r.header)
 	}
+	if ua := r.header.Values("User-Agent"); len(ua) != 1 || ua[0] != "hookpipe/1" {
+		t.Fatalf("User-Agent %q, want hookpipe/1", ua)
+	}
 	if ae, ok := r.header["Accept-Encoding"]; ok { // only a sample of the answer is kept
 		t.Fatalf("the request asks for a compressed answer: Accept-Encoding %q", ae)
 	}
 
 	r = rc.waitRequest(t, dr.EventID)
 	verify(t, r.header, r.body, rotating.Secret, rotating.PreviousSecret)
+	if ua := r.header.Values("User-Agent"); len(ua) != 1 || ua[0] != "acme-hooks/2" {
+		t.Fatalf("User-Agent %q, want the subscription's alone", ua)
+	}
 	r = rc.waitRequest(t, dd.EventID)
 	verify(t, r.header, r.body, rotated.Secret)
 }

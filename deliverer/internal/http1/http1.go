@@ -1,9 +1,9 @@
-// Package http1 sends HTTP/1.1 requests over pooled keep-alive
-// connections, one request at a time on each, with no goroutine per
-// connection: the request is written and its answer read by the caller's
-// goroutine. It is what net/http's Transport does for plain http, less its
-// two goroutines and hand-offs per request (ADR 0025), with net/http's own
-// request writer and response reader.
+// Package http1 posts over pooled HTTP/1.1 keep-alive connections, one
+// request at a time on each, with no goroutine per connection: the request
+// is written and its answer read by the caller's goroutine. It is what
+// net/http's Transport does for plain http, less its two goroutines and
+// hand-offs per request and the header map (ADR 0025); answers are read
+// with net/http's parser.
 package http1
 
 import (
@@ -14,13 +14,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// Transport is an http.RoundTripper for http:// URLs. Redirects are
-// answers like any other: it never follows one.
+// Transport posts to http:// URLs. Redirects are answers like any other:
+// it never follows one.
 type Transport struct {
 	// Dial connects to "host:port"; the context holds the request's
 	// deadline.
@@ -46,6 +49,21 @@ type conn struct {
 	timer *time.Timer
 }
 
+// Field is one header line. Its name is a valid token (the caller's to
+// check); CR, LF and NUL in its value are sent as spaces.
+type Field struct{ Name, Value string }
+
+// Request is one POST of Body to URL (http://, an ASCII host), with
+// Header after Host and Content-Length.
+type Request struct {
+	URL    *url.URL
+	Header []Field
+	Body   []byte
+}
+
+// asPost is what the answers' parser is told was sent: a POST.
+var asPost = &http.Request{Method: http.MethodPost}
+
 // bufSize holds a request's headers and a typical event in one write, and
 // an answer's headers in one read.
 const bufSize = 8 << 10
@@ -58,40 +76,36 @@ type closedByPeer struct{ err error }
 func (e closedByPeer) Error() string { return e.err.Error() }
 func (e closedByPeer) Unwrap() error { return e.err }
 
-// RoundTrip sends req and reads the answer's headers; the caller reads and
-// closes its body, which puts the connection back for the next request
-// when the body was read to its end. A connection reused from the pool
-// that fails before any byte of an answer was read (the server had closed
-// it while idle) is dropped and the request sent once more on a new one:
-// no answer means the endpoint did not take it, and a delivery that got no
-// answer is sent again anyway.
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "http" {
-		return nil, fmt.Errorf("http1: scheme %q: only http", req.URL.Scheme)
+// Post sends r and reads the answer's headers; the caller reads and closes
+// its body, which puts the connection back for the next request when the
+// body was read to its end. A connection reused from the pool that fails
+// before any byte of an answer was read (the server had closed it while
+// idle) is dropped and the request sent once more on a new one: no answer
+// means the endpoint did not take it, and a delivery that got no answer is
+// sent again anyway.
+func (t *Transport) Post(ctx context.Context, r *Request) (*http.Response, error) {
+	if r.URL.Scheme != "http" {
+		return nil, fmt.Errorf("http1: scheme %q: only http", r.URL.Scheme)
 	}
-	ctx := req.Context()
-	addr := req.URL.Host
-	if req.URL.Port() == "" {
-		addr = net.JoinHostPort(req.URL.Hostname(), "80")
+	addr := r.URL.Host
+	if r.URL.Port() == "" {
+		addr = net.JoinHostPort(r.URL.Hostname(), "80")
 	}
 	for {
 		c, reused, err := t.get(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := c.roundTrip(ctx, req)
+		resp, err := c.roundTrip(ctx, r)
 		if err == nil {
 			return resp, nil
 		}
 		c.close()
 		var cp closedByPeer
-		if !reused || !errors.As(err, &cp) || req.GetBody == nil {
+		if !reused || !errors.As(err, &cp) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("http1: %w", ctx.Err())
 			}
-			return nil, err
-		}
-		if req.Body, err = req.GetBody(); err != nil {
 			return nil, err
 		}
 	}
@@ -178,20 +192,16 @@ func (c *conn) close() {
 // past is a deadline that has passed: set, it ends any read or write.
 var past = time.Unix(1, 0)
 
-// roundTrip writes req and reads the answer's headers, skipping 1xx
+// roundTrip writes r and reads the answer's headers, skipping 1xx
 // answers. The connection's deadline is the request's; the context ending
 // earlier (shutdown) ends the request too.
-func (c *conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+func (c *conn) roundTrip(ctx context.Context, r *Request) (*http.Response, error) {
 	deadline, _ := ctx.Deadline()
 	if err := c.nc.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(past) })
-	if err := req.Write(c.bw); err != nil {
-		stop()
-		return nil, peerClosed(err)
-	}
-	if err := c.bw.Flush(); err != nil {
+	if err := c.write(r); err != nil {
 		stop()
 		return nil, peerClosed(err)
 	}
@@ -200,7 +210,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 			stop()
 			return nil, peerClosed(err)
 		}
-		resp, err := http.ReadResponse(c.br, req)
+		resp, err := http.ReadResponse(c.br, asPost)
 		if err != nil {
 			stop()
 			return nil, err
@@ -214,6 +224,41 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 		}
 		resp.Body = &body{ReadCloser: resp.Body, c: c, stop: stop, keep: !resp.Close, eof: resp.Body == http.NoBody}
 		return resp, nil
+	}
+}
+
+// write sends r: its head and, when it fits, its body in one write.
+func (c *conn) write(r *Request) error {
+	w := c.bw
+	w.WriteString("POST ")
+	w.WriteString(r.URL.RequestURI())
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(r.URL.Host)
+	w.WriteString("\r\nContent-Length: ")
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(r.Body)), 10))
+	for _, f := range r.Header {
+		w.WriteString("\r\n")
+		w.WriteString(f.Name)
+		w.WriteString(": ")
+		writeValue(w, f.Value)
+	}
+	w.WriteString("\r\n\r\n")
+	w.Write(r.Body)
+	return w.Flush()
+}
+
+// writeValue writes a header value with CR, LF and NUL as spaces: none
+// can end the line early.
+func writeValue(w *bufio.Writer, v string) {
+	for {
+		i := strings.IndexAny(v, "\r\n\x00")
+		if i < 0 {
+			w.WriteString(v)
+			return
+		}
+		w.WriteString(v[:i])
+		w.WriteByte(' ')
+		v = v[i+1:]
 	}
 }
 
