@@ -229,35 +229,38 @@ func (c *conn) roundTrip(ctx context.Context, r *Request) (*http.Response, error
 
 // write sends r: its head and, when it fits, its body in one write.
 func (c *conn) write(r *Request) error {
-	w := c.bw
-	w.WriteString("POST ")
-	w.WriteString(r.URL.RequestURI())
-	w.WriteString(" HTTP/1.1\r\nHost: ")
-	w.WriteString(r.URL.Host)
-	w.WriteString("\r\nContent-Length: ")
-	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(r.Body)), 10))
+	b := c.bw.AvailableBuffer()
+	b = append(b, "POST "...)
+	b = append(b, r.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, r.URL.Host...)
+	b = append(b, "\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(r.Body)), 10)
 	for _, f := range r.Header {
-		w.WriteString("\r\n")
-		w.WriteString(f.Name)
-		w.WriteString(": ")
-		writeValue(w, f.Value)
+		b = append(b, "\r\n"...)
+		b = append(b, f.Name...)
+		b = append(b, ": "...)
+		b = appendValue(b, f.Value)
 	}
-	w.WriteString("\r\n\r\n")
-	w.Write(r.Body)
-	return w.Flush()
+	b = append(b, "\r\n\r\n"...)
+	if _, err := c.bw.Write(b); err != nil {
+		return err
+	}
+	if _, err := c.bw.Write(r.Body); err != nil {
+		return err
+	}
+	return c.bw.Flush()
 }
 
-// writeValue writes a header value with CR, LF and NUL as spaces: none
+// appendValue appends a header value with CR, LF and NUL as spaces: none
 // can end the line early.
-func writeValue(w *bufio.Writer, v string) {
+func appendValue(b []byte, v string) []byte {
 	for {
 		i := strings.IndexAny(v, "\r\n\x00")
 		if i < 0 {
-			w.WriteString(v)
-			return
+			return append(b, v...)
 		}
-		w.WriteString(v[:i])
-		w.WriteByte(' ')
+		b = append(append(b, v[:i]...), ' ')
 		v = v[i+1:]
 	}
 }
