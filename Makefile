@@ -80,6 +80,7 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParseKeyring$$' ./topics
 	$(FUZZ) -fuzz '^FuzzDecodeDelivery$$' ./topics
 	$(FUZZ) -fuzz '^FuzzAttemptEncode$$' ./topics
+	$(FUZZ) -fuzz '^FuzzValidJSON$$' ./topics
 	$(FUZZ) -fuzz '^FuzzRetryAfter$$' ./deliverer/internal/backoff
 
 # helm for the chart checks (pipeline/charttest), pinned and built from

@@ -1,10 +1,12 @@
 package topics
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -50,13 +52,161 @@ func (d *Delivery) Encode() []byte {
 	return b
 }
 
-// DecodeDelivery decodes and validates a delivery value.
+// DecodeDelivery decodes and validates a delivery value: what Encode
+// writes by a direct scan (decodeDeliveryFast), anything else with
+// decodeStrict.
 func DecodeDelivery(b []byte) (Delivery, error) {
-	var d Delivery
-	if err := decodeStrict("delivery", b, &d); err != nil {
-		return Delivery{}, err
+	d, ok := decodeDeliveryFast(b)
+	if !ok {
+		d = Delivery{}
+		if err := decodeStrict("delivery", b, &d); err != nil {
+			return Delivery{}, err
+		}
 	}
 	return d, d.Validate()
+}
+
+// decodeDeliveryFast decodes a delivery as Encode writes it: no
+// whitespace, each member once and by its exact name, strings of printable
+// ASCII without escapes, data in padded base64, attempt a plain positive
+// integer, times in UTC ("Z"). It is false for anything else, which
+// decodeStrict then decodes or refuses; what it decodes is what
+// decodeStrict would (FuzzDecodeDelivery holds it to that). It costs the
+// deliverer about a third of decodeStrict's time.
+func decodeDeliveryFast(b []byte) (d Delivery, ok bool) {
+	if len(b) < 2 || b[0] != '{' {
+		return d, false
+	}
+	var seen uint16
+	for i := 1; ; {
+		var name []byte
+		if name, i, ok = fastString(b, i); !ok || i >= len(b) || b[i] != ':' {
+			return d, false
+		}
+		i++
+		var bit uint16
+		switch string(name) {
+		case "subscription_id":
+			bit = 1 << 0
+			d.SubscriptionID, i, ok = fastText(b, i)
+		case "event_id":
+			bit = 1 << 1
+			d.EventID, i, ok = fastText(b, i)
+		case "event_type":
+			bit = 1 << 2
+			d.EventType, i, ok = fastText(b, i)
+		case "tenant":
+			bit = 1 << 3
+			d.Tenant, i, ok = fastText(b, i)
+		case "key":
+			bit = 1 << 4
+			d.Key, i, ok = fastText(b, i)
+		case "timestamp":
+			bit = 1 << 5
+			d.Timestamp, i, ok = fastText(b, i)
+		case "data":
+			bit = 1 << 6
+			var v []byte
+			if v, i, ok = fastString(b, i); ok {
+				d.Data, ok = fastBase64(v)
+			}
+		case "attempt":
+			bit = 1 << 7
+			d.Attempt, i, ok = fastInt(b, i)
+		case "published_at":
+			bit = 1 << 8
+			d.PublishedAt, i, ok = fastTime(b, i)
+		case "first_attempt_at":
+			bit = 1 << 9
+			d.FirstAttemptAt, i, ok = fastTime(b, i)
+		case "not_before":
+			bit = 1 << 10
+			d.NotBefore, i, ok = fastTime(b, i)
+		case "priority":
+			bit = 1 << 11
+			d.Priority, i, ok = fastText(b, i)
+		default:
+			return d, false
+		}
+		if !ok || seen&bit != 0 || i >= len(b) {
+			return d, false
+		}
+		seen |= bit
+		switch b[i] {
+		case ',':
+			i++
+		case '}':
+			return d, i == len(b)-1
+		default:
+			return d, false
+		}
+	}
+}
+
+// validJSON is json.Valid (RFC 8259: any names, repeated or not, any
+// bytes in strings) at under half its cost: 0.8 µs against 0.3 µs for a
+// 200-byte value, on every delivery (FuzzValidJSON holds the two equal).
+func validJSON(b []byte) bool {
+	return jsontext.Value(b).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+}
+
+// fastString is the string at b[i:], without its quotes, when it is
+// printable ASCII without escapes, and the index after it.
+func fastString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return nil, i, false
+		}
+	}
+	return nil, i, false
+}
+
+// fastText is fastString as a string.
+func fastText(b []byte, i int) (string, int, bool) {
+	v, i, ok := fastString(b, i)
+	return string(v), i, ok
+}
+
+// fastBase64 decodes padded standard base64, as decodeStrict does.
+func fastBase64(v []byte) ([]byte, bool) {
+	out := make([]byte, base64.StdEncoding.DecodedLen(len(v)))
+	n, err := base64.StdEncoding.Decode(out, v)
+	if err != nil || len(v) != base64.StdEncoding.EncodedLen(n) {
+		return nil, false
+	}
+	return out[:n], true
+}
+
+// fastInt is the integer at b[i:] when it is 1 to 18 digits without a
+// leading zero, and the index after it.
+func fastInt(b []byte, i int) (int, int, bool) {
+	n, j := 0, i
+	for ; j < len(b) && j-i < 18 && b[j] >= '0' && b[j] <= '9'; j++ {
+		n = n*10 + int(b[j]-'0')
+	}
+	if j == i || b[i] == '0' || j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		return 0, i, false
+	}
+	return n, j, true
+}
+
+// fastTime is the time at b[i:] when it is in UTC ("Z") and passes the
+// checks decodeStrict adds to time.Time's (two-digit hour, a period before
+// the fraction).
+func fastTime(b []byte, i int) (time.Time, int, bool) {
+	v, j, ok := fastString(b, i)
+	var t time.Time
+	if !ok || len(v) < len("2006-01-02T15:04:05Z") || v[len(v)-1] != 'Z' || v[len("2006-01-02T")+1] == ':' ||
+		v[len("2006-01-02T15:04:05")] == ',' || t.UnmarshalText(v) != nil {
+		return time.Time{}, i, false
+	}
+	return t, j, true
 }
 
 // Validate checks the fields the deliverer relies on.
@@ -73,7 +223,7 @@ func (d *Delivery) Validate() error {
 	if d.Attempt < 1 {
 		return invalid("delivery", "attempt", "must be at least 1")
 	}
-	if !json.Valid(d.Data) {
+	if !validJSON(d.Data) {
 		return invalid("delivery", "data", "not valid JSON")
 	}
 	return ValidatePriority("delivery", d.Priority)

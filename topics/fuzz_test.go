@@ -77,7 +77,19 @@ func FuzzDecodeDelivery(f *testing.F) {
 	f.Add(d.Encode())
 	f.Add([]byte(`{"subscription_id":"s","event_id":"e","event_type":"t","data":"MQ==","attempt":1,"timestamp":"","published_at":"2026-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{"attempt":0}`))
+	f.Add([]byte(`{"subscription_id":"s","event_id":"e","event_type":"t","data":"","attempt":7,"timestamp":"x","published_at":"2026-01-01T00:00:00.5Z","first_attempt_at":"2026-01-01T00:00:01Z","not_before":"2026-01-01T00:00:02.123456789Z","priority":"high","tenant":"a","key":"k"}`))
+	f.Add([]byte(`{"subscription_id":"s","event_id":"e","event_type":"t","data":"MQ","attempt":1,"timestamp":"","published_at":"2026-01-01T00:00:00+01:00"}`))
+	f.Add([]byte(`{"subscription_id":"s","Event_ID":"e","event_type":"t","data":"MQ==","attempt":01,"timestamp":"","published_at":"2026-01-01T0:00:00,5Z","event_id":"f"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if fast, ok := decodeDeliveryFast(b); ok {
+			var strict Delivery
+			if err := decodeStrict("delivery", b, &strict); err != nil {
+				t.Fatalf("the direct scan took what decodeStrict refuses (%v)", err)
+			}
+			if !reflect.DeepEqual(fast, strict) {
+				t.Fatalf("the direct scan decoded\n%#v\ndecodeStrict\n%#v", fast, strict)
+			}
+		}
 		d, err := DecodeDelivery(b)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
@@ -218,6 +230,19 @@ func FuzzAttemptEncode(f *testing.F) {
 		}
 		if !reflect.DeepEqual(g, w) {
 			t.Fatalf("Encode() =\n%s\njson.Marshal =\n%s", got, want)
+		}
+	})
+}
+
+// FuzzValidJSON: validJSON says what json.Valid says.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, " [1, 2.5e-3, -0, true, null] ", "\"\xff\xfe\"", `{"a":"\ud800"}`, `01`, `1.`,
+		`{"a":}`, `[1,]`, `"\u00e9\n"`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001), ``, ` `, `{} {}`, "\"\x01\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid %v", b, got, want)
 		}
 	})
 }

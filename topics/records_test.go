@@ -368,3 +368,29 @@ func TestDueAtRoundsUpToTheHeaderPrecision(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveryDirectScan: what Encode writes is decoded by the direct scan,
+// to the delivery encoded (in UTC, as the components write it); a record
+// it does not take still decodes.
+func TestDeliveryDirectScan(t *testing.T) {
+	full := sampleDelivery()
+	full.Priority = PriorityHigh
+	minimal := Delivery{SubscriptionID: "s", EventID: "e", EventType: "t", Data: []byte(`1`), Attempt: 1,
+		PublishedAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	for _, d := range []Delivery{full, minimal} {
+		got, ok := decodeDeliveryFast(d.Encode())
+		if !ok {
+			t.Fatalf("the direct scan did not take %s", d.Encode())
+		}
+		if !reflect.DeepEqual(got, d) {
+			t.Fatalf("direct scan =\n%#v\nwant\n%#v", got, d)
+		}
+	}
+	spaced := []byte(`{ "subscription_id":"s","event_id":"e","event_type":"t","data":"MQ==","attempt":1,"timestamp":"","published_at":"2026-01-01T00:00:00Z"}`)
+	if _, ok := decodeDeliveryFast(spaced); ok {
+		t.Fatal("the direct scan took whitespace")
+	}
+	if d, err := DecodeDelivery(spaced); err != nil || d.SubscriptionID != "s" {
+		t.Fatalf("DecodeDelivery: %+v, %v", d, err)
+	}
+}
