@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -37,6 +38,7 @@ type sender struct {
 	// there too) at about half the CPU (ADR 0025); nil when the config
 	// replaces the transport.
 	plain        *http1.Transport
+	keys         keyCache
 	auth         *endpointAuth
 	requireHTTPS bool
 	maxBody      int64
@@ -139,7 +141,7 @@ func appendJSONString(b []byte, s string) []byte {
 // headers traced (traceparent, tracestate), which replace any the
 // subscription sets. With oauth2 auth, a 401 answer to a cached token
 // fetches a new one and sends again, once.
-func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery, keys [][]byte,
+func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery,
 	traced []kgo.RecordHeader) (response, error) {
 	u, err := url.Parse(sub.URL)
 	if err != nil {
@@ -155,6 +157,7 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 		return response{}, err
 	}
 	b := body(d)
+	keys := s.keys.of(sub, time.Now())
 	authz := authorization(sub.Auth)
 	oauth := sub.Auth != nil && sub.Auth.Type == topics.AuthOAuth2
 	var token string
@@ -178,7 +181,7 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 
 // post makes one request.
 func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub *topics.Subscription, d *topics.Delivery,
-	b []byte, keys [][]byte, authz string, traced []kgo.RecordHeader) (response, error) {
+	b []byte, keys []*sign.Key, authz string, traced []kgo.RecordHeader) (response, error) {
 	now := time.Now()
 	header := requestHeader(sub, d, b, keys, authz, traced, now)
 	var resp *http.Response
@@ -214,7 +217,7 @@ func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub 
 // requestHeader is a request's header: the subscription's, then the trace
 // headers (which replace any of the subscription's by the same name), the
 // auth, and the signature's.
-func requestHeader(sub *topics.Subscription, d *topics.Delivery, b []byte, keys [][]byte, authz string,
+func requestHeader(sub *topics.Subscription, d *topics.Delivery, b []byte, keys []*sign.Key, authz string,
 	traced []kgo.RecordHeader, now time.Time) []http1.Field {
 	h := make([]http1.Field, 0, len(sub.Headers)+len(traced)+6)
 	agent := false
@@ -239,6 +242,51 @@ func requestHeader(sub *topics.Subscription, d *topics.Delivery, b []byte, keys 
 		http1.Field{Name: "webhook-id", Value: d.EventID},
 		http1.Field{Name: "webhook-timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
 		http1.Field{Name: "webhook-signature", Value: sign.Signature(keys, d.EventID, now.Unix(), b)})
+}
+
+// keyCache holds the signing key of each secret in use, so that a
+// delivery neither decodes its secrets nor keys an HMAC anew.
+type keyCache struct {
+	mu sync.RWMutex
+	m  map[string]*sign.Key
+}
+
+// maxKeys bounds a keyCache: past it, it starts over.
+const maxKeys = 1 << 14
+
+// of is the keys sub signs with at now, current first.
+func (c *keyCache) of(sub *topics.Subscription, now time.Time) []*sign.Key {
+	secrets := sub.Secrets(now)
+	keys := make([]*sign.Key, 0, len(secrets))
+	for _, secret := range secrets {
+		if k := c.key(secret); k != nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// key is secret's key, nil for a secret that does not decode (the table
+// holds validated subscriptions only).
+func (c *keyCache) key(secret string) *sign.Key {
+	c.mu.RLock()
+	k := c.m[secret]
+	c.mu.RUnlock()
+	if k != nil {
+		return k
+	}
+	raw, err := topics.DecodeSecret(secret)
+	if err != nil {
+		return nil
+	}
+	k = sign.NewKey(raw)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxKeys {
+		c.m = map[string]*sign.Key{}
+	}
+	c.m[secret] = k
+	c.mu.Unlock()
+	return k
 }
 
 // ascii reports whether a host needs no IDNA conversion (net/http does it

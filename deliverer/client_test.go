@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -17,7 +18,7 @@ func TestRequestHeader(t *testing.T) {
 	sub := &topics.Subscription{Headers: map[string]string{"traceparent": "00-old", "x-team": "payments", "User-Agent": "acme/1"}}
 	d := &topics.Delivery{EventID: "evt_1"}
 	traced := []kgo.RecordHeader{{Key: "Traceparent", Value: []byte("00-new")}}
-	fields := requestHeader(sub, d, []byte("{}"), [][]byte{[]byte("key")}, "Bearer t", traced, time.Unix(1700000000, 0))
+	fields := requestHeader(sub, d, []byte("{}"), []*sign.Key{sign.NewKey([]byte("key"))}, "Bearer t", traced, time.Unix(1700000000, 0))
 	h := http.Header{}
 	for _, f := range fields {
 		h.Add(f.Name, f.Value)
@@ -31,5 +32,29 @@ func TestRequestHeader(t *testing.T) {
 	}
 	if len(h.Values("Webhook-Signature")) != 1 || len(h) != len(want)+1 {
 		t.Errorf("header %v, want %d fields and one signature", h, len(want)+1)
+	}
+}
+
+// TestKeyCache: a secret's key is made once and kept, a rotating
+// subscription signs with both, and the cache never holds more than
+// maxKeys.
+func TestKeyCache(t *testing.T) {
+	var c keyCache
+	cur, _ := topics.NewSecret()
+	prev, _ := topics.NewSecret()
+	sub := &topics.Subscription{Secret: cur, PreviousSecret: prev, PreviousSecretUntil: time.Unix(2000, 0)}
+	keys := c.of(sub, time.Unix(1000, 0))
+	if len(keys) != 2 || keys[0] == keys[1] {
+		t.Fatalf("%d keys in the grace period, want 2", len(keys))
+	}
+	if after := c.of(sub, time.Unix(3000, 0)); len(after) != 1 || after[0] != keys[0] {
+		t.Fatal("after the grace period: want the current key alone, the one kept")
+	}
+	for range maxKeys + 10 {
+		s, _ := topics.NewSecret()
+		c.key(s)
+	}
+	if n := len(c.m); n > maxKeys {
+		t.Fatalf("%d keys kept, want at most %d", n, maxKeys)
 	}
 }

@@ -122,14 +122,14 @@ func responseClass(status int, err error) string {
 
 // send is sender.send, metered: in flight while it runs, then its class and
 // duration, unless shutdown cut it short (those attempts do not count).
-func (d *deliverer) send(ctx context.Context, sub *topics.Subscription, del *topics.Delivery, keys [][]byte,
+func (d *deliverer) send(ctx context.Context, sub *topics.Subscription, del *topics.Delivery,
 	traced []kgo.RecordHeader) (response, error) {
 	m := d.m
 	if m == nil {
-		return d.sender.send(ctx, sub, del, keys, traced)
+		return d.sender.send(ctx, sub, del, traced)
 	}
 	m.inFlight.Inc()
-	resp, err := d.sender.send(ctx, sub, del, keys, traced)
+	resp, err := d.sender.send(ctx, sub, del, traced)
 	m.inFlight.Dec()
 	if ctx.Err() == nil {
 		m.responses.WithLabelValues(responseClass(resp.status, err)).Inc()

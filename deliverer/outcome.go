@@ -110,18 +110,12 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 	if !ok {
 		return held, v
 	}
-	keys := make([][]byte, 0, 2)
-	for _, s := range sub.Secrets(now) {
-		if k, err := topics.DecodeSecret(s); err == nil { // the table holds validated subscriptions only
-			keys = append(keys, k)
-		}
-	}
 	var span trace.Span
 	ctx, span = d.tracer.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient)
 	defer func() { endAttempt(span, &att) }()
 	var traced []kgo.RecordHeader // the trace headers of the request
 	tracing.Carry(ctx, &traced, rec.Headers)
-	resp, err := d.send(ctx, sub, del, keys, traced)
+	resp, err := d.send(ctx, sub, del, traced)
 	// Retry-After and the schedule's delays count from the answer (or
 	// the timeout), not from when the request was sent.
 	answered := time.Now()

@@ -38,13 +38,7 @@ type ProbeResult struct {
 
 // Probe sends del to sub now, signed with sub's secrets.
 func (p *Prober) Probe(ctx context.Context, sub *topics.Subscription, del *topics.Delivery) ProbeResult {
-	var keys [][]byte
-	for _, s := range sub.Secrets(time.Now()) {
-		if k, err := topics.DecodeSecret(s); err == nil {
-			keys = append(keys, k)
-		}
-	}
-	resp, err := p.s.send(ctx, sub, del, keys, nil)
+	resp, err := p.s.send(ctx, sub, del, nil)
 	res := classify.For(sub, resp.status, err)
 	out := ProbeResult{Delivered: res.Action == classify.Success, Status: resp.status, Duration: resp.duration,
 		Body: redact(resp.sample, sub, time.Now())}

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -255,14 +254,14 @@ func (c *conn) write(r *Request) error {
 // appendValue appends a header value with CR, LF and NUL as spaces: none
 // can end the line early.
 func appendValue(b []byte, v string) []byte {
-	for {
-		i := strings.IndexAny(v, "\r\n\x00")
-		if i < 0 {
-			return append(b, v...)
+	start := len(b)
+	b = append(b, v...)
+	for i := start; i < len(b); i++ {
+		if c := b[i]; c == '\r' || c == '\n' || c == 0 {
+			b[i] = ' '
 		}
-		b = append(append(b, v[:i]...), ' ')
-		v = v[i+1:]
 	}
+	return b
 }
 
 // peerClosed is err, met before any byte of an answer was read, as

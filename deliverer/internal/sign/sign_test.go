@@ -16,11 +16,15 @@ func TestStandardWebhooksVector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := Signature([][]byte{key}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
-		[]byte(`{"test": 2432232314}`))
-	const want = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-	if got != want {
-		t.Fatalf("signature = %q, want %q", got, want)
+	k := NewKey(key)
+	for i := range 3 { // a kept HMAC state signs as a new one
+		got := Signature([]*Key{k}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
+			[]byte(`{"test": 2432232314}`))
+		const want = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+		if got != want {
+			t.Fatalf("signature %d = %q, want %q", i, got, want)
+		}
+		Signature([]*Key{k}, "msg_other", 1, []byte("other"))
 	}
 }
 
@@ -29,7 +33,7 @@ func TestStandardWebhooksVector(t *testing.T) {
 func TestIndependentVerification(t *testing.T) {
 	k1, k2 := []byte(strings.Repeat("a", 32)), []byte(strings.Repeat("b", 24))
 	body := []byte(`{"id":"evt_1","data":{"x":1}}`)
-	header := Signature([][]byte{k1, k2}, "evt_1", 1700000000, body)
+	header := Signature([]*Key{NewKey(k1), NewKey(k2)}, "evt_1", 1700000000, body)
 	sigs := strings.Split(header, " ")
 	if len(sigs) != 2 {
 		t.Fatalf("header %q: want two signatures", header)
@@ -45,10 +49,10 @@ func TestIndependentVerification(t *testing.T) {
 }
 
 func BenchmarkSignature(b *testing.B) {
-	key := []byte(strings.Repeat("k", 32))
+	keys := []*Key{NewKey([]byte(strings.Repeat("k", 32)))}
 	body := []byte(strings.Repeat("x", 1024))
 	b.ReportAllocs()
 	for b.Loop() {
-		Signature([][]byte{key}, "evt_123", 1700000000, body)
+		Signature(keys, "evt_123", 1700000000, body)
 	}
 }
