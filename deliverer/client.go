@@ -91,6 +91,15 @@ func newSender(c Config) *sender {
 	}
 }
 
+// closeIdle closes the idle connections to endpoints: at shutdown, so
+// that endpoints see them closed rather than left to time out.
+func (s *sender) closeIdle() {
+	s.client.CloseIdleConnections()
+	if s.plain != nil {
+		s.plain.CloseIdle()
+	}
+}
+
 // response is what an attempt learned.
 type response struct {
 	status     int

@@ -165,6 +165,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	dropped += d.lanes.DropAll() // records kept to run that the budget left unstarted
 	d.lanes.Close()
 	workers.Wait()
+	d.sender.closeIdle()
 	stopCommits()
 	committer.Wait()
 	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)

@@ -799,6 +799,7 @@ func TestCleanShutdown(t *testing.T) {
 	if now, _ := rc.concurrency(); now != 0 {
 		t.Fatalf("%d requests still in flight after Run returned", now)
 	}
+	waitFor(t, 20*time.Second, "the stopped deliverer's connections closed", func() bool { return rc.conns.Load() == 0 })
 	firstRun := rc.all()
 	if len(firstRun) < 4 || len(firstRun) == n {
 		t.Fatalf("first run delivered %d of %d", len(firstRun), n)

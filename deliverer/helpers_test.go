@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -391,6 +393,7 @@ func (r received) id() string { return r.header.Get("webhook-id") }
 type receiver struct {
 	srv    *httptest.Server
 	handle func(w http.ResponseWriter, r *http.Request, body []byte)
+	conns  atomic.Int64 // open connections
 
 	mu          sync.Mutex
 	reqs        []received
@@ -400,7 +403,7 @@ type receiver struct {
 
 func newReceiver(tb testing.TB, handle func(w http.ResponseWriter, r *http.Request, body []byte)) *receiver {
 	rc := &receiver{handle: handle}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			w.WriteHeader(http.StatusBadRequest)
@@ -420,6 +423,15 @@ func newReceiver(tb testing.TB, handle func(w http.ResponseWriter, r *http.Reque
 			rc.handle(w, r, body)
 		}
 	}))
+	rc.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		switch state {
+		case http.StateNew:
+			rc.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			rc.conns.Add(-1)
+		}
+	}
+	rc.srv.Start()
 	tb.Cleanup(rc.srv.Close)
 	return rc
 }

@@ -41,6 +41,7 @@ type conn struct {
 	t    *Transport
 	addr string
 	nc   net.Conn
+	in   limited // nc, limited while an answer's head is read
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	// timer closes the connection once idle for IdleTimeout; stopped
@@ -63,6 +64,38 @@ type Request struct {
 // asPost is what the answers' parser is told was sent: a POST.
 var asPost = &http.Request{Method: http.MethodPost}
 
+// maxHeadBytes bounds an answer's status line and headers (1xx answers
+// included): an endpoint sending headers without end costs this much
+// memory, not all it sends until the request's deadline.
+const maxHeadBytes = 1 << 20
+
+// max1xx is how many informational answers may come before the answer,
+// as net/http allows.
+const max1xx = 5
+
+// errHeadTooLong is an answer's head past maxHeadBytes.
+var errHeadTooLong = fmt.Errorf("http1: the answer's headers are longer than %d bytes", maxHeadBytes)
+
+// limited reads r, at most n bytes more when n >= 0.
+type limited struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.n == 0 {
+		return 0, errHeadTooLong
+	}
+	if l.n > 0 && int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	if l.n > 0 {
+		l.n -= int64(n)
+	}
+	return n, err
+}
+
 // bufSize holds a request's headers and a typical event in one write, and
 // an answer's headers in one read.
 const bufSize = 8 << 10
@@ -79,7 +112,7 @@ func (e closedByPeer) Unwrap() error { return e.err }
 // its body, which puts the connection back for the next request when the
 // body was read to its end. A connection reused from the pool that fails
 // before any byte of an answer was read (the server had closed it while
-// idle) is dropped and the request sent once more on a new one: no answer
+// idle) is dropped and the request sent once more, on a new one: no answer
 // means the endpoint did not take it, and a delivery that got no answer is
 // sent again anyway.
 func (t *Transport) Post(ctx context.Context, r *Request) (*http.Response, error) {
@@ -90,8 +123,8 @@ func (t *Transport) Post(ctx context.Context, r *Request) (*http.Response, error
 	if r.URL.Port() == "" {
 		addr = net.JoinHostPort(r.URL.Hostname(), "80")
 	}
-	for {
-		c, reused, err := t.get(ctx, addr)
+	for fresh := false; ; fresh = true {
+		c, reused, err := t.get(ctx, addr, fresh)
 		if err != nil {
 			return nil, err
 		}
@@ -124,10 +157,11 @@ func (t *Transport) CloseIdle() {
 	}
 }
 
-// get is the connection used last to addr, or a new one.
-func (t *Transport) get(ctx context.Context, addr string) (c *conn, reused bool, err error) {
+// get is the connection used last to addr, or (fresh, or none idle) a new
+// one.
+func (t *Transport) get(ctx context.Context, addr string, fresh bool) (c *conn, reused bool, err error) {
 	t.mu.Lock()
-	if cs := t.idle[addr]; len(cs) > 0 {
+	if cs := t.idle[addr]; len(cs) > 0 && !fresh {
 		c = cs[len(cs)-1]
 		cs[len(cs)-1] = nil
 		t.idle[addr] = cs[:len(cs)-1]
@@ -141,7 +175,8 @@ func (t *Transport) get(ctx context.Context, addr string) (c *conn, reused bool,
 	if err != nil {
 		return nil, false, err
 	}
-	c = &conn{t: t, addr: addr, nc: nc, br: bufio.NewReaderSize(nc, bufSize), bw: bufio.NewWriterSize(nc, bufSize)}
+	c = &conn{t: t, addr: addr, nc: nc, in: limited{r: nc, n: -1}, bw: bufio.NewWriterSize(nc, bufSize)}
+	c.br = bufio.NewReaderSize(&c.in, bufSize)
 	c.timer = time.AfterFunc(time.Hour, c.expire)
 	c.timer.Stop()
 	return c, false, nil
@@ -204,7 +239,8 @@ func (c *conn) roundTrip(ctx context.Context, r *Request) (*http.Response, error
 		stop()
 		return nil, peerClosed(err)
 	}
-	for {
+	c.in.n = maxHeadBytes
+	for informational := 0; ; informational++ {
 		if _, err := c.br.Peek(1); err != nil {
 			stop()
 			return nil, peerClosed(err)
@@ -218,9 +254,13 @@ func (c *conn) roundTrip(ctx context.Context, r *Request) (*http.Response, error
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			stop()
 			return nil, errors.New("http1: the server switched protocols (101) on a webhook request")
-		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+		case resp.StatusCode >= 100 && resp.StatusCode < 200 && informational < max1xx:
 			continue
+		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			stop()
+			return nil, fmt.Errorf("http1: more than %d informational (1xx) answers", max1xx)
 		}
+		c.in.n = -1 // the body: the caller bounds what it reads
 		resp.Body = &body{ReadCloser: resp.Body, c: c, stop: stop, keep: !resp.Close, eof: resp.Body == http.NoBody}
 		return resp, nil
 	}
@@ -265,7 +305,7 @@ func appendValue(b []byte, v string) []byte {
 }
 
 // peerClosed is err, met before any byte of an answer was read, as
-// errClosedByPeer when it means the server had closed the connection (an
+// closedByPeer when it means the server had closed the connection (an
 // end of stream, a reset, a broken pipe), err itself otherwise.
 func peerClosed(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {

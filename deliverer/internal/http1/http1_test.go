@@ -141,14 +141,56 @@ func TestReusedConnectionClosedByServer(t *testing.T) {
 	}
 }
 
-// TestInformational: 1xx answers are skipped; 101 is an error.
+// TestStaleConnectionsRetriedOnce: with every idle connection closed by
+// the server, a request is sent again once, on a new connection, not on
+// the next stale one.
+func TestStaleConnectionsRetriedOnce(t *testing.T) {
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	s := newServer(t, func(n int, _ *http.Request) (string, bool) {
+		if n <= 2 {
+			arrived <- struct{}{}
+			<-release
+		}
+		return ok, true // answers, then closes
+	})
+	tr := newTransport()
+	defer tr.CloseIdle()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, _, err := post(ctx(t), tr, s.url(), "e"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	<-arrived
+	<-arrived
+	close(release)
+	wg.Wait()
+	if status, _, err := post(ctx(t), tr, s.url(), "e"); err != nil || status != 200 {
+		t.Fatalf("with two stale connections idle: %d %v", status, err)
+	}
+	tr.mu.Lock()
+	idle := len(tr.idle[s.ln.Addr().String()])
+	tr.mu.Unlock()
+	if idle != 2 {
+		t.Fatalf("%d idle connections, want 2: one stale left untried, and the new one", idle)
+	}
+}
+
+// TestInformational: up to five 1xx answers are skipped; a sixth, or 101,
+// is an error.
 func TestInformational(t *testing.T) {
 	s := newServer(t, func(n int, _ *http.Request) (string, bool) {
-		if n == 1 {
-			return "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" +
+		switch n {
+		case 1:
+			return strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 4) + "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" +
 				"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n", false
+		case 2:
+			return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", false
 		}
-		return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", false
+		return strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 6) + ok, false
 	})
 	tr := newTransport()
 	defer tr.CloseIdle()
@@ -157,6 +199,44 @@ func TestInformational(t *testing.T) {
 	}
 	if _, _, err := post(ctx(t), tr, s.url(), "e"); err == nil || !strings.Contains(err.Error(), "101") {
 		t.Fatalf("101: %v, want an error", err)
+	}
+	if _, _, err := post(ctx(t), tr, s.url(), "e"); err == nil || !strings.Contains(err.Error(), "informational") {
+		t.Fatalf("six 1xx answers: %v, want an error", err)
+	}
+}
+
+// TestEndlessHeaders: an answer whose headers do not end is an error once
+// past maxHeadBytes, not memory held until the deadline.
+func TestEndlessHeaders(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		line := "X-Pad: " + strings.Repeat("p", 1000) + "\r\n"
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\n"); err != nil {
+			return
+		}
+		for range 100 * maxHeadBytes / len(line) { // until the client hangs up
+			if _, err := io.WriteString(c, line); err != nil {
+				return
+			}
+		}
+	})
+	tr := newTransport()
+	defer tr.CloseIdle()
+	if _, _, err := post(ctx(t), tr, "http://"+ln.Addr().String()+"/", "e"); !errors.Is(err, errHeadTooLong) {
+		t.Fatalf("endless headers: %v, want errHeadTooLong", err)
 	}
 }
 
