@@ -84,50 +84,31 @@ func decodeDeliveryFast(b []byte) (d Delivery, ok bool) {
 			return d, false
 		}
 		i++
-		var bit uint16
-		switch string(name) {
-		case "subscription_id":
-			bit = 1 << 0
-			d.SubscriptionID, i, ok = fastText(b, i)
-		case "event_id":
-			bit = 1 << 1
-			d.EventID, i, ok = fastText(b, i)
-		case "event_type":
-			bit = 1 << 2
-			d.EventType, i, ok = fastText(b, i)
-		case "tenant":
-			bit = 1 << 3
-			d.Tenant, i, ok = fastText(b, i)
-		case "key":
-			bit = 1 << 4
-			d.Key, i, ok = fastText(b, i)
-		case "timestamp":
-			bit = 1 << 5
-			d.Timestamp, i, ok = fastText(b, i)
-		case "data":
-			bit = 1 << 6
+		member := -1
+		for k, m := range deliveryMembers {
+			if string(name) == m {
+				member = k
+				break
+			}
+		}
+		texts := [...]*string{&d.SubscriptionID, &d.EventID, &d.EventType, &d.Tenant, &d.Key, &d.Timestamp, &d.Priority}
+		times := [...]*time.Time{&d.PublishedAt, &d.FirstAttemptAt, &d.NotBefore}
+		switch {
+		case member < 0:
+			return d, false
+		case member < len(texts):
+			*texts[member], i, ok = fastText(b, i)
+		case member < len(texts)+len(times):
+			*times[member-len(texts)], i, ok = fastTime(b, i)
+		case deliveryMembers[member] == "attempt":
+			d.Attempt, i, ok = fastInt(b, i)
+		default: // data
 			var v []byte
 			if v, i, ok = fastString(b, i); ok {
 				d.Data, ok = fastBase64(v)
 			}
-		case "attempt":
-			bit = 1 << 7
-			d.Attempt, i, ok = fastInt(b, i)
-		case "published_at":
-			bit = 1 << 8
-			d.PublishedAt, i, ok = fastTime(b, i)
-		case "first_attempt_at":
-			bit = 1 << 9
-			d.FirstAttemptAt, i, ok = fastTime(b, i)
-		case "not_before":
-			bit = 1 << 10
-			d.NotBefore, i, ok = fastTime(b, i)
-		case "priority":
-			bit = 1 << 11
-			d.Priority, i, ok = fastText(b, i)
-		default:
-			return d, false
 		}
+		bit := uint16(1) << member
 		if !ok || seen&bit != 0 || i >= len(b) {
 			return d, false
 		}
@@ -149,6 +130,11 @@ func decodeDeliveryFast(b []byte) (d Delivery, ok bool) {
 func validJSON(b []byte) bool {
 	return jsontext.Value(b).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 }
+
+// deliveryMembers are a delivery's JSON names as decodeDeliveryFast takes
+// them: its text fields, its times, then attempt and data.
+var deliveryMembers = [...]string{"subscription_id", "event_id", "event_type", "tenant", "key", "timestamp", "priority",
+	"published_at", "first_attempt_at", "not_before", "attempt", "data"}
 
 // fastString is the string at b[i:], without its quotes, when it is
 // printable ASCII without escapes, and the index after it.

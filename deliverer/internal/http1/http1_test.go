@@ -19,7 +19,8 @@ import (
 // from a connection and writes what it returns (hangUp: then closes it).
 type server struct {
 	ln     net.Listener
-	conns  atomic.Int32 // accepted
+	conns  atomic.Int32  // accepted
+	closed chan struct{} // one per connection ended
 	mu     sync.Mutex
 	bodies []string
 }
@@ -30,7 +31,7 @@ func newServer(t *testing.T, answer func(n int, req *http.Request) (reply string
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{ln: ln}
+	s := &server{ln: ln, closed: make(chan struct{}, 64)}
 	var served atomic.Int32
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
@@ -42,7 +43,13 @@ func newServer(t *testing.T, answer func(n int, req *http.Request) (reply string
 			}
 			s.conns.Add(1)
 			wg.Go(func() {
-				defer c.Close()
+				defer func() {
+					c.Close()
+					select {
+					case s.closed <- struct{}{}:
+					default:
+					}
+				}()
 				br := bufio.NewReader(c)
 				for {
 					req, err := http.ReadRequest(br)
@@ -352,9 +359,15 @@ func TestIdle(t *testing.T) {
 	if _, _, err := post(ctx(t), tr, s.url(), "e"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for idle() != 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// The server sees three connections closed: the two past
+	// MaxIdlePerHost, then the one idle past IdleTimeout.
+	deadline := time.After(20 * time.Second)
+	for range 3 {
+		select {
+		case <-s.closed:
+		case <-deadline:
+			t.Fatal("no idle connection closed after IdleTimeout")
+		}
 	}
 	if n := idle(); n != 3 {
 		t.Fatalf("%d idle connections, want 3: the one idle past IdleTimeout closed", n)
