@@ -102,7 +102,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	d.holds = newHolds(holdTable)
 	go holdTable.Run(tableCtx)
 
-	cl, err := kgo.NewClient(append(d.opts(base), ops.KafkaMetrics(reg))...)
+	leaver := kafka.NewLeaver(log)
+	cl, err := kgo.NewClient(append(d.opts(base), ops.KafkaMetrics(reg), leaver.Opt())...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -115,13 +116,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// reads.
 	parkedCl, err := kgo.NewClient(base...)
 	if err != nil {
-		cl.Close()
+		leaver.Close(cl)
 		return fmt.Errorf("kafka client for the parked topic: %w", err)
 	}
 	defer parkedCl.Close()
 	d.parked = newParkedReader(parkedCl, d.names.Parked())
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, d.names.All(), log); err != nil || ctx.Err() != nil {
-		cl.Close()
+		leaver.Close(cl)
 		return err
 	}
 	// Deliveries are attempted with the subscriptions as they are now: an
@@ -133,7 +134,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return tenants.WaitCaughtUp(ctx)
 	}) {
-		cl.Close()
+		leaver.Close(cl)
 		return nil
 	}
 	srv.Watch(cl, cfg.Group, d.consumed()...)
@@ -171,7 +172,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
 	d.commit(finalCtx, nil)
 	cancelFinal()
-	cl.Close() // leaves the group
+	leaver.Close(cl) // leaves the group
 	log.Info("stopped", zap.Int("dropped_unstarted", dropped))
 	return runErr
 }

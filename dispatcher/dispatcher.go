@@ -82,11 +82,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer tableDone.Wait()
 	defer stopTable()
 
-	sess, err := kgo.NewGroupTransactSession(append(session, ops.KafkaMetrics(reg))...)
+	leaver := kafka.NewLeaver(log)
+	sess, err := kgo.NewGroupTransactSession(append(session, ops.KafkaMetrics(reg), leaver.Opt())...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	defer sess.Close()
+	defer leaver.Close(sess)
 	srv.Watch(sess.Client(), cfg.Group, cfg.Kafka.Names.Events())
 
 	dd, err := newDedup(cfg, log)

@@ -108,13 +108,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	r.w = store.New(ch, cfg.Database)
 
-	cl, err := kgo.NewClient(append(r.opts(), ops.KafkaMetrics(reg))...)
+	leaver := kafka.NewLeaver(r.log)
+	cl, err := kgo.NewClient(append(r.opts(), ops.KafkaMetrics(reg), leaver.Opt())...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	r.cl = cl
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{cfg.Kafka.Names.Attempts()}, r.log); err != nil || ctx.Err() != nil {
-		cl.Close()
+		leaver.Close(cl)
 		return err
 	}
 	srv.Watch(cl, cfg.Group, r.topic)
@@ -129,7 +130,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		zap.Int("batch_rows", cfg.BatchRows), zap.Duration("batch_wait", cfg.BatchWait))
 	r.loop(ctx)
 	r.shutdown()
-	cl.Close() // leaves the group
+	leaver.Close(cl) // leaves the group
 	r.log.Info("stopped", zap.Int64("rows_inserted", r.inserted.Load()), zap.Int64("undecodable", r.undecodable.Load()))
 	return nil
 }

@@ -76,20 +76,21 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer srv.Close() // last: metrics and health outlive the shutdown
 	r.m = newMetrics(reg, r)
-	cl, err := kgo.NewClient(append(r.opts(), ops.KafkaMetrics(reg))...)
+	leaver := kafka.NewLeaver(r.log)
+	cl, err := kgo.NewClient(append(r.opts(), ops.KafkaMetrics(reg), leaver.Opt())...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	r.cl = cl
 	r.wms = kafka.NewWatermarks(cl, r.log)
 	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, append(r.names.RetryTopics(), r.names.Redeliveries()), r.log); err != nil || ctx.Err() != nil {
-		cl.Close()
+		leaver.Close(cl)
 		return err
 	}
 	srv.Watch(cl, cfg.Group, r.names.RetryTopics()...)
 	r.log.Info("started", zap.Strings("tiers", r.names.RetryTopics()), zap.String("group", cfg.Group))
 	if r.recovery, err = newRecovery(cfg, r.log); err != nil {
-		cl.Close()
+		leaver.Close(cl)
 		return err
 	}
 	defer r.recovery.close()
@@ -103,7 +104,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	final, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
 	r.commit(final, nil)
 	cancelFinal()
-	cl.Close()
+	leaver.Close(cl) // leaves the group
 	r.log.Info("stopped")
 	return runErr
 }
