@@ -63,7 +63,9 @@ func (s *Server) RunOperations(ctx context.Context) error {
 			release()
 		}
 	}
+	leaver := kafka.NewLeaver(s.log)
 	cl, err := kgo.NewClient(append(s.cfg.Kafka.ClientOpts(),
+		leaver.Opt(),
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.names.Operations()),
 		kgo.DisableAutoCommit(),
@@ -75,7 +77,7 @@ func (s *Server) RunOperations(ctx context.Context) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer release()
-	defer cl.Close()
+	defer leaver.Close(cl)
 	// The records are not used (the operations table holds the state): the
 	// group only elects the runner.
 	for ctx.Err() == nil {
