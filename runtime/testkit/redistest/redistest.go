@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -76,14 +77,25 @@ func Start(tb testing.TB) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testkit.NeedService(tb, "redis-server is not installed (apt-get install redis-server)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	s := &Server{tb: tb}
+	// The port is free when chosen, but another process may bind it
+	// before redis-server does: then another one is tried.
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.Port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		err = s.start()
+		if err == nil {
+			break
+		}
+		if try == 3 {
+			tb.Fatal(err)
+		}
+		tb.Logf("%v; trying another port", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &Server{tb: tb, Port: port}
-	s.Restart()
 	tb.Cleanup(s.Kill)
 	return s
 }
@@ -94,32 +106,56 @@ func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.P
 // Pid is the running server's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
-// Restart starts the server (again) and waits until it answers.
+// Restart starts the server again on its port and waits until it answers.
 func (s *Server) Restart() {
 	s.tb.Helper()
+	if err := s.start(); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+func (s *Server) start() error {
 	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.tb.TempDir())
 	if err := s.cmd.Start(); err != nil {
-		s.tb.Fatalf("redis-server: %v", err)
+		s.cmd = nil
+		return fmt.Errorf("redis-server: %w", err)
 	}
 	s.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(s.cmd, s.done)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
+		if s.pong() {
+			return nil
 		}
 		select {
 		case <-s.done:
-			s.tb.Fatalf("redis-server on port %d exited at start", s.Port)
+			s.cmd = nil
+			return fmt.Errorf("redis-server on port %d exited at start", s.Port)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.tb.Fatalf("redis-server on port %d did not answer within 20s", s.Port)
+			s.Kill()
+			return fmt.Errorf("redis-server on port %d did not answer within 20s", s.Port)
 		}
 	}
+}
+
+// pong reports whether a Redis answers PING on the port: a process that
+// took the port first does not.
+func (s *Server) pong() bool {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	b := make([]byte, 7)
+	_, err = io.ReadFull(c, b)
+	return err == nil && string(b) == "+PONG\r\n"
 }
 
 // Kill stops the server at once (SIGKILL) and waits until it is gone.
