@@ -1,7 +1,8 @@
 // Package testkit is what the tests of every module share: waiting on a
 // condition with a deadline (never a bare sleep), a context bounded by the
 // test, a logger that outlives the test quietly, a buffer safe to write
-// from another goroutine, and the rule for tests that need a real service.
+// from another goroutine, the rule for tests that need a real service, and
+// a consumer-group member that holds a rebalance.
 package testkit
 
 import (

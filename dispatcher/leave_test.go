@@ -1,0 +1,25 @@
+package dispatcher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// TestShutdownDuringStuckRebalance: a dispatcher stopped while its join
+// waits on a group member that does not rejoin returns within the leave
+// bound (kafka.LeaveTimeout), not when the broker gives up on the other
+// member two minutes later.
+func TestShutdownDuringStuckRebalance(t *testing.T) {
+	h := newHarness(t, 2)
+	testkit.StuckMember(t, h.kafka.Brokers, topics.GroupDispatcher, h.names().Events())
+	r := h.start(h.config("stuck-rebalance"))
+	testkit.WaitRebalancing(t, h.adm, topics.GroupDispatcher)
+	r.cancel()
+	testkit.WaitFor(t, 30*time.Second, "the dispatcher to stop", r.exited)
+	if r.err != nil {
+		t.Fatalf("Run returned %v", r.err)
+	}
+}
