@@ -73,6 +73,47 @@ func TestDocsNameExistingTests(t *testing.T) {
 	}
 }
 
+// TestBubbleTestsNamedVirtual: every test that runs a testing/synctest
+// bubble is named TestVirtual..., the name `make test` selects them by: the
+// race detector crashed the runtime in a bubble's timer once (go1.26.8,
+// `__tsan::SlotLock` from `(*timer).unlockAndRun`), so they run in a pass
+// of their own without -race, with the synctests tag; every other test runs
+// with -race and without it.
+func TestBubbleTestsNamedVirtual(t *testing.T) {
+	files, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+)\(`)
+	n := 0
+	for name, text := range files {
+		if !strings.HasSuffix(name, "_test.go") || name == "pipeline/docstest/docstest_test.go" {
+			continue
+		}
+		funcs := def.FindAllStringSubmatchIndex(text, -1)
+		for at := 0; ; {
+			i := strings.Index(text[at:], "synctest.Test(")
+			if i < 0 {
+				break
+			}
+			at += i + 1
+			n++
+			enclosing := ""
+			for _, f := range funcs {
+				if f[0] < at {
+					enclosing = text[f[2]:f[3]]
+				}
+			}
+			if !strings.HasPrefix(enclosing, "TestVirtual") {
+				t.Errorf("%s: %q runs a synctest bubble but is not named TestVirtual...", name, enclosing)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no test runs a synctest bubble: the check reads nothing")
+	}
+}
+
 // TestCheckerFindsProblems: the checker reports a missing file, a missing
 // heading, an escaping link and an absolute one, and accepts good links,
 // links in code blocks and web links.

@@ -841,10 +841,10 @@ func TestSpillBeyondQueueLimit(t *testing.T) {
 	}
 }
 
-// TestSpillOnlyWhenSlow: beyond its queue limit a subscription spills only
+// TestVirtualSpillOnlyWhenSlow: beyond its queue limit a subscription spills only
 // when, at the pace its records run, it could not finish what it holds
 // within slowFactor spill delays.
-func TestSpillOnlyWhenSlow(t *testing.T) {
+func TestVirtualSpillOnlyWhenSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const after = 5 * time.Second // slow beyond 20 s of work
 		l := New(2, 4, 400, after)    // 2 at a time, queue limit 4, hard cap 200
@@ -924,14 +924,14 @@ func TestSpillOnlyWhenSlow(t *testing.T) {
 	})
 }
 
-// TestOneStalledRequestIsNotThePace: held 8,000 records at 64 at a time,
+// TestVirtualOneStalledRequestIsNotThePace: held 8,000 records at 64 at a time,
 // a subscription whose requests take 2 ms is not slow because one of them
 // stalls for 2 s, while it stalls or once it is over (at the oldest
 // request's age, that was four minutes of work; with the 2 s in an
 // average of the last five, 50 s). It is slow when one request in ten
 // takes 2 s (those fill its slots, and it goes 2 s without finishing one),
 // and when it hangs.
-func TestOneStalledRequestIsNotThePace(t *testing.T) {
+func TestVirtualOneStalledRequestIsNotThePace(t *testing.T) {
 	quick := func(int) time.Duration { return 2 * time.Millisecond }
 	cases := []struct {
 		name  string
@@ -1084,12 +1084,12 @@ func TestSpreadSubscriptionSharesCrowding(t *testing.T) {
 	}
 }
 
-// TestHandOffSpillsSlow: at a hand-off, the records kept to run of a
+// TestVirtualHandOffSpillsSlow: at a hand-off, the records kept to run of a
 // subscription too slow to finish them within the spill delay become
 // spills, in order, carrying that wait; a fast subscription's run. Without
 // it a hanging endpoint's queue holds the shutdown or the rebalance for up
 // to the whole budget.
-func TestHandOffSpillsSlow(t *testing.T) {
+func TestVirtualHandOffSpillsSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := New(1, 100, 400, 5*time.Second)
 		add := func(off int64, key, sub string) {

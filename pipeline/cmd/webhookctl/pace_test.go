@@ -11,10 +11,10 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
-// TestPaceSpacesBatches: at --rate 10, 45 records go in batches of 10, the
+// TestVirtualPaceSpacesBatches: at --rate 10, 45 records go in batches of 10, the
 // first at once and each next one a second later (virtual time, exact), so
 // replay and redrive hold to the rate on average.
-func TestPaceSpacesBatches(t *testing.T) {
+func TestVirtualPaceSpacesBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, err := newPace(10)
 		if err != nil {
@@ -37,9 +37,9 @@ func TestPaceSpacesBatches(t *testing.T) {
 	})
 }
 
-// TestPaceWaitPastDeadline: a wait that would outlast the command's
+// TestVirtualPaceWaitPastDeadline: a wait that would outlast the command's
 // deadline fails at once, saying it is the rate limit.
-func TestPaceWaitPastDeadline(t *testing.T) {
+func TestVirtualPaceWaitPastDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, err := newPace(1)
 		if err != nil {
@@ -57,10 +57,10 @@ func TestPaceWaitPastDeadline(t *testing.T) {
 	})
 }
 
-// TestProgressLine: in text mode a long command prints its progress line to
+// TestVirtualProgressLine: in text mode a long command prints its progress line to
 // stderr every second until stopped, and nothing after; with -o json,
 // nothing (stdout is the JSON, stderr stays quiet).
-func TestProgressLine(t *testing.T) {
+func TestVirtualProgressLine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, output := range []string{outputText, outputJSON} {
 			var buf testkit.Buffer
