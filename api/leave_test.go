@@ -27,12 +27,5 @@ func TestRunnerElectionLeavesWithinBound(t *testing.T) {
 		r.stop()
 		close(stopped)
 	}()
-	testkit.WaitFor(t, 30*time.Second, "the replica to stop", func() bool {
-		select {
-		case <-stopped:
-			return true
-		default:
-			return false
-		}
-	})
+	testkit.WaitFor(t, 30*time.Second, "the replica to stop", testkit.Done(stopped))
 }

@@ -34,12 +34,5 @@ func TestLeaveBounded(t *testing.T) {
 		leaver.close(joining, time.Second)
 		close(closed)
 	}()
-	testkit.WaitFor(t, 30*time.Second, "the joining member to close", func() bool {
-		select {
-		case <-closed:
-			return true
-		default:
-			return false
-		}
-	})
+	testkit.WaitFor(t, 30*time.Second, "the joining member to close", testkit.Done(closed))
 }

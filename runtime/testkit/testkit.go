@@ -83,6 +83,18 @@ func KeepsHolding(tb testing.TB, d time.Duration, what string, cond func() bool)
 	}
 }
 
+// Done is a condition for WaitFor: ch is closed.
+func Done(ch <-chan struct{}) func() bool {
+	return func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // Ctx is a context that ends after d or with the test.
 func Ctx(tb testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
