@@ -100,6 +100,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer holdTable.Close()
 	d.holds = newHolds(holdTable)
+	watchHolds(reg, holdTable)
 	go holdTable.Run(tableCtx)
 
 	leaver := kafka.NewLeaver(log)
@@ -216,6 +217,9 @@ func (d *deliverer) opts(base []kgo.Opt) []kgo.Opt {
 		kgo.HeartbeatInterval(max(d.cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		// Partition i of every consumed topic goes to one member, so each
+		// key's records come to one process (ADR 0027).
+		kgo.Balancers(kafka.CopartitionedBalancer(), kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(d.assigned),
 		kgo.OnPartitionsRevoked(d.revoked),
 		kgo.OnPartitionsLost(d.lost),
@@ -462,6 +466,11 @@ func (d *deliverer) handle(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 		return
 	}
 	if del.Key != "" {
+		var owned bool
+		if ctx, owned = d.withSlot(ctx, it.Rec); !owned {
+			done(false) // its partition was revoked or lost: the next owner's
+			return
+		}
 		// A key held while its subscription was ordered stays on the
 		// ordered path until released, whatever the ordering is now, so
 		// that its parked deliveries are drained, in order.
@@ -594,6 +603,7 @@ func (d *deliverer) assigned(ctx context.Context, cl *kgo.Client, added map[stri
 	if len(parts) == 0 {
 		return
 	}
+	d.fenceSlots(ctx, parts)
 	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, d.cfg.Group)
 	if err != nil {
 		d.log.Warn("reading the commits of assigned partitions; what finished above their watermarks is redone", zap.Error(err))

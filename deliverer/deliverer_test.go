@@ -708,7 +708,15 @@ func TestPollBackpressure(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer subs.Close()
-			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: newLanes(cfg), holds: newHolds(nil),
+			holdTable, err := table.NewHoldTable(baseOpts(cfg, h.log), cfg.Kafka.Names.Holds(), h.log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holdTable.Close()
+			tableCtx, stopTable := context.WithCancel(context.Background())
+			defer stopTable()
+			go holdTable.Run(tableCtx)
+			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: newLanes(cfg), holds: newHolds(holdTable),
 				fatal: make(chan error, 1), table: subs}
 			d.cl, err = kgo.NewClient(d.opts(baseOpts(cfg, h.log))...)
 			if err != nil {

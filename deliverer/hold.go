@@ -2,11 +2,13 @@ package deliverer
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -29,13 +31,32 @@ import (
 // live in Kafka, so they survive restarts of any component, and a held
 // key never holds back other keys or its partition.
 
-// holds is this process's view of the held keys.
+// holds is this process's view of the held keys, and its right to write
+// them. A deliverer writes the hold of a key only while it owns the key's
+// partition number (its slot: the co-partitioned balancer gives partition
+// i of every consumed topic to one member), and marks each hold record
+// with its epoch for the slot: one more than the highest epoch in the
+// slot's partition of the holds topic when it was assigned the slot.
+// Before it reads the slot's holds, it writes a fence with that epoch
+// there, so that every hold a previous owner writes after that (it lost
+// the slot without knowing yet: its session ended during a long pause, a
+// network partition, a join the broker held) is ignored by every reader
+// (ADR 0027).
 type holds struct {
 	table *table.HoldTable
 
 	mu    sync.Mutex
+	slots map[int32]*slot     // the partition numbers assigned here
 	ready map[lanes.TP]bool   // partitions whose holds were caught up since assignment
 	local map[string]ownWrite // holds written here that the table may not show yet
+	width int                 // partitions of the holds topic; 0 until read
+}
+
+// slot is a partition number assigned here: its epoch (0 until fenced)
+// and which of its topics' partitions are assigned.
+type slot struct {
+	epoch int32
+	parts map[lanes.TP]bool
 }
 
 // ownWrite is a hold (nil: released) this process wrote, authoritative
@@ -47,36 +68,101 @@ type ownWrite struct {
 }
 
 func newHolds(t *table.HoldTable) *holds {
-	return &holds{table: t, ready: map[lanes.TP]bool{}, local: map[string]ownWrite{}}
+	return &holds{table: t, slots: map[int32]*slot{}, ready: map[lanes.TP]bool{}, local: map[string]ownWrite{}}
+}
+
+// assign notes partitions assigned and returns the partition numbers new
+// here, to fence; a slot kept keeps its epoch, so that what its records
+// still running write is not fenced by its own owner.
+func (h *holds) assign(parts []lanes.TP) []int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var fresh []int32
+	for _, p := range parts {
+		s := h.slots[p.Partition]
+		if s == nil {
+			s = &slot{parts: map[lanes.TP]bool{}}
+			h.slots[p.Partition] = s
+			fresh = append(fresh, p.Partition)
+		}
+		s.parts[p] = true
+	}
+	return fresh
+}
+
+// fenced sets the epochs of slots and marks their assigned partitions as
+// caught up.
+func (h *holds) fenced(epochs map[int32]int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p, e := range epochs {
+		if s := h.slots[p]; s != nil {
+			s.epoch = e
+			for tp := range s.parts {
+				h.ready[tp] = true
+			}
+		}
+	}
+}
+
+// forget marks partitions as no longer assigned; a slot none of whose
+// partitions is left is no longer this process's to write.
+func (h *holds) forget(parts []lanes.TP) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range parts {
+		delete(h.ready, p)
+		if s := h.slots[p.Partition]; s != nil {
+			delete(s.parts, p)
+			if len(s.parts) == 0 {
+				delete(h.slots, p.Partition)
+			}
+		}
+	}
+}
+
+// epoch is the epoch of the slot of partition number p; false when it is
+// not assigned here, or not fenced.
+func (h *holds) epoch(p int32) (int32, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.slots[p]
+	if s == nil || s.epoch == 0 {
+		return 0, false
+	}
+	return s.epoch, true
 }
 
 // get returns the hold of a key whose deliveries come from partition p.
-// The first call after p was assigned waits until the table includes every
-// hold written before, by whichever process owned p then.
-func (h *holds) get(ctx context.Context, p lanes.TP, key string) (*topics.Hold, error) {
+// The first call for a partition not caught up since its assignment waits
+// until the table includes every hold written before. rejected tells that
+// the key's last hold record was a fenced writer's, which the caller writes
+// over.
+func (h *holds) get(ctx context.Context, p lanes.TP, key string) (hold *topics.Hold, rejected bool, err error) {
 	h.mu.Lock()
 	ready := h.ready[p]
 	h.mu.Unlock()
 	if !ready {
 		if err := h.table.WaitCaughtUp(ctx); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		h.mu.Lock()
 		h.ready[p] = true
 		h.mu.Unlock()
 	}
+	rejected = h.table.Rejected(key)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w, ok := h.local[key]; ok {
 		if h.table.Applied(w.partition) <= w.offset {
-			return w.hold, nil
+			return w.hold, rejected, nil
 		}
 		delete(h.local, key)
 	}
 	if v, ok := h.table.Get(key); ok {
-		return &v, nil
+		return &v, rejected, nil
 	}
-	return nil, nil
+	return nil, rejected, nil
 }
 
 // wrote records an acknowledged write of a key's hold.
@@ -86,26 +172,115 @@ func (h *holds) wrote(key string, hold *topics.Hold, rec *kgo.Record) {
 	h.local[key] = ownWrite{hold: hold, partition: rec.Partition, offset: rec.Offset}
 }
 
-// forget marks partitions as no longer assigned.
-func (h *holds) forget(parts []lanes.TP) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, p := range parts {
-		delete(h.ready, p)
+// epochKey carries, in a worker's context, the epoch of the slot of the
+// record it runs (writeEpoch).
+type epochKey struct{}
+
+// withSlot returns ctx carrying the epoch of the slot of rec; false when
+// rec's partition is not assigned here any more.
+func (d *deliverer) withSlot(ctx context.Context, rec *kgo.Record) (context.Context, bool) {
+	e, ok := d.holds.epoch(rec.Partition)
+	if !ok {
+		return ctx, false
+	}
+	return context.WithValue(ctx, epochKey{}, e), true
+}
+
+// writeEpoch is the epoch a worker's hold writes carry.
+func writeEpoch(ctx context.Context) int32 {
+	e, _ := ctx.Value(epochKey{}).(int32)
+	return e
+}
+
+// fenceSlots takes over the holds of the slots new here, before their
+// records are fetched. With the table caught up, each slot's epoch is one
+// more than the highest in its partition; the state of every key whose
+// last hold record a fenced writer wrote is written again (so that the
+// fence that follows, compacting the one that fenced that writer away,
+// does not let a reader starting afresh take the record); then the slots'
+// fences, and the table catches up again. It persists until it succeeds
+// or the client closes; then the slots stay unfenced and their records
+// are left to their next owner.
+func (d *deliverer) fenceSlots(ctx context.Context, parts []lanes.TP) {
+	slots := d.holds.assign(parts)
+	if len(slots) == 0 {
+		return
+	}
+	var epochs map[int32]int32
+	var rewritten int
+	if !d.persist(ctx, "fencing the holds of assigned partitions", func() error {
+		if err := d.holds.table.WaitCaughtUp(ctx); err != nil {
+			return err
+		}
+		epochs = map[int32]int32{}
+		var recs []*kgo.Record
+		for _, p := range slots {
+			epochs[p] = d.holds.table.Epoch(p) + 1
+			ectx := context.WithValue(ctx, epochKey{}, epochs[p])
+			for _, key := range d.holds.table.RejectedIn(p) {
+				var h *topics.Hold
+				if v, ok := d.holds.table.Get(key); ok {
+					h = &v
+				}
+				recs = append(recs, d.holdRecord(ectx, []byte(key), h))
+			}
+			fence, err := d.fenceRecord(ctx, p, epochs[p])
+			if err != nil {
+				return err
+			}
+			recs = append(recs, fence)
+		}
+		if err := d.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return err
+		}
+		rewritten = len(recs) - len(slots)
+		return d.holds.table.WaitCaughtUp(ctx)
+	}) {
+		return
+	}
+	d.holds.fenced(epochs)
+	if rewritten > 0 {
+		d.log.Info("wrote the holds of ordering keys over a fenced writer's", zap.Int("keys", rewritten))
 	}
 }
 
-func (d *deliverer) holdRecord(key []byte, h *topics.Hold) *kgo.Record {
-	r := &kgo.Record{Topic: d.names.Holds(), Key: key}
+// fenceRecord is the fence of slot p at epoch e on the holds topic.
+func (d *deliverer) fenceRecord(ctx context.Context, p, e int32) (*kgo.Record, error) {
+	d.holds.mu.Lock()
+	width := d.holds.width
+	d.holds.mu.Unlock()
+	if width == 0 {
+		td, err := kadm.NewClient(d.cl).ListTopics(ctx, d.names.Holds())
+		if err != nil {
+			return nil, err
+		}
+		t, ok := td[d.names.Holds()]
+		if !ok || t.Err != nil || len(t.Partitions) == 0 {
+			return nil, fmt.Errorf("reading the partitions of %s: %v", d.names.Holds(), t.Err)
+		}
+		width = len(t.Partitions)
+		d.holds.mu.Lock()
+		d.holds.width = width
+		d.holds.mu.Unlock()
+	}
+	if int(p) >= width {
+		return nil, fmt.Errorf("%s has %d partitions, fewer than the deliveries topics: partition %d has no holds", d.names.Holds(), width, p)
+	}
+	return &kgo.Record{Topic: d.names.Holds(), Key: topics.FenceKey(p, width), Value: []byte{},
+		Headers: []kgo.RecordHeader{topics.EpochHeader(e)}}, nil
+}
+
+func (d *deliverer) holdRecord(ctx context.Context, key []byte, h *topics.Hold) *kgo.Record {
+	r := &kgo.Record{Topic: d.names.Holds(), Key: key, Headers: []kgo.RecordHeader{topics.EpochHeader(writeEpoch(ctx))}}
 	if h != nil {
-		r.Value, r.Headers = h.Encode(), h.Headers()
+		r.Value, r.Headers = h.Encode(), append(h.Headers(), r.Headers...)
 	}
 	return r
 }
 
 // writeHold produces a key's hold (nil releases it) and remembers it.
 func (d *deliverer) writeHold(ctx context.Context, key []byte, h *topics.Hold) bool {
-	r := d.holdRecord(key, h)
+	r := d.holdRecord(ctx, key, h)
 	if !d.produce(ctx, []*kgo.Record{r}) {
 		return false
 	}
@@ -116,7 +291,7 @@ func (d *deliverer) writeHold(ctx context.Context, key []byte, h *topics.Hold) b
 // held tells whether rec's key is held (or its hold cannot be read now,
 // which ordered then waits out).
 func (d *deliverer) held(ctx context.Context, rec *kgo.Record) bool {
-	h, err := d.holds.get(ctx, lanes.TPOf(rec), string(rec.Key))
+	h, _, err := d.holds.get(ctx, lanes.TPOf(rec), string(rec.Key))
 	return err != nil || h != nil
 }
 
@@ -126,11 +301,20 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	rec := it.Rec
 	key := rec.Key
 	var held *topics.Hold
+	var rejected bool
 	if !d.persist(ctx, "reading the hold of an ordering key", func() (err error) {
-		held, err = d.holds.get(ctx, lanes.TPOf(rec), string(key))
+		held, rejected, err = d.holds.get(ctx, lanes.TPOf(rec), string(key))
 		return err
 	}) {
 		return false
+	}
+	if rejected {
+		// The key's last hold record is a fenced writer's, which
+		// compaction would keep over the hold it ignored: written over.
+		d.log.Info("writing the hold of an ordering key over a fenced writer's", zap.String("key", string(key)))
+		if !d.writeHold(ctx, key, held) {
+			return false
+		}
 	}
 	if at, ok := d.releasedCopy(rec); ok {
 		return d.releasedOne(ctx, it, del, held, at, rng)
@@ -235,7 +419,7 @@ func (d *deliverer) through(rec *kgo.Record) int64 {
 // produceHold produces recs together with a key's new hold and remembers
 // the hold once all are acknowledged (kgo sets the record's offset).
 func (d *deliverer) produceHold(ctx context.Context, recs []*kgo.Record, key []byte, h *topics.Hold) bool {
-	hr := d.holdRecord(key, h)
+	hr := d.holdRecord(ctx, key, h)
 	if !d.produce(ctx, append(recs, hr)) {
 		return false
 	}

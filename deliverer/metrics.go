@@ -12,6 +12,7 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -217,4 +218,25 @@ func (m *metrics) readParked(n int) {
 	if m != nil {
 		m.parkedRead.Add(float64(n))
 	}
+}
+
+// watchHolds serves webhooks_held_keys and webhooks_oldest_hold_seconds
+// from the hold table (the same on every replica: every replica reads the
+// whole holds topic; aggregate with max). A key held far longer than its
+// subscription's retry schedule is stuck: the chart's
+// WebhooksOrderedKeyStuck alert fires on it.
+func watchHolds(reg prometheus.Registerer, t *table.HoldTable) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Name: "held_keys",
+			Help: "Ordered keys held behind a failed delivery now."},
+			func() float64 { return float64(t.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Name: "oldest_hold_seconds",
+			Help: "How long the longest-held ordered key has been held (0 with none)."},
+			func() float64 {
+				if o := t.Oldest(); !o.IsZero() {
+					return time.Since(o).Seconds()
+				}
+				return 0
+			}),
+	)
 }

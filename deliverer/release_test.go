@@ -76,7 +76,7 @@ func (h *harness) park(tb testing.TB, d *deliverer, held *topics.Hold, sub, key,
 	if !d.park(ctx, rec, &del, held) {
 		tb.Fatalf("parking %s", eventID)
 	}
-	next, err := d.holds.get(ctx, lanes.TPOf(rec), string(rec.Key))
+	next, _, err := d.holds.get(ctx, lanes.TPOf(rec), string(rec.Key))
 	if err != nil || next == nil {
 		tb.Fatalf("hold of %s after parking: %v, %v", key, next, err)
 	}
@@ -105,7 +105,7 @@ func (h *harness) attemptCopies(ctx context.Context, d *deliverer, key []byte, r
 	p := int32(topics.Partitioner().ForTopic(topic).Partition(&kgo.Record{Key: key}, 3))
 	copies := newParkedReader(d.cl, topic)
 	for {
-		next, err := d.holds.get(ctx, lanes.TP{Topic: topic, Partition: p}, string(key))
+		next, _, err := d.holds.get(ctx, lanes.TP{Topic: topic, Partition: p}, string(key))
 		if err != nil || next == nil || next.ReleasingTo < 0 {
 			return next, err == nil
 		}
@@ -357,7 +357,7 @@ func TestHeadRedoneWhileReleasingIsNotRepeated(t *testing.T) {
 	if done {
 		t.Fatal("the head's record finished with its copies refused")
 	}
-	got, err := d.holds.get(testCtx(t, 10*time.Second), lanes.TPOf(rec), string(key))
+	got, _, err := d.holds.get(testCtx(t, 10*time.Second), lanes.TPOf(rec), string(key))
 	if err != nil || got == nil || got.Head != held.Head || got.ReleasingTo != held.ParkedLast || got.ParkedFrom != held.ParkedFrom {
 		t.Fatalf("hold after the head succeeded = %+v, %v; want it releasing from %d to %d", got, err, held.ParkedFrom, held.ParkedLast)
 	}

@@ -3,6 +3,7 @@ package topics
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -61,7 +62,52 @@ const (
 	HeaderParkedLast  = "webhooks-parked-last"
 	HeaderReleasingTo = "webhooks-releasing-to"
 	HeaderParkedAt    = "webhooks-parked-at"
+	// HeaderHoldEpoch is, on a hold record (tombstones too) and on a
+	// fence, the consumer-group generation in which its writer was
+	// assigned the key's partition. Readers ignore a hold record whose
+	// epoch is below the highest one seen in its partition: it was
+	// written by a deliverer that had lost the partition to another
+	// (ADR 0027).
+	HeaderHoldEpoch = "webhooks-hold-epoch"
 )
+
+// FencePrefix starts the keys of fence records on the holds topic: a
+// deliverer newly assigned a partition writes one there with its epoch
+// before reading the partition's holds, so that every hold written after
+// by the partition's previous owner is ignored. A fence is no hold.
+const FencePrefix = "\x00fence-"
+
+// FenceKey is the key of the fence record of partition p of a holds topic
+// with n partitions: a key the partitioner places on p, the same one for
+// every fence of p, so compaction keeps the newest.
+func FenceKey(p int32, n int) []byte {
+	for i := 0; ; i++ {
+		k := []byte(FencePrefix + strconv.Itoa(i))
+		if hashPartition(k, n) == int(p) {
+			return k
+		}
+	}
+}
+
+// IsFence tells whether a holds record key is a fence's.
+func IsFence(key []byte) bool { return strings.HasPrefix(string(key), FencePrefix) }
+
+// EpochHeader is the HeaderHoldEpoch header of epoch e.
+func EpochHeader(e int32) kgo.RecordHeader {
+	return kgo.RecordHeader{Key: HeaderHoldEpoch, Value: []byte(strconv.FormatInt(int64(e), 10))}
+}
+
+// EpochOf returns the HeaderHoldEpoch of a holds record; false when it
+// has none (written before ADR 0027) or a malformed one.
+func EpochOf(headers []kgo.RecordHeader) (int32, bool) {
+	for _, h := range headers {
+		if h.Key == HeaderHoldEpoch {
+			n, err := strconv.ParseInt(string(h.Value), 10, 32)
+			return int32(n), err == nil && n >= 0
+		}
+	}
+	return 0, false
+}
 
 // OffsetHeader is a header holding an offset in decimal.
 func OffsetHeader(key string, offset int64) kgo.RecordHeader {
