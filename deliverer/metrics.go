@@ -223,8 +223,8 @@ func (m *metrics) readParked(n int) {
 // watchHolds serves webhooks_held_keys and webhooks_oldest_hold_seconds
 // from the hold table (the same on every replica: every replica reads the
 // whole holds topic; aggregate with max). A key held far longer than its
-// subscription's retry schedule is stuck: the chart's
-// WebhooksOrderedKeyStuck alert fires on it.
+// subscription's retry schedule may be stuck: the chart's
+// WebhooksOrderedKeyHeldLong alert fires on it.
 func watchHolds(reg prometheus.Registerer, t *table.HoldTable) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Name: "held_keys",
@@ -233,8 +233,8 @@ func watchHolds(reg prometheus.Registerer, t *table.HoldTable) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Name: "oldest_hold_seconds",
 			Help: "How long the longest-held ordered key has been held (0 with none)."},
 			func() float64 {
-				if o := t.Oldest(); !o.IsZero() {
-					return time.Since(o).Seconds()
+				if _, h, ok := t.Oldest(); ok {
+					return time.Since(h.Since).Seconds()
 				}
 				return 0
 			}),

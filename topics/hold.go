@@ -63,11 +63,11 @@ const (
 	HeaderReleasingTo = "webhooks-releasing-to"
 	HeaderParkedAt    = "webhooks-parked-at"
 	// HeaderHoldEpoch is, on a hold record (tombstones too) and on a
-	// fence, the consumer-group generation in which its writer was
-	// assigned the key's partition. Readers ignore a hold record whose
-	// epoch is below the highest one seen in its partition: it was
-	// written by a deliverer that had lost the partition to another
-	// (ADR 0027).
+	// fence, its writer's epoch for the key's partition number: one more
+	// than the highest epoch in the holds partition when the writer was
+	// assigned it. Readers ignore a hold record whose epoch is below the
+	// highest one seen in its partition: it was written by a deliverer
+	// that had lost the partition to another (ADR 0027).
 	HeaderHoldEpoch = "webhooks-hold-epoch"
 )
 

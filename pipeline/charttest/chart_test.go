@@ -976,7 +976,8 @@ func TestMonitoring(t *testing.T) {
 		}
 	}
 	for _, a := range []string{"WebhooksDeliveryFailureRateHigh", "WebhooksDeadLettersGrowing", "WebhooksConsumerLagHigh",
-		"WebhooksRetriesOverdue", "WebhooksRetrierWindowOverrun", "WebhooksRecorderClickHouseDown", "WebhooksBreakerOpenTooLong"} {
+		"WebhooksRetriesOverdue", "WebhooksRetrierWindowOverrun", "WebhooksRecorderClickHouseDown", "WebhooksBreakerOpenTooLong",
+		"WebhooksOrderedKeyHeldLong"} {
 		if !alerts[a] {
 			t.Errorf("no alert %s", a)
 		}

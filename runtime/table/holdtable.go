@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
 
@@ -92,18 +91,19 @@ func (t *HoldTable) Epoch(partition int32) int32 {
 	return t.epochs[partition]
 }
 
-// Oldest is the earliest Since of the holds (zero with none): how long the
-// oldest held key has waited.
-func (t *HoldTable) Oldest() time.Time {
+// Oldest is the key held longest (earliest Since) and its hold; false
+// with none held.
+func (t *HoldTable) Oldest() (string, topics.Hold, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	var oldest time.Time
-	for _, h := range t.holds {
-		if oldest.IsZero() || h.Since.Before(oldest) {
-			oldest = h.Since
+	var key string
+	var oldest topics.Hold
+	for k, h := range t.holds {
+		if key == "" || h.Since.Before(oldest.Since) || h.Since.Equal(oldest.Since) && k < key {
+			key, oldest = k, h
 		}
 	}
-	return oldest
+	return key, oldest, key != ""
 }
 
 // Len is the number of held keys.

@@ -81,6 +81,9 @@ func TestHoldTableIgnoresFencedWriters(t *testing.T) {
 		if _, ok := tbl.Get(string(topics.FenceKey(0, 1))); ok || tbl.Len() != 3 {
 			t.Errorf("%s: %d holds, want 3 (the fence is none)", name, tbl.Len())
 		}
+		if k, h, ok := tbl.Oldest(); !ok || k != "sub/legacy" || h.Head != "evt_0" {
+			t.Errorf("%s: oldest hold %s %+v, %v; want sub/legacy's, held first", name, k, h, ok)
+		}
 		if tbl.Epoch(0) != 2 {
 			t.Errorf("%s: epoch %d, want 2", name, tbl.Epoch(0))
 		}

@@ -16,8 +16,10 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -40,6 +42,18 @@ type lagRow struct {
 	// read: the earliest due time among the first unreleased record of each
 	// partition (within a partition due times grow, give or take jitter).
 	OldestDue *time.Time `json:"oldest_due,omitempty"`
+	// Holds is set on the deliverer's deliveries row: the ordered keys
+	// held behind a failed delivery (the holds topic).
+	Holds *holdsRow `json:"holds,omitempty"`
+}
+
+// holdsRow sums up the held ordered keys: how many, and the one held
+// longest, its head (the event whose outcome releases it) and since when.
+type holdsRow struct {
+	Keys    int        `json:"keys"`
+	Longest string     `json:"longest,omitempty"`
+	Head    string     `json:"head,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
 }
 
 // consumerGroup is a component's consumer group and the topics it consumes.
@@ -121,6 +135,12 @@ func (k *kafka) lag(ctx context.Context, g consumerGroup) ([]lagRow, error) {
 	if g.tiers {
 		due = k.oldestDue(ctx, lags)
 	}
+	var held *holdsRow
+	if slices.Contains(ts, k.names.Deliveries()) {
+		if held, err = k.holds(ctx); err != nil {
+			return nil, err
+		}
+	}
 	var rows []lagRow
 	for _, t := range ts {
 		row := lagRow{Group: group, State: state, Members: members, Topic: t}
@@ -129,6 +149,9 @@ func (k *kafka) lag(ctx context.Context, g consumerGroup) ([]lagRow, error) {
 				row.Partitions++
 				row.Lag += l.Lag
 			}
+		}
+		if t == k.names.Deliveries() {
+			row.Holds = held
 		}
 		if g.tiers {
 			held := row.Lag
@@ -140,6 +163,23 @@ func (k *kafka) lag(ctx context.Context, g consumerGroup) ([]lagRow, error) {
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// holds reads the holds topic up to its end.
+func (k *kafka) holds(ctx context.Context) (*holdsRow, error) {
+	topic := k.names.Holds()
+	t, err := table.NewHoldTable(k.opts, topic, zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
+	if err := readToEnd(ctx, topic, t); err != nil {
+		return nil, err
+	}
+	row := &holdsRow{Keys: t.Len()}
+	if key, h, ok := t.Oldest(); ok {
+		row.Longest, row.Head, row.Since = key, h.Head, &h.Since
+	}
+	return row, nil
 }
 
 // oldestDueWait bounds the reading of due times: they are a hint, and a
@@ -228,6 +268,12 @@ func (c *cli) printLag(rows []lagRow, now time.Time) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range rows {
+		if r.Holds != nil && r.Holds.Since != nil {
+			fmt.Fprintf(c.stdout, "\nOrdered keys held: %d; longest %s, behind event %s since %s (%s).\n", r.Holds.Keys,
+				r.Holds.Longest, r.Holds.Head, formatTime(*r.Holds.Since), now.Sub(*r.Holds.Since).Round(time.Second))
+		}
 	}
 	if slices.ContainsFunc(rows, func(r lagRow) bool { return r.Lag > 0 && r.Members == 0 }) {
 		fmt.Fprintln(c.stdout, "\nA group with lag and no members is not consuming: is its component running?")

@@ -57,6 +57,16 @@ func TestLag(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Two ordered keys held, one since an hour.
+	hn := h.names
+	since := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for key, hold := range map[string]*topics.Hold{
+		"sub_o/old": {Head: "evt_old", HeadAttempt: 2, ParkedFrom: -1, Through: -1, Since: since},
+		"sub_o/new": {Head: "evt_new", HeadAttempt: 2, ParkedFrom: -1, Through: -1, Since: time.Now()},
+	} {
+		produce(&kgo.Record{Topic: hn.Holds(), Key: []byte(key), Value: hold.Encode()})
+	}
+
 	var rows []lagRow
 	h.json(&rows, "lag")
 	byTopic := map[string]lagRow{}
@@ -73,6 +83,13 @@ func TestLag(t *testing.T) {
 		if r, ok := byTopic[topics.GroupDeliverer+" "+topic]; !ok || r.Lag != 0 || r.Members != 0 {
 			t.Errorf("deliverer on %s: %+v, want lag 0, no members", topic, r)
 		}
+	}
+	if r := byTopic[topics.GroupDeliverer+" "+h.names.Deliveries()]; r.Holds == nil || r.Holds.Keys != 2 ||
+		r.Holds.Longest != "sub_o/old" || r.Holds.Head != "evt_old" || r.Holds.Since == nil || !r.Holds.Since.Equal(since) {
+		t.Errorf("deliverer on deliveries: holds %+v, want 2 keys, sub_o/old behind evt_old the longest", r.Holds)
+	}
+	if text := h.ok("lag", "--group", topics.GroupDeliverer); !strings.Contains(text, "Ordered keys held: 2; longest sub_o/old, behind event evt_old") {
+		t.Errorf("lag --group %s does not show the held keys:\n%s", topics.GroupDeliverer, text)
 	}
 	r := byTopic[topics.GroupRetrier+" "+tier]
 	if r.Lag != 2 || r.Held == nil || *r.Held != 2 {
