@@ -1,19 +1,37 @@
 #!/usr/bin/env bash
-# Local services (Redis, ClickHouse, kcat) for `make run`, `make test` and CI,
-# and the tools the tests use (chromium for the browser tests, curl for the
-# npm assets).
+# Local services (Redis, ClickHouse, kcat, and an Apache Kafka broker for the
+# tests that need a real one) for `make run`, `make test` and CI, and the tools
+# the tests use (chromium for the browser tests, curl for the npm assets).
 #
 # Usage:
 #   services.sh install
+#   services.sh install-kafka
 #   services.sh start redis PORT DIR
 #   services.sh start clickhouse TCPPORT HTTPPORT DIR
-#   services.sh stop redis|clickhouse DIR
+#   services.sh start kafka PORT DIR
+#   services.sh stop redis|clickhouse|kafka DIR
+#   services.sh kill redis|clickhouse|kafka DIR
 #   services.sh status
 #
 # Every instance binds to 127.0.0.1 only and keeps all of its state (data,
 # pid file, logs, generated config) under DIR, so several instances (e.g. a
 # dev one and a test one) can run side by side on different ports and DIRs.
 # `start` is idempotent: if the port already answers, nothing is started.
+# `kill` SIGKILLs an instance (to test crash recovery); its data is kept, and
+# `start` on the same DIR brings it back on that data.
+#
+# Kafka: `install-kafka` fetches Apache Kafka's jars (the pinned release and
+# its runtime dependencies) from Maven Central with Maven into
+# .build/kafka-VERSION/libs of the repository (needs java 17+ and mvn).
+# `start kafka PORT DIR` runs a single-node KRaft broker+controller:
+#   127.0.0.1:PORT     PLAINTEXT
+#   127.0.0.1:PORT+1   SASL_SSL, SCRAM-SHA-512 user hookpipe, password
+#                      hookpipe-secret; server cert for 127.0.0.1/localhost
+#                      from a CA made on first start, DIR/ca.pem
+#   127.0.0.1:PORT+2   controller
+# Topics are not auto-created. librdkafka before 2.6.1 (Debian 12's kcat has
+# 2.0.2) fails SCRAM against any Kafka 4.x (a client nonce bug): use kcat on
+# PLAINTEXT only.
 set -euo pipefail
 
 PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
@@ -21,7 +39,17 @@ PROG=${0##*/}
 
 REDIS_START_TIMEOUT=${REDIS_START_TIMEOUT:-20}
 CLICKHOUSE_START_TIMEOUT=${CLICKHOUSE_START_TIMEOUT:-60}
+KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 STOP_TIMEOUT=${STOP_TIMEOUT:-30}
+
+# The Kafka release `install-kafka` fetches, and the SHA-256 of its
+# kafka_2.13-$KAFKA_VERSION.jar (checked after the fetch, on top of Maven's
+# --strict-checksums). Kafka logs through slf4j 1.x; the release tarball
+# binds it to log4j2, which the Maven artifacts leave out: added here.
+KAFKA_VERSION=4.4.0
+KAFKA_JAR_SHA256=76d3314f873571677ff98620ab9a431e508e3687f921a3df4f70d692a970475e
+KAFKA_LOG4J_VERSION=2.25.4
+KAFKA_CACHE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/.build/kafka-$KAFKA_VERSION
 
 die() {
 	echo "$PROG: $*" >&2
@@ -36,9 +64,12 @@ usage() {
 	cat >&2 <<EOF
 usage:
   $PROG install
+  $PROG install-kafka          fetch Kafka $KAFKA_VERSION from Maven Central (slow, once)
   $PROG start redis PORT DIR
   $PROG start clickhouse TCPPORT HTTPPORT DIR
-  $PROG stop redis|clickhouse DIR
+  $PROG start kafka PORT DIR   PLAINTEXT on PORT, SASL_SSL on PORT+1, controller on PORT+2
+  $PROG stop redis|clickhouse|kafka DIR
+  $PROG kill redis|clickhouse|kafka DIR
   $PROG status
 EOF
 	exit 2
@@ -90,9 +121,12 @@ install_services() {
 	have chromium || need+=(chromium)
 	have curl || need+=(curl ca-certificates)
 	have openssl || need+=(openssl)
+	# For the Apache Kafka broker (install-kafka, start kafka).
+	have java || need+=(openjdk-17-jre-headless)
+	have mvn || need+=(maven)
 
 	if ((${#need[@]} == 0)); then
-		log "install: redis-server, clickhouse-server, clickhouse-client, kcat, chromium and curl are already installed"
+		log "install: redis-server, clickhouse-server, clickhouse-client, kcat, chromium, curl, java and mvn are already installed"
 		return 0
 	fi
 
@@ -123,7 +157,7 @@ install_services() {
 	fi
 
 	local c
-	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat chromium curl openssl; do
+	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat chromium curl openssl java mvn; do
 		have "$c" || die "install: $c still missing after apt-get install"
 	done
 	log "install: done"
@@ -252,14 +286,251 @@ start_clickhouse() {
 	exit 1
 }
 
+# ---------------------------------------------------------------- kafka
+
+# install_kafka: fetch the Kafka jars into $KAFKA_CACHE/libs, unless a
+# previous run completed (the marker file is written last). A lock keeps
+# parallel callers (test packages) from fetching into the same place.
+install_kafka() {
+	local libs=$KAFKA_CACHE/libs marker=$KAFKA_CACHE/installed lock
+	mkdir -p -- "$KAFKA_CACHE"
+	exec {lock}>"$KAFKA_CACHE/.lock"
+	flock "$lock"
+	if [[ -e $marker ]]; then
+		log "install-kafka: Kafka $KAFKA_VERSION already in $libs"
+		return 0
+	fi
+	have java || die "java not found; install OpenJDK 17+ (apt-get install openjdk-17-jdk-headless)"
+	have mvn || die "mvn not found; install Maven (apt-get install maven)"
+
+	log "install-kafka: fetching Kafka $KAFKA_VERSION and its dependencies from Maven Central"
+	rm -rf -- "$libs" "$KAFKA_CACHE/m2"
+	# kafka-tools holds the admin tools (TopicCommand, ConfigCommand...);
+	# connect-runtime, which it also drags in, is only for Kafka Connect.
+	cat >"$KAFKA_CACHE/pom.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.hookpipe</groupId>
+  <artifactId>kafka-libs</artifactId>
+  <version>$KAFKA_VERSION</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>$KAFKA_VERSION</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-tools</artifactId>
+      <version>$KAFKA_VERSION</version>
+      <exclusions>
+        <exclusion>
+          <groupId>org.apache.kafka</groupId>
+          <artifactId>connect-runtime</artifactId>
+        </exclusion>
+      </exclusions>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-core</artifactId>
+      <version>$KAFKA_LOG4J_VERSION</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>$KAFKA_LOG4J_VERSION</version>
+    </dependency>
+  </dependencies>
+  <build>
+    <plugins>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-dependency-plugin</artifactId>
+        <version>3.8.1</version>
+        <configuration>
+          <includeScope>runtime</includeScope>
+          <outputDirectory>$libs</outputDirectory>
+        </configuration>
+      </plugin>
+    </plugins>
+  </build>
+</project>
+EOF
+	# A repository of its own: the fetch does not depend on (nor fill)
+	# ~/.m2; it is dropped once the jars are copied.
+	mvn -B --strict-checksums -f "$KAFKA_CACHE/pom.xml" -Dmaven.repo.local="$KAFKA_CACHE/m2" \
+		dependency:copy-dependencies >"$KAFKA_CACHE/mvn.log" 2>&1 || {
+		tail -n 30 -- "$KAFKA_CACHE/mvn.log" >&2
+		die "install-kafka: mvn failed (log: $KAFKA_CACHE/mvn.log)"
+	}
+	rm -rf -- "$KAFKA_CACHE/m2"
+
+	local jar=$libs/kafka_2.13-$KAFKA_VERSION.jar sum
+	sum=$(sha256sum <"$jar") || die "install-kafka: $jar missing"
+	[[ ${sum%% *} == "$KAFKA_JAR_SHA256" ]] ||
+		die "install-kafka: SHA-256 of $jar is ${sum%% *}, want $KAFKA_JAR_SHA256"
+	touch -- "$marker"
+	log "install-kafka: Kafka $KAFKA_VERSION in $libs"
+}
+
+# kafka_ping PORT: succeed if the broker on PORT serves metadata listing
+# itself (node 1), i.e. it is up and unfenced.
+kafka_ping() {
+	# A closed port fails at once; kcat would retry it for its whole -m 1.
+	(: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null || return 1
+	timeout 10 kcat -b "127.0.0.1:$1" -m 1 -L -t __nonexistent 2>/dev/null |
+		grep -q "broker 1 at 127.0.0.1:$1"
+}
+
+# make_kafka_certs DIR: a CA (DIR/ca.pem, for clients) and, signed by it, a
+# server certificate for 127.0.0.1 and localhost with its key
+# (DIR/server.pem, read by the broker as a PEM key store). The CA key is not
+# kept.
+make_kafka_certs() {
+	local dir=$1 tmp
+	tmp=$(mktemp -d "$dir/certs.XXXXXX")
+	openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=hookpipe test CA" \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+		-keyout "$tmp/ca.key" -out "$tmp/ca.pem" 2>/dev/null
+	openssl req -newkey rsa:2048 -nodes -subj /CN=localhost \
+		-keyout "$tmp/server.key" -out "$tmp/server.csr" 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$tmp/ext"
+	openssl x509 -req -days 3650 -set_serial "0x$(openssl rand -hex 16)" -extfile "$tmp/ext" \
+		-in "$tmp/server.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -out "$tmp/server.crt" 2>/dev/null
+	cat "$tmp/server.key" "$tmp/server.crt" >"$tmp/server.pem"
+	chmod 600 "$tmp/server.pem"
+	mv -- "$tmp/server.pem" "$dir/server.pem"
+	mv -- "$tmp/ca.pem" "$dir/ca.pem"
+	rm -rf -- "$tmp"
+}
+
+write_kafka_config() {
+	local port=$1 dir=$2
+	cat >"$dir/server.properties" <<EOF
+# Generated by $PROG on every start: a single-node test broker.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$((port + 2))
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$((port + 1)),CONTROLLER://127.0.0.1:$((port + 2))
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$((port + 1))
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location=$dir/server.pem
+log.dirs=$dir/data
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.num.partitions=1
+group.initial.rebalance.delay.ms=0
+# After a crash (kill), the restarted broker cannot register until the
+# controller has expired the dead incarnation's session (default 9 s).
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
+EOF
+	cat >"$dir/log4j2.properties" <<'EOF'
+appender.out.type=Console
+appender.out.name=out
+appender.out.layout.type=PatternLayout
+appender.out.layout.pattern=[%d] %p %m (%c)%n
+rootLogger.level=INFO
+rootLogger.appenderRef.out.ref=out
+EOF
+}
+
+start_kafka() {
+	(($# == 2)) || usage
+	local port=$1 dir
+	check_port "$port"
+	check_port $((port + 2))
+	[[ -e $KAFKA_CACHE/installed ]] || die "Kafka $KAFKA_VERSION not installed; run: $PROG install-kafka"
+	have java || die "java not found; install OpenJDK 17+"
+	have kcat || die "kcat not found; run: $PROG install"
+	have openssl || die "openssl not found; run: $PROG install"
+	dir=$(abs_dir "$2")
+
+	if kafka_ping "$port"; then
+		log "kafka already answering on 127.0.0.1:$port"
+		return 0
+	fi
+
+	# The config path names the instance in the broker's command line.
+	local pidfile=$dir/kafka.pid logfile=$dir/kafka.out conf=$dir/server.properties
+	if ! pid_alive "$pidfile" "$conf"; then
+		rm -f -- "$pidfile"
+		local -a java=(java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+			-XX:+ExitOnOutOfMemoryError -XX:-UsePerfData -Djava.awt.headless=true
+			-Dlog4j2.configurationFile="$dir/log4j2.properties"
+			-cp "$KAFKA_CACHE/libs/*")
+		[[ -s $dir/server.pem && -s $dir/ca.pem ]] || make_kafka_certs "$dir"
+		write_kafka_config "$port" "$dir"
+		echo "=== $PROG: start on 127.0.0.1:$port, $(date -u +%FT%TZ)" >>"$logfile"
+		# Format once; a restart (after stop or kill) reuses the data.
+		if [[ ! -e $dir/data/meta.properties ]]; then
+			local id
+			id=$(openssl rand -base64 16 | tr '+/' '-_' | tr -d '=\n')
+			"${java[@]}" kafka.tools.StorageTool format --cluster-id="$id" --config "$conf" \
+				--add-scram 'SCRAM-SHA-512=[name=hookpipe,password=hookpipe-secret]' \
+				</dev/null >>"$logfile" 2>&1 || {
+				tail -n 20 -- "$logfile" >&2
+				die "kafka-storage format failed"
+			}
+		fi
+		# No job control in a script, so setsid detaches without forking and
+		# $! is the JVM's pid.
+		setsid "${java[@]}" kafka.Kafka "$conf" </dev/null >>"$logfile" 2>&1 &
+		echo $! >"$pidfile"
+	fi
+
+	local start=$SECONDS why="did not answer within ${KAFKA_START_TIMEOUT}s"
+	while ((SECONDS - start < KAFKA_START_TIMEOUT)); do
+		if kafka_ping "$port"; then
+			log "kafka up on 127.0.0.1:$port (SASL_SSL $((port + 1)), controller $((port + 2)), dir $dir)"
+			return 0
+		fi
+		# Give up early if the broker already died (port taken, bad config...).
+		if ! pid_alive "$pidfile" "$conf"; then
+			why="exited during startup"
+			break
+		fi
+		sleep 0.25
+	done
+	# The cause (e.g. a port taken) is logged well before the shutdown noise
+	# at the end: show this start's first errors, then its last lines.
+	log "kafka on 127.0.0.1:$port $why; errors and last lines of $logfile:"
+	tac -- "$logfile" | sed '/^=== /q' | tac | grep -m 5 -A 1 --no-group-separator -E '^\[[^]]*\] (ERROR|FATAL) ' >&2 || true
+	tail -n 10 -- "$logfile" >&2
+	exit 1
+}
+
 # ---------------------------------------------------------------- stop
 
+# stop_service TERM|KILL SVC DIR: TERM stops the instance (SIGTERM, then
+# SIGKILL after STOP_TIMEOUT); KILL sends SIGKILL straight away.
 stop_service() {
-	(($# == 2)) || usage
-	local svc=$1 dir=$2 pidfile name
+	(($# == 3)) || usage
+	local sig=$1 svc=$2 dir=$3 pidfile name
 	case $svc in
 	redis) pidfile=$dir/redis.pid name=redis-server ;;
 	clickhouse) pidfile=$dir/clickhouse-server.pid name=clickhouse-server ;;
+	kafka)
+		# The broker's command line names its config by absolute path.
+		[[ -d $dir ]] && dir=$(cd -- "$dir" && pwd -P)
+		pidfile=$dir/kafka.pid name=$dir/server.properties
+		;;
 	*) usage ;;
 	esac
 
@@ -271,20 +542,23 @@ stop_service() {
 
 	local pid i start=$SECONDS
 	pid=$(read_pid "$pidfile")
-	kill -TERM "$pid" 2>/dev/null || true
-	while ((SECONDS - start < STOP_TIMEOUT)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			rm -f -- "$pidfile"
-			log "$svc (pid $pid) stopped"
-			return 0
-		fi
-		sleep 0.25
-	done
-	log "$svc (pid $pid) still running after ${STOP_TIMEOUT}s; sending SIGKILL"
+	if [[ $sig == TERM ]]; then
+		kill -TERM "$pid" 2>/dev/null || true
+		while ((SECONDS - start < STOP_TIMEOUT)); do
+			if ! kill -0 "$pid" 2>/dev/null; then
+				rm -f -- "$pidfile"
+				log "$svc (pid $pid) stopped"
+				return 0
+			fi
+			sleep 0.25
+		done
+		log "$svc (pid $pid) still running after ${STOP_TIMEOUT}s; sending SIGKILL"
+	fi
 	kill -KILL "$pid" 2>/dev/null || true
 	for ((i = 0; i < 40; i++)); do
 		kill -0 "$pid" 2>/dev/null || {
 			rm -f -- "$pidfile"
+			log "$svc (pid $pid) killed"
 			return 0
 		}
 		sleep 0.25
@@ -327,10 +601,21 @@ status() {
 			echo "clickhouse  pid=$pid tcp=$tcp http=$http state=$state dir=${cfg%/config.xml}"
 			found=1
 			;;
+		java)
+			cmd=$(tr '\0' '\n' <"$p/cmdline" 2>/dev/null) || continue
+			grep -qx kafka.Kafka <<<"$cmd" || continue
+			# the broker's last argument is DIR/server.properties
+			cfg=$(tail -n 1 <<<"$cmd")
+			port=$(sed -n 's|^listeners=PLAINTEXT://127.0.0.1:\([0-9]*\),.*|\1|p' "$cfg" 2>/dev/null || true)
+			state=down
+			[[ $port =~ ^[0-9]+$ ]] && kafka_ping "$port" && state=up
+			echo "kafka       pid=$pid port=${port:-?} state=$state dir=${cfg%/server.properties}"
+			found=1
+			;;
 		*) ;;
 		esac
 	done
-	((found)) || echo "no redis-server or clickhouse-server running"
+	((found)) || echo "no redis-server, clickhouse-server or kafka running"
 }
 
 # ---------------------------------------------------------------- main
@@ -344,6 +629,10 @@ main() {
 		(($# == 0)) || usage
 		install_services
 		;;
+	install-kafka)
+		(($# == 0)) || usage
+		install_kafka
+		;;
 	start)
 		(($# >= 1)) || usage
 		local svc=$1
@@ -351,10 +640,12 @@ main() {
 		case $svc in
 		redis) start_redis "$@" ;;
 		clickhouse) start_clickhouse "$@" ;;
+		kafka) start_kafka "$@" ;;
 		*) usage ;;
 		esac
 		;;
-	stop) stop_service "$@" ;;
+	stop) stop_service TERM "$@" ;;
+	kill) stop_service KILL "$@" ;;
 	status) status ;;
 	-h | --help | help) usage ;;
 	*) usage ;;
