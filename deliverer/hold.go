@@ -300,6 +300,9 @@ func (d *deliverer) held(ctx context.Context, rec *kgo.Record) bool {
 func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Delivery, rng *rand.Rand) bool {
 	rec := it.Rec
 	key := rec.Key
+	// Reading the hold, parking, writing it are the broker's time, not the
+	// endpoint's: only the request counts in the subscription's pace.
+	d.lanes.Unpaced(it)
 	var held *topics.Hold
 	var rejected bool
 	if !d.persist(ctx, "reading the hold of an ordering key", func() (err error) {
@@ -346,7 +349,7 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 		next.HeadAttempt = del.Attempt
 		return d.produceHold(ctx, d.spill(ctx, rec, del, it.Wait), key, next)
 	}
-	recs, v := d.attempt(ctx, rec, del, rng)
+	recs, v := d.request(ctx, it, del, rng)
 	switch v {
 	case cut:
 		return false
@@ -359,6 +362,19 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 	}
 	next.HeadAttempt = held.HeadAttempt
 	return d.releaseHead(ctx, key, next, recs)
+}
+
+// request attempts an ordered delivery: its request is the part of the
+// record that counts in the subscription's pace, and once it is over the
+// subscription's slot is free while the outcome and the hold are written
+// (lanes.Sent), as for a plain attempt.
+func (d *deliverer) request(ctx context.Context, it *lanes.Item, del *topics.Delivery, rng *rand.Rand) ([]*kgo.Record, verdict) {
+	d.lanes.Request(it)
+	recs, v := d.attempt(ctx, it.Rec, del, rng)
+	if v != cut {
+		d.lanes.Sent(it)
+	}
+	return recs, v
 }
 
 // releasedCopy tells whether rec is a parked delivery a release copied to
@@ -390,7 +406,7 @@ func (d *deliverer) releasedOne(ctx context.Context, it *lanes.Item, del *topics
 		next.Head, next.HeadAttempt, next.ReleasingTo = del.EventID, del.Attempt, -1
 		return d.produceHold(ctx, d.spill(ctx, rec, del, it.Wait), key, &next)
 	}
-	recs, v := d.attempt(ctx, rec, del, rng)
+	recs, v := d.request(ctx, it, del, rng)
 	switch v {
 	case cut:
 		return false

@@ -49,6 +49,9 @@ type Item struct {
 	entry *entry
 	part  *partition
 	sent  bool // Sent: the request is over, its outcome not yet acknowledged
+	// unpaced: between Unpaced and Request, the item makes no request, so
+	// its time says nothing of the endpoint's pace.
+	unpaced bool
 }
 
 // Class is a record's priority class, decided by its topic (SetClass).
@@ -578,10 +581,42 @@ func (l *Lanes) Sent(it *Item) {
 	l.enqueue(s)
 }
 
+// Unpaced takes a running item out of its subscription's pace until its
+// request starts (Request), if it makes one: the ordered path reads the
+// key's hold and may park the record instead, and a broker slow to answer
+// (restarting, say) is not the endpoint's pace. The item keeps its request
+// slot.
+func (l *Lanes) Unpaced(it *Item) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.subs[it.Sub]
+	if s == nil || it.Spill || it.sent {
+		return
+	}
+	it.unpaced = true
+	delete(s.running, it)
+}
+
+// Request says that an Unpaced item's request starts now: from now on it
+// counts in its subscription's pace.
+func (l *Lanes) Request(it *Item) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.subs[it.Sub]
+	if s == nil || !it.unpaced {
+		return
+	}
+	it.unpaced = false
+	s.running[it] = time.Now()
+}
+
 // requestOver frees its request slot of s and counts how long it ran in
-// the subscription's pace.
+// the subscription's pace, unless it made no request (Unpaced).
 func (l *Lanes) requestOver(s *subscription, it *Item) {
 	s.inflight--
+	if it.unpaced {
+		return
+	}
 	s.lastDone = time.Now()
 	took := s.lastDone.Sub(s.running[it])
 	delete(s.running, it)

@@ -1218,3 +1218,39 @@ func TestResumedRunsAreNotRun(t *testing.T) {
 		t.Fatalf("after Forget ran %s, want offset 16", desc(it))
 	}
 }
+
+// TestUnpacedOutOfThePace: a record that has made no request yet (the
+// ordered path reading its key's hold, or parking it, while the broker is
+// slow to answer) does not count in its subscription's pace however long it
+// runs, nor when it finishes without a request; once its request starts
+// (Request) it does. Counted, the broker's restart made a subscription with
+// a backlog slow, and its further records spilled for minutes.
+func TestUnpacedOutOfThePace(t *testing.T) {
+	l := New(2, 1<<20, 1<<20, time.Second)
+	for i := range 4 {
+		l.Add(rec(0, int64(i), fmt.Sprintf("s/k%d", i)), "s", 1)
+	}
+	a, b := next(t, l), next(t, l)
+	l.Unpaced(a)
+	l.Unpaced(b)
+	s := l.subs["s"]
+	later := time.Now().Add(time.Hour)
+	if w := s.workOff(later); w != 0 {
+		t.Fatalf("an hour of records without a request makes a pace: work off %v, want 0", w)
+	}
+	l.Done(a, true) // parked: no request
+	if s.took != 0 || !s.lastDone.IsZero() {
+		t.Fatalf("a record finished without a request counted: took %v, last done %v", s.took, s.lastDone)
+	}
+	l.Request(b)
+	if w := s.workOff(later); w < time.Hour {
+		t.Fatalf("a request running for an hour does not count: work off %v", w)
+	}
+	l.Sent(b)
+	if s.took <= 0 {
+		t.Fatal("the request's time is not in the pace")
+	}
+	if c := next(t, l); c == nil {
+		t.Fatal("no record runs in the slots freed")
+	}
+}
