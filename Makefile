@@ -22,6 +22,15 @@ TEST_CLICKHOUSE_PORT := 19000
 TEST_CLICKHOUSE_HTTP_PORT := 18123
 TEST_CLICKHOUSE := $(SERVICES) start clickhouse $(TEST_CLICKHOUSE_PORT) $(TEST_CLICKHOUSE_HTTP_PORT) $(TESTDIR)/clickhouse
 STOP_TEST_CLICKHOUSE := $(SERVICES) stop clickhouse $(TESTDIR)/clickhouse >/dev/null 2>&1 || true
+# The Apache Kafka broker of the tests (PLAINTEXT; SASL_SSL on the next
+# port, its controller on the one after).
+TEST_KAFKA_PORT := 19092
+TEST_KAFKA := $(SERVICES) install-kafka && $(SERVICES) start kafka $(TEST_KAFKA_PORT) $(TESTDIR)/kafka
+STOP_TEST_KAFKA := $(SERVICES) stop kafka $(TESTDIR)/kafka >/dev/null 2>&1 || true
+# The tests that run on Apache Kafka too (make test's third pass): the
+# end-to-end and crash tiers, the dispatcher's transactions, fencing and
+# fan-out, topic creation with our configs, and the broker settings.
+APACHE_TESTS := ./pipeline/e2e/ ./dispatcher/ ./runtime/kafka/
 
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
             ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack ./api/cmd/api
@@ -104,17 +113,25 @@ $(HELM):
 # which builds franz-go's mutexes on channels, so a client goroutine waiting
 # on one inside a bubble lets virtual time advance (with sync.Mutex such a
 # bubble hung once on a loaded machine). pipeline/docstest checks the names.
+#
+# A third pass runs the tiers of APACHE_TESTS again on Apache Kafka
+# (services.sh fetches it from Maven Central once, into .build/), each test
+# in topics and groups of its own (runtime/testkit.ApacheKafka).
 test: deps assets lint fuzz helm
 	@set -euo pipefail; \
-	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_CLICKHOUSE)' EXIT; \
+	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA)' EXIT; \
 	  $(SERVICES) start redis $(TEST_REDIS_PORT) $(TESTDIR)/redis; \
 	  $(TEST_CLICKHOUSE); \
+	  $(TEST_KAFKA); \
 	  export WEBHOOKS_TEST_REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
 	    WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
 	    WEBHOOKS_TEST_REQUIRE_SERVICES=1 \
 	    HELM=$(HELM); \
 	  $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual' work; \
-	  $(GO) test -tags synctests -count=1 -timeout 20m -run '^TestVirtual' work
+	  $(GO) test -tags synctests -count=1 -timeout 20m -run '^TestVirtual' work; \
+	  echo "== the end-to-end and crash tiers on Apache Kafka"; \
+	  WEBHOOKS_TEST_KAFKA=apache WEBHOOKS_TEST_KAFKA_BROKERS=127.0.0.1:$(TEST_KAFKA_PORT) WEBHOOKS_TEST_KAFKA_DIR=$(TESTDIR)/kafka \
+	    $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual' $(APACHE_TESTS)
 
 bench: deps build
 	@set -euo pipefail; \

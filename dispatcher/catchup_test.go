@@ -22,7 +22,7 @@ import (
 // dispatcher that matched without catching up would match the event against
 // an empty table and commit it without a delivery.
 func TestSubscriptionCreatedJustBefore(t *testing.T) {
-	h := newHarness(t, 3)
+	h := newFaultHarness(t, 3)
 	subsTopic := h.names().Subscriptions()
 
 	var asked atomic.Bool

@@ -38,9 +38,8 @@ const maxRecordData = 512 << 10
 type Config struct {
 	// Kafka locates the brokers and topics (package runtime/kafka).
 	Kafka kafka.Config `env:"-"`
-	// Group is the consumer group on the events topic; not read from the
-	// environment; default topics.GroupDispatcher.
-	Group string
+	// Group is the consumer group on the events topic.
+	Group string `env:"WEBHOOKS_DISPATCHER_GROUP" envDefault:"webhooks-dispatcher" desc:"Consumer group of the dispatchers."`
 	// TransactionalID identifies this process's transactional producer.
 	// Two dispatchers running at once must not share one: the newer fences
 	// the older, which then stops with an error.

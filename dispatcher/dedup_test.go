@@ -77,7 +77,7 @@ func TestDedupOneDeliveryPerIdempotencyKey(t *testing.T) {
 // is still dropped.
 func TestDedupRedoAfterAbort(t *testing.T) {
 	url, prefix := redistest.Shared(t)
-	h := newHarness(t, 1)
+	h := newFaultHarness(t, 1)
 	h.sub(topics.Subscription{ID: "all", EventTypes: []string{"*"}, Enabled: true})
 	fault := h.cluster.Fault(kfake.Fault{
 		Keys:  []kmsg.Key{kmsg.Produce},

@@ -125,11 +125,11 @@ func TestFanOut(t *testing.T) {
 	if err := run.stop(); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
-	groups, err := h.adm.DescribeGroups(h.ctx, topics.GroupDispatcher)
+	groups, err := h.adm.DescribeGroups(h.ctx, h.group)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := groups[topics.GroupDispatcher]; len(g.Members) != 0 {
+	if g := groups[h.group]; len(g.Members) != 0 {
 		t.Errorf("group still has %d members after shutdown", len(g.Members))
 	}
 }

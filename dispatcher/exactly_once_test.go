@@ -83,7 +83,7 @@ func assertExactlyOnce(t *testing.T, h *harness, ids []string) {
 // once. A dispatcher that never committed the first batch's offsets would
 // duplicate the first batch instead.
 func TestExactlyOnceAcrossCrash(t *testing.T) {
-	h := newHarness(t, 3)
+	h := newFaultHarness(t, 3)
 	publish := exactlyOnceSetup(t, h)
 
 	const idA = "dispatcher-a"
@@ -167,7 +167,7 @@ func TestExactlyOnceAcrossCrash(t *testing.T) {
 // dispatch the batch again, rather than commit a batch with a delivery
 // missing.
 func TestExactlyOnceProduceFailure(t *testing.T) {
-	h := newHarness(t, 3)
+	h := newFaultHarness(t, 3)
 	publish := exactlyOnceSetup(t, h)
 	fault := h.cluster.Fault(kfake.Fault{
 		Keys:  []kmsg.Key{kmsg.Produce},

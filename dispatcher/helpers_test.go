@@ -26,29 +26,53 @@ func wait(tb testing.TB, timeout time.Duration, cond func() bool) {
 	testkit.WaitFor(tb, timeout, "the condition", cond)
 }
 
-// harness is one kfake cluster with the pipeline's topics, a plain producer
-// and an admin client.
+// harness is one broker with the pipeline's topics, a plain producer and
+// an admin client: kfake, or the Apache Kafka broker the tests share
+// (testkit.ApacheKafka), in topics and a consumer group of the test's own.
 type harness struct {
 	t       testing.TB
 	ctx     context.Context
-	cluster *kfake.Cluster
+	cluster *kfake.Cluster // nil on Apache Kafka
 	kafka   kafka.Config
+	group   string
 	cl      *kgo.Client
 	adm     *kadm.Client
 }
 
-func newHarness(t testing.TB, partitions int32, opts ...kfake.Opt) *harness {
+// newHarness is a harness on the broker the tests run on.
+func newHarness(t testing.TB, partitions int32) *harness {
+	t.Helper()
+	if brokers, ok := testkit.ApacheKafka(t); ok {
+		ns := testkit.Namespace(t)
+		return newHarnessOn(t, partitions, brokers, ns, nil)
+	}
+	return newFaultHarness(t, partitions)
+}
+
+// newFaultHarness is a harness on kfake, whatever the tests run on: for
+// the tests that inject faults (kfake's Fault and ControlKey).
+func newFaultHarness(t testing.TB, partitions int32, opts ...kfake.Opt) *harness {
 	t.Helper()
 	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	k, err := kafka.Load(func(string) string { return "" })
+	return newHarnessOn(t, partitions, cluster.ListenAddrs(), "", cluster)
+}
+
+func newHarnessOn(t testing.TB, partitions int32, brokers []string, ns string, cluster *kfake.Cluster) *harness {
+	t.Helper()
+	k, err := kafka.Load(func(name string) string {
+		if name == kafka.EnvPrefix {
+			return ns
+		}
+		return ""
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.Brokers = cluster.ListenAddrs()
+	k.Brokers = brokers
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +80,7 @@ func newHarness(t testing.TB, partitions int32, opts ...kfake.Opt) *harness {
 	t.Cleanup(cl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, cluster: cluster, kafka: k, cl: cl, adm: kadm.NewClient(cl)}
+	h := &harness{t: t, ctx: ctx, cluster: cluster, kafka: k, group: ns + topics.GroupDispatcher, cl: cl, adm: kadm.NewClient(cl)}
 	if _, err := kafka.Ensure(h.ctx, h.adm, k.Names, kafka.Layout{Partitions: partitions, ReplicationFactor: -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +92,7 @@ func (h *harness) names() topics.Names { return h.kafka.Names }
 func (h *harness) config(txnID string) Config {
 	return Config{
 		Kafka:           h.kafka,
+		Group:           h.group,
 		Secrets:         testKeys(h.t),
 		TransactionalID: txnID,
 		ShutdownTimeout: time.Second,
@@ -176,7 +201,7 @@ func (h *harness) waitDispatched(events []*kgo.Record) {
 func (h *harness) waitDispatchedWithin(events []*kgo.Record, timeout time.Duration) {
 	h.t.Helper()
 	wait(h.t, timeout, func() bool {
-		offs, err := h.adm.FetchOffsets(h.ctx, topics.GroupDispatcher)
+		offs, err := h.adm.FetchOffsets(h.ctx, h.group)
 		if err != nil {
 			return false
 		}

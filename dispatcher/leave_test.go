@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/runtime/testkit"
-	"github.com/hookpipe/hookpipe/topics"
 )
 
 // TestShutdownDuringStuckRebalance: a dispatcher stopped while its join
@@ -14,9 +13,9 @@ import (
 // member two minutes later.
 func TestShutdownDuringStuckRebalance(t *testing.T) {
 	h := newHarness(t, 2)
-	testkit.StuckMember(t, h.kafka.Brokers, topics.GroupDispatcher, h.names().Events())
+	testkit.StuckMember(t, h.kafka.Brokers, h.group, h.names().Events())
 	r := h.start(h.config("stuck-rebalance"))
-	testkit.WaitRebalancing(t, h.adm, topics.GroupDispatcher)
+	testkit.WaitRebalancing(t, h.adm, h.group)
 	r.cancel()
 	testkit.WaitFor(t, 30*time.Second, "the dispatcher to stop", r.exited)
 	if r.err != nil {

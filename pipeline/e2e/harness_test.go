@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -135,14 +136,46 @@ type env struct {
 	base context.Context
 }
 
+// newEnv is an env on kfake, or, with WEBHOOKS_TEST_KAFKA=apache, on the
+// Apache Kafka broker the tests share, in topics and groups of the test's
+// own (testkit.Namespace).
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	if brokers, ok := testkit.ApacheKafka(t); ok {
+		ns := testkit.Namespace(t)
+		vars := map[string]string{kafka.EnvPrefix: ns}
+		for _, g := range groupVars {
+			vars[g.env] = ns + g.group
+		}
+		return newEnvOn(t, brokers, func() {}, vars)
+	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return newEnvOn(t, c.ListenAddrs(), c.Close)
+	return newEnvOn(t, c.ListenAddrs(), c.Close, nil)
+}
+
+// groupVars are the components' consumer groups and the variables that
+// name them.
+var groupVars = []struct{ env, group string }{
+	{"WEBHOOKS_DISPATCHER_GROUP", topics.GroupDispatcher},
+	{"WEBHOOKS_DELIVERER_GROUP", topics.GroupDeliverer},
+	{"WEBHOOKS_RETRIER_GROUP", topics.GroupRetrier},
+	{"WEBHOOKS_RECORDER_GROUP", topics.GroupRecorder},
+	{"WEBHOOKS_API_GROUP", "webhooks-api"},
+}
+
+// group is the name of a component's consumer group in this env (one of
+// topics.Group...).
+func (e *env) group(name string) string {
+	for _, g := range groupVars {
+		if g.group == name && e.vars[g.env] != "" {
+			return e.vars[g.env]
+		}
+	}
+	return name
 }
 
 // newEnvBrokerProcess is newEnv with the broker in a process of its own
@@ -158,7 +191,7 @@ func newEnvBrokerProcess(t testing.TB) (*env, *stack.Process) {
 		}
 		return err == nil
 	})
-	return newEnvOn(t, []string{addr}, stop), p
+	return newEnvOn(t, []string{addr}, stop, nil), p
 }
 
 // startSelf starts this test binary as a process of its own, told by the
@@ -192,9 +225,9 @@ func startSelf(t testing.TB, name, envVar string) (p *stack.Process, addr string
 	return p, addr, stop
 }
 
-// newEnvOn is an env on the given brokers; stopBroker stops them when the
-// env closes.
-func newEnvOn(t testing.TB, brokers []string, stopBroker func()) *env {
+// newEnvOn is an env on the given brokers, with vars on top of the
+// defaults; stopBroker stops them when the env closes.
+func newEnvOn(t testing.TB, brokers []string, stopBroker func(), vars map[string]string) *env {
 	t.Helper()
 	e := &env{t: t, brokers: brokers, base: context.Background()}
 	e.vars = map[string]string{
@@ -206,6 +239,7 @@ func newEnvOn(t testing.TB, brokers []string, stopBroker func()) *env {
 		"WEBHOOKS_RETRY_FLOOR":           "1s",
 		"WEBHOOKS_KAFKA_SESSION_TIMEOUT": "2s",
 	}
+	maps.Copy(e.vars, vars)
 	k, err := kafka.Load(e.getenv)
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +394,7 @@ func (e *env) drained() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(e.cl)
-	committed, err := adm.FetchOffsets(ctx, topics.GroupDeliverer)
+	committed, err := adm.FetchOffsets(ctx, e.group(topics.GroupDeliverer))
 	if err != nil || committed.Error() != nil {
 		return false
 	}

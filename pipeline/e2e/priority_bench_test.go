@@ -110,7 +110,7 @@ func dispatched(e *env) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(e.cl)
-	committed, err := adm.FetchOffsets(ctx, topics.GroupDispatcher)
+	committed, err := adm.FetchOffsets(ctx, e.group(topics.GroupDispatcher))
 	if err != nil || committed.Error() != nil {
 		return false
 	}

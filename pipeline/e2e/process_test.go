@@ -122,7 +122,15 @@ func TestDelivererKilledMidStream(t *testing.T) {
 	}
 	t.Logf("%d deliveries before the kill, %d duplicates after takeover (at-least-once)", before, dups)
 
-	first := map[string][]string{}
+	assertKeyOrder(t, r, keys)
+}
+
+// assertKeyOrder checks that the ordered subscription's first arrivals of
+// events "e<i>", keyed i modulo keys, keep publish order per key, and that
+// every request was signed.
+func assertKeyOrder(t *testing.T, r *receiver, keys int) {
+	t.Helper()
+	first := map[int][]string{}
 	seen := map[string]bool{}
 	for _, q := range r.got() {
 		if q.Sub != "ordered" || seen[q.ID] {
@@ -133,13 +141,12 @@ func TestDelivererKilledMidStream(t *testing.T) {
 		if _, err := fmt.Sscanf(q.ID, "e%d", &idx); err != nil {
 			t.Errorf("event id %q: %v", q.ID, err)
 		}
-		k := fmt.Sprintf("k%d", idx%keys)
-		first[k] = append(first[k], q.ID)
+		first[idx%keys] = append(first[idx%keys], q.ID)
 	}
 	for k, ids := range first {
 		for i := 1; i < len(ids); i++ {
 			if ids[i] < ids[i-1] {
-				t.Errorf("key %s: first arrivals out of publish order at %d: %v", k, i, ids)
+				t.Errorf("key %d: first arrivals out of publish order at %d: %v", k, i, ids)
 				break
 			}
 		}

@@ -102,11 +102,11 @@ func (e *env) waitDeliverers(n int) {
 	wait(e.t, 60*time.Second, fmt.Sprintf("%d deliverers sharing the deliveries topic", n), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		groups, err := adm.DescribeGroups(ctx, topics.GroupDeliverer)
+		groups, err := adm.DescribeGroups(ctx, e.group(topics.GroupDeliverer))
 		if err != nil {
 			return false
 		}
-		g := groups[topics.GroupDeliverer]
+		g := groups[e.group(topics.GroupDeliverer)]
 		if g.State != "Stable" || len(g.Members) != n {
 			return false
 		}

@@ -436,6 +436,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 share.coordinator.state.topic.num.partitions=1
 group.initial.rebalance.delay.ms=0
+# The tests run consumer groups with sessions of 2 s (the default minimum
+# is 6 s); production brokers keep theirs.
+group.min.session.timeout.ms=1000
 # After a crash (kill), the restarted broker cannot register until the
 # controller has expired the dead incarnation's session (default 9 s).
 broker.heartbeat.interval.ms=500

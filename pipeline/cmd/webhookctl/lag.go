@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/recorder"
 	"github.com/hookpipe/hookpipe/retrier"
 	"github.com/hookpipe/hookpipe/runtime/config"
@@ -67,11 +68,12 @@ type consumerGroup struct {
 // deliverer's, retrier's and recorder's group names follow the same environment
 // variables as the components.
 func groupTopics(n topics.Names, getenv func(string) string) []consumerGroup {
+	var sc dispatcher.Config
 	var dc deliverer.Config
 	var rc retrier.Config
 	var ac recorder.Config
 	return []consumerGroup{
-		{group: topics.GroupDispatcher, topics: []string{n.Events()}},
+		{group: or(getenv(config.Name(&sc, &sc.Group)), topics.GroupDispatcher), topics: []string{n.Events()}},
 		{group: or(getenv(config.Name(&dc, &dc.Group)), topics.GroupDeliverer), topics: append(n.DeliveryTopics(), n.Redeliveries())},
 		{group: or(getenv(config.Name(&rc, &rc.Group)), topics.GroupRetrier), topics: n.RetryTopics(), tiers: true},
 		{group: or(getenv(config.Name(&ac, &ac.Group)), topics.GroupRecorder), topics: []string{n.Attempts()}},

@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// ownKafka is an Apache Kafka broker of one test's own, started with
+// pipeline/scripts/services.sh: the faults below stop it, which the other
+// tests sharing the suite's broker must not see.
+type ownKafka struct {
+	t    testing.TB
+	port int
+	dir  string
+}
+
+// startOwnKafka starts a broker for the test; it needs Apache Kafka
+// installed (services.sh install-kafka), which make test does before it
+// runs the tests on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache). On kfake
+// the test is skipped: kfake cannot be stopped and started on its data.
+func startOwnKafka(t testing.TB) *ownKafka {
+	t.Helper()
+	if _, ok := testkit.ApacheKafka(t); !ok {
+		t.Skip("stops and restarts a broker on its data: runs on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache)")
+	}
+	// Three ports in a row (PLAINTEXT, SASL_SSL, controller), free now.
+	var port int
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+2 <= 65535 && free(port+1) && free(port+2) {
+			break
+		}
+		if try == 20 {
+			t.Fatal("no three free ports in a row")
+		}
+	}
+	k := &ownKafka{t: t, port: port, dir: t.TempDir()}
+	k.run("start", "kafka", strconv.Itoa(port), k.dir)
+	t.Cleanup(func() { k.run("stop", "kafka", k.dir) })
+	return k
+}
+
+func free(port int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+func (k *ownKafka) brokers() []string { return []string{"127.0.0.1:" + strconv.Itoa(k.port)} }
+
+// run runs services.sh with args, failing the test if it fails.
+func (k *ownKafka) run(args ...string) {
+	k.t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "scripts", "services.sh")
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	cmd.Env = os.Environ()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		k.t.Fatalf("services.sh %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestBrokerKilledMidStream (invariants 1, 2 and 4): the broker killed with
+// SIGKILL while events flow and started again on its data: the components
+// (processes, as deployed) keep running through it, every event arrives at
+// both subscriptions, the ordered one's first arrivals in publish order per
+// key, and fan-out stays exactly once. Duplicates and the time from the
+// restart to the next delivery are logged.
+func TestBrokerKilledMidStream(t *testing.T) {
+	k := startOwnKafka(t)
+	e := newEnvOn(t, k.brokers(), func() {}, nil)
+	bin := binaries(t)
+	r := newReceiver(t)
+	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"},
+		Enabled: true, Ordering: topics.OrderingKey}))
+	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"*"}, Enabled: true}))
+	procs := map[string]interface{ Done() <-chan struct{} }{
+		"dispatcher": e.startProc(filepath.Join(bin, "dispatcher"), "dispatcher"),
+		"deliverer":  e.startProc(filepath.Join(bin, "deliverer"), "deliverer"),
+		"retrier":    e.startProc(filepath.Join(bin, "retrier"), "retrier"),
+	}
+
+	const n, keys, batch = 2000, 100, 50
+	var evs []topics.Event
+	for i := range n {
+		evs = append(evs, topics.Event{ID: fmt.Sprintf("e%05d", i), Type: "order.updated",
+			Key: fmt.Sprintf("k%03d", i%keys), Data: json.RawMessage(`{}`)})
+	}
+	// Published in batches, the broker's outage in the middle: the
+	// producer waits it out (kgo retries until the broker is back).
+	var published atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i += batch {
+			e.publish(evs[i:min(i+batch, n)]...)
+			published.Store(int64(min(i+batch, n)))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	wait(t, 60*time.Second, "a third of the deliveries", func() bool { return r.count() >= 2*n/3 })
+	k.run("kill", "kafka", k.dir)
+	killedAt := published.Load()
+	k.run("start", "kafka", strconv.Itoa(k.port), k.dir)
+	restarted, before := time.Now(), r.count()
+	wait(t, 120*time.Second, "a delivery after the restart", func() bool { return r.count() > before })
+	recovered := time.Since(restarted)
+	wait(t, 60*time.Second, "every event published", testkit.Done(done))
+	wait(t, 180*time.Second, "every event at both subscriptions", func() bool {
+		p := r.pairs()
+		for _, ev := range evs {
+			if p["ordered/"+ev.ID] == 0 || p["unordered/"+ev.ID] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for name, p := range procs {
+		select {
+		case <-p.Done():
+			t.Errorf("the %s exited during the broker's outage", name)
+		default:
+		}
+	}
+	dups := map[string]int{}
+	for pair, c := range r.pairs() {
+		dups[pair[:len(pair)-len("/e00000")]] += c - 1
+	}
+	t.Logf("broker killed after %d of %d events were published and %d deliveries made; first delivery %v after the restart; duplicates: ordered %d, unordered %d; lost 0",
+		killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"])
+	assertKeyOrder(t, r, keys)
+	assertFannedOutOnce(t, e, n*2)
+}
+
+// assertFannedOutOnce reads the delivery topics read committed, as the
+// deliverer does, and checks that there are want deliveries, none of them
+// twice (invariant 2).
+func assertFannedOutOnce(t *testing.T, e *env, want int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := e.names.DeliveryTopics()
+	stable, err := kadm.NewClient(e.cl).ListCommittedOffsets(ctx, names...)
+	if err != nil || stable.Error() != nil {
+		t.Fatalf("last stable offsets of %v: %v %v", names, err, stable.Error())
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(names...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	next := map[string]map[int32]int64{}
+	behind := func() bool {
+		b := false
+		stable.Each(func(o kadm.ListedOffset) { b = b || next[o.Topic][o.Partition] < o.Offset })
+		return b
+	}
+	count := map[string]int{}
+	total := 0
+	for behind() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %v: %v", names, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if next[r.Topic] == nil {
+				next[r.Topic] = map[int32]int64{}
+			}
+			next[r.Topic][r.Partition] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
+			d, err := topics.DecodeDelivery(r.Value)
+			if err != nil {
+				t.Errorf("a delivery record: %v", err)
+				return
+			}
+			count[d.SubscriptionID+"/"+d.EventID]++
+			total++
+		})
+	}
+	for pair, c := range count {
+		if c > 1 {
+			t.Errorf("%s fanned out %d times", pair, c)
+		}
+	}
+	if total != want {
+		t.Errorf("%d deliveries fanned out, want %d", total, want)
+	}
+}
+
+// TestDispatcherKilledMidTransaction (invariant 2): a dispatcher process
+// killed with SIGKILL while events flow leaves its transaction open; the
+// broker aborts it within the dispatcher's transaction timeout (10 s), so
+// read-committed consumers stall no longer than that, and the next
+// dispatcher (another transactional id, as another pod has) dispatches what
+// the dead one had not committed: every delivery exists once. The stall,
+// from the kill to the next delivery, is logged.
+func TestDispatcherKilledMidTransaction(t *testing.T) {
+	e := newEnv(t)
+	bin := filepath.Join(binaries(t), "dispatcher")
+	r := newReceiver(t)
+	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"},
+		Enabled: true, Ordering: topics.OrderingKey}))
+	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"*"}, Enabled: true}))
+	e.startDeliverer()
+	a := e.startProc(bin, "dispatcher-a")
+
+	const n, keys, batch = 1500, 50, 50
+	var evs []topics.Event
+	for i := range n {
+		evs = append(evs, topics.Event{ID: fmt.Sprintf("e%05d", i), Type: "order.updated",
+			Key: fmt.Sprintf("k%03d", i%keys), Data: json.RawMessage(`{}`)})
+	}
+	var published atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i += batch {
+			e.publish(evs[i:min(i+batch, n)]...)
+			published.Store(int64(min(i+batch, n)))
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	wait(t, 60*time.Second, "a third of the deliveries", func() bool { return r.count() >= 2*n/3 })
+	if err := a.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.Done()
+	killed, before, from := time.Now(), r.count(), int(published.Load())
+	e.startProc(bin, "dispatcher-b")
+	wait(t, 60*time.Second, "every event published", testkit.Done(done))
+	// Events published after the kill are dispatched by the next
+	// dispatcher, once the dead one's transaction no longer holds the
+	// partitions' last stable offset.
+	wait(t, 120*time.Second, "an event published after the kill delivered", func() bool {
+		p := r.pairs()
+		for _, ev := range evs[min(from, n-1):] {
+			if p["unordered/"+ev.ID] > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	stall := time.Since(killed)
+	wait(t, 120*time.Second, "every event at both subscriptions", func() bool {
+		p := r.pairs()
+		for _, ev := range evs {
+			if p["ordered/"+ev.ID] == 0 || p["unordered/"+ev.ID] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("dispatcher killed with %d of %d events published and %d deliveries made; the first event published after the kill delivered %v after it",
+		from, n, before, stall.Round(time.Millisecond))
+	assertKeyOrder(t, r, keys)
+	assertFannedOutOnce(t, e, 2*n)
+}
