@@ -171,35 +171,38 @@ func TestOpsEndpoints(t *testing.T) {
 	}
 	e.produceEvent([]byte("not json")) // dead-lettered by the dispatcher
 
+	lag := func(group, topic string) string {
+		return fmt.Sprintf(`webhooks_consumer_lag{group=%q,topic=%q}`, e.group(group), topic)
+	}
 	expect := map[string]map[string]float64{
 		"dispatcher": {
-			`webhooks_dispatcher_events_total`:                                           n + 1,
-			`webhooks_dispatcher_deliveries_total`:                                       3 * n,
-			`webhooks_dlq_total{category="invalid_record"}`:                              1,
-			`webhooks_consumer_lag{group="webhooks-dispatcher",topic="webhooks.events"}`: -1, // present
-			`webhooks_dispatcher_transaction_duration_seconds_count`:                     -1,
+			`webhooks_dispatcher_events_total`:                       n + 1,
+			`webhooks_dispatcher_deliveries_total`:                   3 * n,
+			`webhooks_dlq_total{category="invalid_record"}`:          1,
+			lag(topics.GroupDispatcher, e.names.Events()):            -1, // present
+			`webhooks_dispatcher_transaction_duration_seconds_count`: -1,
 		},
 		"deliverer": {
-			`webhooks_deliveries_total{outcome="success"}`:                                    2 * n,
-			`webhooks_deliveries_total{outcome="retry"}`:                                      n,
-			`webhooks_deliveries_total{outcome="dead"}`:                                       n,
-			`webhooks_http_responses_total{class="2xx"}`:                                      2 * n,
-			`webhooks_http_responses_total{class="4xx"}`:                                      n,
-			`webhooks_http_responses_total{class="5xx"}`:                                      n,
-			`webhooks_http_responses_total{class="error"}`:                                    0,
-			`webhooks_retries_total{tier="1s"}`:                                               n,
-			`webhooks_dlq_total{category="permanent_4xx"}`:                                    n,
-			`webhooks_delivery_duration_seconds_count`:                                        4 * n,
-			`webhooks_deliveries_in_flight`:                                                   0,
-			`webhooks_consumer_lag{group="webhooks-deliverer",topic="webhooks.deliveries"}`:   -1,
-			`webhooks_consumer_lag{group="webhooks-deliverer",topic="webhooks.redeliveries"}`: -1,
+			`webhooks_deliveries_total{outcome="success"}`:     2 * n,
+			`webhooks_deliveries_total{outcome="retry"}`:       n,
+			`webhooks_deliveries_total{outcome="dead"}`:        n,
+			`webhooks_http_responses_total{class="2xx"}`:       2 * n,
+			`webhooks_http_responses_total{class="4xx"}`:       n,
+			`webhooks_http_responses_total{class="5xx"}`:       n,
+			`webhooks_http_responses_total{class="error"}`:     0,
+			`webhooks_retries_total{tier="1s"}`:                n,
+			`webhooks_dlq_total{category="permanent_4xx"}`:     n,
+			`webhooks_delivery_duration_seconds_count`:         4 * n,
+			`webhooks_deliveries_in_flight`:                    0,
+			lag(topics.GroupDeliverer, e.names.Deliveries()):   -1,
+			lag(topics.GroupDeliverer, e.names.Redeliveries()): -1,
 		},
 		"retrier": {
-			`webhooks_retrier_released_total`:                                           n,
-			`webhooks_retrier_held_records{tier="1s"}`:                                  0,
-			`webhooks_retrier_release_lateness_seconds_count`:                           n,
-			`webhooks_retrier_overrun_partitions{tier="1s"}`:                            0,
-			`webhooks_consumer_lag{group="webhooks-retrier",topic="webhooks.retry.1s"}`: -1,
+			`webhooks_retrier_released_total`:                  n,
+			`webhooks_retrier_held_records{tier="1s"}`:         0,
+			`webhooks_retrier_release_lateness_seconds_count`:  n,
+			`webhooks_retrier_overrun_partitions{tier="1s"}`:   0,
+			lag(topics.GroupRetrier, e.names.RetryTopics()[0]): -1,
 		},
 	}
 	for name, want := range expect {
