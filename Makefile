@@ -1,6 +1,7 @@
 # hookpipe: a Kafka-native webhook delivery pipeline.
 #
-#   make run     the whole pipeline on this machine, with a live demo (DEMO=0: stack only)
+#   make run     the whole pipeline on this machine, with a live demo (DEMO=0: stack only;
+#                KAFKA=apache: on Apache Kafka instead of the embedded broker)
 #   make test    every test, unit to end-to-end (installs what a fresh Debian machine lacks)
 #   make bench   the benchmark table
 #   make build   binaries into bin/
@@ -58,10 +59,19 @@ docs:
 deps:
 	@$(SERVICES) install
 
+# KAFKA=apache runs the stack on Apache Kafka (services.sh, 127.0.0.1:9092,
+# its data in .run/apache-kafka, stopped with the stack) instead of the
+# embedded broker.
 run:
 	@$(SERVICES) install || echo "make run: continuing without the missing services (see the line above)"
 	@$(MAKE) --no-print-directory build
+ifeq ($(KAFKA),apache)
+	@set -euo pipefail; $(SERVICES) install-kafka; $(SERVICES) start kafka 9092 $(RUNDIR)/apache-kafka; \
+	  trap '$(SERVICES) stop kafka $(RUNDIR)/apache-kafka' EXIT; \
+	  $(BIN)/stack -data $(RUNDIR) -bin $(BIN) -brokers 127.0.0.1:9092 $(if $(filter 0,$(DEMO)),-demo=false,)
+else
 	@$(BIN)/stack -data $(RUNDIR) -bin $(BIN) $(if $(filter 0,$(DEMO)),-demo=false,)
+endif
 
 # golangci-lint (errcheck, govet, staticcheck, revive, unused, ineffassign,
 # gofmt and goimports with the module prefix; .golangci.yml), pinned and

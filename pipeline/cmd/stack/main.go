@@ -1,6 +1,7 @@
 // Command stack runs the whole pipeline on one machine for `make run`: the
 // embedded Kafka-protocol broker on 127.0.0.1:9092 (state kept under the
-// data dir), Redis, ClickHouse, every component built into the bin dir as its own
+// data dir) or the brokers -brokers names (make run KAFKA=apache starts
+// Apache Kafka for it), Redis, ClickHouse, every component built into the bin dir as its own
 // process, and unless -demo=false a demo receiver and producer with a live
 // progress line. Ctrl-C stops everything in order.
 package main
@@ -37,6 +38,7 @@ type options struct {
 	dataDir    string
 	binDir     string
 	kafkaPort  int
+	brokers    string
 	redisPort  int
 	partitions int
 	demo       bool
@@ -52,6 +54,7 @@ func main() {
 	flag.StringVar(&o.dataDir, "data", ".run", "directory for broker data, Redis files and component logs")
 	flag.StringVar(&o.binDir, "bin", filepath.Dir(exe), "directory holding the component binaries")
 	flag.IntVar(&o.kafkaPort, "kafka-port", 9092, "port of the embedded broker on 127.0.0.1")
+	flag.StringVar(&o.brokers, "brokers", "", "Kafka brokers to use instead of the embedded one (host:port,...; plaintext)")
 	flag.IntVar(&o.redisPort, "redis-port", 6379, "port of redis-server on 127.0.0.1")
 	flag.IntVar(&o.clickhousePort, "clickhouse-port", 9000, "native-protocol port of clickhouse-server on 127.0.0.1")
 	flag.IntVar(&o.clickhouseHTTPPort, "clickhouse-http-port", 8123, "HTTP port of clickhouse-server on 127.0.0.1")
@@ -86,12 +89,19 @@ var components = []struct {
 
 func run(ctx context.Context, o options, out io.Writer) error {
 	logDir := filepath.Join(o.dataDir, "logs")
-	broker, err := stack.StartBroker(o.kafkaPort, filepath.Join(o.dataDir, "kafka"))
-	if err != nil {
-		return fmt.Errorf("%w (is another `make run` or Kafka using the port?)", err)
+	var brokers []string
+	if o.brokers != "" {
+		brokers = strings.Split(o.brokers, ",")
+		fmt.Fprintf(out, "kafka     %s\n", o.brokers)
+	} else {
+		broker, err := stack.StartBroker(o.kafkaPort, filepath.Join(o.dataDir, "kafka"))
+		if err != nil {
+			return fmt.Errorf("%w (is another `make run` or Kafka using the port?)", err)
+		}
+		defer broker.Close()
+		brokers = []string{broker.Addr()}
+		fmt.Fprintf(out, "kafka     embedded broker on %s (data in %s)\n", broker.Addr(), filepath.Join(o.dataDir, "kafka"))
 	}
-	defer broker.Close()
-	brokers := []string{broker.Addr()}
 	k, err := kafka.Load(withoutKafkaAuth(os.Getenv))
 	if err != nil {
 		return err
@@ -99,7 +109,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := stack.EnsureTopics(ctx, brokers, k.Names, int32(o.partitions)); err != nil {
 		return fmt.Errorf("ensure topics: %w", err)
 	}
-	fmt.Fprintf(out, "kafka     embedded broker on %s (data in %s)\n", broker.Addr(), filepath.Join(o.dataDir, "kafka"))
 	secretsKeyValue, keys, keyFrom, err := secretsKey(os.Getenv, o.dataDir)
 	if err != nil {
 		return err
