@@ -143,9 +143,11 @@ test: deps assets lint fuzz helm
 	  WEBHOOKS_TEST_KAFKA=apache WEBHOOKS_TEST_KAFKA_BROKERS=127.0.0.1:$(TEST_KAFKA_PORT) WEBHOOKS_TEST_KAFKA_DIR=$(TESTDIR)/kafka \
 	    $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual' $(APACHE_TESTS)
 
+# BenchmarkDeployed runs on kfake and on Apache Kafka, side by side.
 bench: deps build
 	@set -euo pipefail; \
 	  trap '$(STOP_TEST_CLICKHOUSE)' EXIT; \
 	  $(TEST_CLICKHOUSE); \
-	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
+	  $(SERVICES) install-kafka; \
+	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) WEBHOOKS_BENCH_APACHE=1 \
 	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 40m ./pipeline/e2e/ ./dispatcher/

@@ -2,8 +2,10 @@ package deliverer
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -160,5 +163,31 @@ func TestDeliverersShareOutSlots(t *testing.T) {
 		if len(ms) != 1 {
 			t.Errorf("partition number %d is owned by %d deliverers", p, len(ms))
 		}
+	}
+}
+
+// TestTooFewHoldsPartitionsStop: a holds topic with fewer partitions than
+// the deliveries topics (created by hand, say) cannot give every slot's
+// keys a partition of their own: the deliverer stops with an error that
+// says so, rather than retry for ever.
+func TestTooFewHoldsPartitionsStop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := testCtx(t, 20*time.Second)
+	if _, err := h.adm.DeleteTopics(ctx, h.names.Holds()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the holds topic deleted", func() bool {
+		td, err := h.adm.ListTopics(ctx, h.names.Holds())
+		return err == nil && !td.Has(h.names.Holds())
+	})
+	compact := "compact"
+	if _, err := h.adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, h.names.Holds()); err != nil {
+		t.Fatal(err)
+	}
+	r := h.start(nil)
+	waitFor(t, 30*time.Second, "the deliverer to stop", testkit.Done(r.done))
+	if r.err == nil || !strings.Contains(r.err.Error(), h.names.Holds()) || !errors.Is(r.err, errFewHolds) {
+		t.Fatalf("Run = %v, want an error naming %s", r.err, h.names.Holds())
 	}
 }

@@ -2,6 +2,7 @@ package deliverer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -208,6 +209,7 @@ func (d *deliverer) fenceSlots(ctx context.Context, parts []lanes.TP) {
 	}
 	var epochs map[int32]int32
 	var rewritten int
+	var fatal error // the holds topic cannot serve these slots: retrying will not help
 	if !d.persist(ctx, "fencing the holds of assigned partitions", func() error {
 		if err := d.holds.table.WaitCaughtUp(ctx); err != nil {
 			return err
@@ -225,6 +227,10 @@ func (d *deliverer) fenceSlots(ctx context.Context, parts []lanes.TP) {
 				recs = append(recs, d.holdRecord(ectx, []byte(key), h))
 			}
 			fence, err := d.fenceRecord(ctx, p, epochs[p])
+			if errors.Is(err, errFewHolds) {
+				fatal = err
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -238,11 +244,22 @@ func (d *deliverer) fenceSlots(ctx context.Context, parts []lanes.TP) {
 	}) {
 		return
 	}
+	if fatal != nil {
+		select {
+		case d.fatal <- fatal:
+		default:
+		}
+		return
+	}
 	d.holds.fenced(epochs)
 	if rewritten > 0 {
 		d.log.Info("wrote the holds of ordering keys over a fenced writer's", zap.Int("keys", rewritten))
 	}
 }
+
+// errFewHolds: the holds topic has fewer partitions than the topics the
+// deliverer consumes, so some keys' holds have no partition of their own.
+var errFewHolds = errors.New("the holds topic needs as many partitions as the deliveries topics")
 
 // fenceRecord is the fence of slot p at epoch e on the holds topic.
 func (d *deliverer) fenceRecord(ctx context.Context, p, e int32) (*kgo.Record, error) {
@@ -264,7 +281,7 @@ func (d *deliverer) fenceRecord(ctx context.Context, p, e int32) (*kgo.Record, e
 		d.holds.mu.Unlock()
 	}
 	if int(p) >= width {
-		return nil, fmt.Errorf("%s has %d partitions, fewer than the deliveries topics: partition %d has no holds", d.names.Holds(), width, p)
+		return nil, fmt.Errorf("%w: %s has %d, partition %d of the deliveries topics has none", errFewHolds, d.names.Holds(), width, p)
 	}
 	return &kgo.Record{Topic: d.names.Holds(), Key: topics.FenceKey(p, width), Value: []byte{},
 		Headers: []kgo.RecordHeader{topics.EpochHeader(e)}}, nil

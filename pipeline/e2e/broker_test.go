@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -32,14 +33,9 @@ type ownKafka struct {
 }
 
 // startOwnKafka starts a broker for the test; it needs Apache Kafka
-// installed (services.sh install-kafka), which make test does before it
-// runs the tests on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache). On kfake
-// the test is skipped: kfake cannot be stopped and started on its data.
+// installed (services.sh install-kafka), which make test and make bench do.
 func startOwnKafka(t testing.TB) *ownKafka {
 	t.Helper()
-	if _, ok := testkit.ApacheKafka(t); !ok {
-		t.Skip("stops and restarts a broker on its data: runs on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache)")
-	}
 	// Three ports in a row (PLAINTEXT, SASL_SSL, controller), free now.
 	var port int
 	for try := 0; ; try++ {
@@ -73,6 +69,20 @@ func free(port int) bool {
 
 func (k *ownKafka) brokers() []string { return []string{"127.0.0.1:" + strconv.Itoa(k.port)} }
 
+// pid is the broker's process id.
+func (k *ownKafka) pid() int {
+	k.t.Helper()
+	b, err := os.ReadFile(filepath.Join(k.dir, "kafka.pid"))
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return pid
+}
+
 // run runs services.sh with args, failing the test if it fails.
 func (k *ownKafka) run(args ...string) {
 	k.t.Helper()
@@ -92,6 +102,9 @@ func (k *ownKafka) run(args ...string) {
 // key, and fan-out stays exactly once. Duplicates and the time from the
 // restart to the next delivery are logged.
 func TestBrokerKilledMidStream(t *testing.T) {
+	if _, ok := testkit.ApacheKafka(t); !ok {
+		t.Skip("stops and restarts a broker on its data, which kfake cannot: runs on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache)")
+	}
 	k := startOwnKafka(t)
 	e := newEnvOn(t, k.brokers(), func() {}, nil)
 	bin := binaries(t)

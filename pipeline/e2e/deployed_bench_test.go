@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -48,139 +49,190 @@ const (
 func BenchmarkDeployed(b *testing.B) {
 	bin := binaries(b)
 	redis := redistest.Start(b)
-	for b.Loop() {
-		e, broker := newEnvBrokerProcess(b)
-		// As the chart deploys them: breakers, rate limits and dedup in
-		// Redis.
-		e.withRedis(redis.URL(), fmt.Sprintf("dep%d:", time.Now().UnixNano()), nil)
-		r := newReceiverProcess(b)
-		sub := func(id, typ string) topics.Subscription {
-			s := e.subscribe(topics.Subscription{ID: id, URL: r.url(id), EventTypes: []string{typ}, Enabled: true})
-			r.trust(s)
-			return s
-		}
-		sub("one", "dep.one")
-		var four, storm []topics.Subscription
-		for i := range 4 {
-			four = append(four, sub(fmt.Sprintf("four-%d", i), fmt.Sprintf("dep.four%d", i)))
-		}
-		for i := range 5 {
-			storm = append(storm, sub(fmt.Sprintf("storm-%d", i), "iso.storm"))
-		}
-		data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
-
-		procs := []cpuOf{{"dispatcher", 0}, {"deliverer", 0}, {"retrier", 0}}
-		for i, c := range procs {
-			procs[i].pid = e.startProc(filepath.Join(bin, c.name), c.name).Pid()
-		}
-		procs = append(procs, cpuOf{"broker (kfake, as make run)", broker.Pid()}, cpuOf{"redis-server", redis.Pid()},
-			cpuOf{"receiver", r.pid()}, cpuOf{"this process (producer, raw-limit client)", os.Getpid()})
-		event := func(typ func(i int) string) func(int) topics.Event {
-			return func(i int) topics.Event {
-				return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),
-					CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(data)}
-			}
-		}
-		toOne := event(func(int) string { return "dep.one" })
-		toFour := event(func(i int) string { return fmt.Sprintf("dep.four%d", i%4) })
-		count := r.accepted
-		// Warm up: every process joined its group, connections open.
-		publishKeyed(b, e, 100, toOne)
-		wait(b, 120*time.Second, "warm-up", func() bool { return count("one") >= 100 })
-
-		// Each burst is measured against the raw limit measured just before
-		// it, the best of two runs: this machine's speed drifts by a fifth
-		// within minutes. The pipeline's processes are idle meanwhile.
-		burst := func(prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
-			rawCPU = cpuTimes(b, procs)
-			for range 2 {
-				raw = max(raw, rawLimit(b, r, four, data, depBurst, 64))
-			}
-			for i, after := range cpuTimes(b, procs) {
-				rawCPU[i] = (after - rawCPU[i]) / (2 * depBurst)
-			}
-			base := count(prefix)
-			start := time.Now()
-			cpu = cpuTimes(b, procs)
-			publishKeyed(b, e, depBurst, ev)
-			wait(b, 300*time.Second, "the burst to "+prefix, func() bool { return count(prefix) >= base+depBurst })
-			rate = float64(depBurst) / time.Since(start).Seconds()
-			for i, after := range cpuTimes(b, procs) {
-				cpu[i] = (after - cpu[i]) / depBurst
-			}
-			return rate, raw, rawCPU, cpu
-		}
-		oneRate, oneRaw, oneRawCPU, oneCPU := burst("one", toOne)
-		spilled := spills(b, e, "one", 100+depBurst)
-		fourRate, fourRaw, fourRawCPU, fourCPU := burst("four-", toFour)
-		fourSpilled := spills(b, e, "four-", depBurst)
-
-		var drained time.Duration // from the storm's due time to its last delivery
-		latency := func(withStorm bool) []request {
-			before, base := r.count(), count("four-")
-			due := time.Now().Add(time.Second)
-			if withStorm {
-				produceStorm(b, e, storm, depStorm, due)
-			}
-			want := base + publishAtRate(b, e, int(fourRate/2), depLatency, toFour)
-			wait(b, 120*time.Second, "the latency run", func() bool { return count("four-") >= want })
-			if withStorm {
-				wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
-			}
-			var reqs []request
-			for _, q := range r.got(before) {
-				if strings.HasPrefix(q.Sub, "four-") {
-					reqs = append(reqs, q)
-				}
-				if withStorm && strings.HasPrefix(q.Sub, "storm-") {
-					drained = max(drained, q.At.Sub(due))
-				}
-			}
-			return reqs
-		}
-		calm, stormy := latency(false), latency(true)
-		p50, p99 := latencies(calm)
-		_, p99Storm := latencies(stormy)
-		split := dispatchSplit(b, e, calm, stormy)
-		r.checkSignatures()
-
-		row := func(name, v string) { fmt.Fprintf(os.Stdout, "%-58s %14s\n", name, v) }
-		fmt.Fprintln(os.Stdout)
-		row("as deployed: separate processes, broker on TCP", "value")
-		row("raw limit: plain client, 64 concurrent (req/s)", fmt.Sprintf("%.0f", oneRaw))
-		row(fmt.Sprintf("one subscription, burst of %d (deliveries/s)", depBurst), fmt.Sprintf("%.0f", oneRate))
-		row("  ratio to raw (target >= 0.5)", fmt.Sprintf("%.2f", oneRate/oneRaw))
-		row("  spilled (subscription_busy; target 0)", fmt.Sprint(spilled))
-		row(fmt.Sprintf("four subscriptions, burst of %d (deliveries/s)", depBurst), fmt.Sprintf("%.0f", fourRate))
-		row("  spilled", fmt.Sprint(fourSpilled))
-		row("  raw limit just before it (req/s)", fmt.Sprintf("%.0f", fourRaw))
-		row("  ratio to raw (target >= 0.75)", fmt.Sprintf("%.2f", fourRate/fourRaw))
-		row(fmt.Sprintf("p50 at %d events/s (half the four-subscription rate)", int(fourRate/2)), p50.Round(100*time.Microsecond).String())
-		row("p99 (target < 25ms)", p99.Round(100*time.Microsecond).String())
-		row(fmt.Sprintf("p99 with %d due retries released at once", depStorm), p99Storm.Round(100*time.Microsecond).String())
-		row("  ratio to without (target <= 2)", fmt.Sprintf("%.2f", float64(p99Storm)/float64(p99)))
-		row("  the storm delivered within (from its due time)", drained.Round(10*time.Millisecond).String())
-		row("CPU per delivery in the bursts (one / four subscriptions)", "")
-		for i, p := range procs {
-			row("  "+p.name, fmt.Sprintf("%v / %v", oneCPU[i].Round(time.Microsecond), fourCPU[i].Round(time.Microsecond)))
-		}
-		row("CPU per request of the raw limits before them", "")
-		for i, p := range procs {
-			row("  "+p.name, fmt.Sprintf("%v / %v", oneRawCPU[i].Round(time.Microsecond), fourRawCPU[i].Round(time.Microsecond)))
-		}
-		for i, run := range []string{"without", "with"} {
-			for j, part := range []string{"publish to dispatched", "dispatched to attempt start", "attempt start to received"} {
-				row(fmt.Sprintf("  %s the storm: p99 %s", run, part), split[i][j].Round(100*time.Microsecond).String())
-			}
-		}
-		b.ReportMetric(max(oneRaw, fourRaw), "raw-req/s")
-		b.ReportMetric(oneRate/oneRaw, "one-sub-ratio")
-		b.ReportMetric(float64(spilled), "one-sub-spilled")
-		b.ReportMetric(fourRate/fourRaw, "four-sub-ratio")
-		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
-		b.ReportMetric(float64(p99Storm)/float64(p99), "storm-p99-ratio")
-		e.close()
+	brokers := []string{"kfake"}
+	if os.Getenv(envBenchApache) != "" {
+		brokers = append(brokers, "apache")
 	}
+	for b.Loop() {
+		var tables [][][2]string
+		for _, broker := range brokers {
+			rows, metrics := deployedOn(b, bin, redis, broker)
+			tables = append(tables, rows)
+			for _, m := range metrics {
+				unit := m.unit
+				if broker != "kfake" {
+					unit = broker + "-" + unit
+				}
+				b.ReportMetric(m.v, unit)
+			}
+		}
+		fmt.Fprintln(os.Stdout)
+		for i, row := range tables[0] {
+			fmt.Fprintf(os.Stdout, "%-58s", row[0])
+			for _, t := range tables {
+				fmt.Fprintf(os.Stdout, " %18s", t[i][1])
+			}
+			fmt.Fprintln(os.Stdout)
+		}
+	}
+}
+
+// envBenchApache, set (make bench sets it), adds a column to
+// BenchmarkDeployed: the same run on Apache Kafka (services.sh
+// install-kafka first).
+const envBenchApache = "WEBHOOKS_BENCH_APACHE"
+
+// metric is one of BenchmarkDeployed's reported figures.
+type metric struct {
+	v    float64
+	unit string
+}
+
+// deployedOn is one run of BenchmarkDeployed on a broker in a process of
+// its own: kfake (as make run runs it) or Apache Kafka (services.sh). It
+// returns the table's rows (name, value) and the figures to report.
+func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string) (table [][2]string, metrics []metric) {
+	b.Helper()
+	var e *env
+	var brokerPid int
+	if broker == "apache" {
+		k := startOwnKafka(b)
+		e, brokerPid = newEnvOn(b, k.brokers(), func() {}, nil), k.pid()
+	} else {
+		var p *stack.Process
+		e, p = newEnvBrokerProcess(b)
+		brokerPid = p.Pid()
+	}
+	// As the chart deploys them: breakers, rate limits and dedup in
+	// Redis.
+	e.withRedis(redis.URL(), fmt.Sprintf("dep%d:", time.Now().UnixNano()), nil)
+	r := newReceiverProcess(b)
+	sub := func(id, typ string) topics.Subscription {
+		s := e.subscribe(topics.Subscription{ID: id, URL: r.url(id), EventTypes: []string{typ}, Enabled: true})
+		r.trust(s)
+		return s
+	}
+	sub("one", "dep.one")
+	var four, storm []topics.Subscription
+	for i := range 4 {
+		four = append(four, sub(fmt.Sprintf("four-%d", i), fmt.Sprintf("dep.four%d", i)))
+	}
+	for i := range 5 {
+		storm = append(storm, sub(fmt.Sprintf("storm-%d", i), "iso.storm"))
+	}
+	data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
+
+	procs := []cpuOf{{"dispatcher", 0}, {"deliverer", 0}, {"retrier", 0}}
+	for i, c := range procs {
+		procs[i].pid = e.startProc(filepath.Join(bin, c.name), c.name).Pid()
+	}
+	procs = append(procs, cpuOf{"broker (a process of its own)", brokerPid}, cpuOf{"redis-server", redis.Pid()},
+		cpuOf{"receiver", r.pid()}, cpuOf{"this process (producer, raw-limit client)", os.Getpid()})
+	event := func(typ func(i int) string) func(int) topics.Event {
+		return func(i int) topics.Event {
+			return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),
+				CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(data)}
+		}
+	}
+	toOne := event(func(int) string { return "dep.one" })
+	toFour := event(func(i int) string { return fmt.Sprintf("dep.four%d", i%4) })
+	count := r.accepted
+	// Warm up: every process joined its group, connections open.
+	publishKeyed(b, e, 100, toOne)
+	wait(b, 120*time.Second, "warm-up", func() bool { return count("one") >= 100 })
+
+	// Each burst is measured against the raw limit measured just before
+	// it, the best of two runs: this machine's speed drifts by a fifth
+	// within minutes. The pipeline's processes are idle meanwhile.
+	burst := func(prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
+		rawCPU = cpuTimes(b, procs)
+		for range 2 {
+			raw = max(raw, rawLimit(b, r, four, data, depBurst, 64))
+		}
+		for i, after := range cpuTimes(b, procs) {
+			rawCPU[i] = (after - rawCPU[i]) / (2 * depBurst)
+		}
+		base := count(prefix)
+		start := time.Now()
+		cpu = cpuTimes(b, procs)
+		publishKeyed(b, e, depBurst, ev)
+		wait(b, 300*time.Second, "the burst to "+prefix, func() bool { return count(prefix) >= base+depBurst })
+		rate = float64(depBurst) / time.Since(start).Seconds()
+		for i, after := range cpuTimes(b, procs) {
+			cpu[i] = (after - cpu[i]) / depBurst
+		}
+		return rate, raw, rawCPU, cpu
+	}
+	oneRate, oneRaw, oneRawCPU, oneCPU := burst("one", toOne)
+	spilled := spills(b, e, "one", 100+depBurst)
+	fourRate, fourRaw, fourRawCPU, fourCPU := burst("four-", toFour)
+	fourSpilled := spills(b, e, "four-", depBurst)
+
+	var drained time.Duration // from the storm's due time to its last delivery
+	latency := func(withStorm bool) []request {
+		before, base := r.count(), count("four-")
+		due := time.Now().Add(time.Second)
+		if withStorm {
+			produceStorm(b, e, storm, depStorm, due)
+		}
+		want := base + publishAtRate(b, e, int(fourRate/2), depLatency, toFour)
+		wait(b, 120*time.Second, "the latency run", func() bool { return count("four-") >= want })
+		if withStorm {
+			wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
+		}
+		var reqs []request
+		for _, q := range r.got(before) {
+			if strings.HasPrefix(q.Sub, "four-") {
+				reqs = append(reqs, q)
+			}
+			if withStorm && strings.HasPrefix(q.Sub, "storm-") {
+				drained = max(drained, q.At.Sub(due))
+			}
+		}
+		return reqs
+	}
+	calm, stormy := latency(false), latency(true)
+	p50, p99 := latencies(calm)
+	_, p99Storm := latencies(stormy)
+	split := dispatchSplit(b, e, calm, stormy)
+	r.checkSignatures()
+
+	row := func(name, v string) { table = append(table, [2]string{name, v}) }
+	row("as deployed: separate processes, broker on TCP", broker)
+	row("raw limit: plain client, 64 concurrent (req/s)", fmt.Sprintf("%.0f", oneRaw))
+	row(fmt.Sprintf("one subscription, burst of %d (deliveries/s)", depBurst), fmt.Sprintf("%.0f", oneRate))
+	row("  ratio to raw (target >= 0.5)", fmt.Sprintf("%.2f", oneRate/oneRaw))
+	row("  spilled (subscription_busy; target 0)", fmt.Sprint(spilled))
+	row(fmt.Sprintf("four subscriptions, burst of %d (deliveries/s)", depBurst), fmt.Sprintf("%.0f", fourRate))
+	row("  spilled", fmt.Sprint(fourSpilled))
+	row("  raw limit just before it (req/s)", fmt.Sprintf("%.0f", fourRaw))
+	row("  ratio to raw (target >= 0.75)", fmt.Sprintf("%.2f", fourRate/fourRaw))
+	row(fmt.Sprintf("p50 at %d events/s (half the four-subscription rate)", int(fourRate/2)), p50.Round(100*time.Microsecond).String())
+	row("p99 (target < 25ms)", p99.Round(100*time.Microsecond).String())
+	row(fmt.Sprintf("p99 with %d due retries released at once", depStorm), p99Storm.Round(100*time.Microsecond).String())
+	row("  ratio to without (target <= 2)", fmt.Sprintf("%.2f", float64(p99Storm)/float64(p99)))
+	row("  the storm delivered within (from its due time)", drained.Round(10*time.Millisecond).String())
+	row("CPU per delivery in the bursts (one / four subscriptions)", "")
+	for i, p := range procs {
+		row("  "+p.name, fmt.Sprintf("%v / %v", oneCPU[i].Round(time.Microsecond), fourCPU[i].Round(time.Microsecond)))
+	}
+	row("CPU per request of the raw limits before them", "")
+	for i, p := range procs {
+		row("  "+p.name, fmt.Sprintf("%v / %v", oneRawCPU[i].Round(time.Microsecond), fourRawCPU[i].Round(time.Microsecond)))
+	}
+	for i, run := range []string{"without", "with"} {
+		for j, part := range []string{"publish to dispatched", "dispatched to attempt start", "attempt start to received"} {
+			row(fmt.Sprintf("  %s the storm: p99 %s", run, part), split[i][j].Round(100*time.Microsecond).String())
+		}
+	}
+	metrics = append(metrics, metric{max(oneRaw, fourRaw), "raw-req/s"})
+	metrics = append(metrics, metric{oneRate / oneRaw, "one-sub-ratio"})
+	metrics = append(metrics, metric{float64(spilled), "one-sub-spilled"})
+	metrics = append(metrics, metric{fourRate / fourRaw, "four-sub-ratio"})
+	metrics = append(metrics, metric{float64(p99.Microseconds()) / 1000, "p99-ms"})
+	metrics = append(metrics, metric{float64(p99Storm) / float64(p99), "storm-p99-ratio"})
+	e.close()
+	return table, metrics
 }
 
 // dispatchSplit splits each run's publish-to-receipt times at the moment
