@@ -96,15 +96,24 @@ func (k *ownKafka) run(args ...string) {
 }
 
 // TestBrokerKilledMidStream (invariants 1, 2 and 4): the broker killed with
-// SIGKILL while events flow and started again on its data: the components
-// (processes, as deployed) keep running through it, every event arrives at
-// both subscriptions, the ordered one's first arrivals in publish order per
-// key, and fan-out stays exactly once. Duplicates and the time from the
-// restart to the next delivery are logged.
+// SIGKILL while events flow and started again on its data, and stopped
+// cleanly (SIGTERM) and started again: the components (processes, as
+// deployed) keep running through it, every event arrives at both
+// subscriptions, the ordered one's first arrivals in publish order per key,
+// and fan-out stays exactly once. Duplicates and the time from the restart
+// to the next delivery are logged.
 func TestBrokerKilledMidStream(t *testing.T) {
 	if _, ok := testkit.ApacheKafka(t); !ok {
 		t.Skip("stops and restarts a broker on its data, which kfake cannot: runs on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache)")
 	}
+	for _, stop := range []string{"kill", "stop"} {
+		t.Run(stop, func(t *testing.T) { brokerRestartedMidStream(t, stop) })
+	}
+}
+
+// brokerRestartedMidStream is TestBrokerKilledMidStream with the broker
+// stopped by services.sh's kill (SIGKILL) or stop (SIGTERM).
+func brokerRestartedMidStream(t *testing.T, stop string) {
 	k := startOwnKafka(t)
 	e := newEnvOn(t, k.brokers(), func() {}, nil)
 	bin := binaries(t)
@@ -137,7 +146,7 @@ func TestBrokerKilledMidStream(t *testing.T) {
 		}
 	}()
 	wait(t, 60*time.Second, "a third of the deliveries", func() bool { return r.count() >= 2*n/3 })
-	k.run("kill", "kafka", k.dir)
+	k.run(stop, "kafka", k.dir)
 	killedAt := published.Load()
 	k.run("start", "kafka", strconv.Itoa(k.port), k.dir)
 	restarted, before := time.Now(), r.count()
@@ -164,8 +173,8 @@ func TestBrokerKilledMidStream(t *testing.T) {
 	for pair, c := range r.pairs() {
 		dups[pair[:len(pair)-len("/e00000")]] += c - 1
 	}
-	t.Logf("broker killed after %d of %d events were published and %d deliveries made; first delivery %v after the restart; duplicates: ordered %d, unordered %d; lost 0",
-		killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"])
+	t.Logf("broker stopped (%s) after %d of %d events were published and %d deliveries made; first delivery %v after the restart; duplicates: ordered %d, unordered %d; lost 0",
+		stop, killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"])
 	assertKeyOrder(t, r, keys)
 	assertFannedOutOnce(t, e, n*2)
 }
