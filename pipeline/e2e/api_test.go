@@ -94,7 +94,8 @@ func call(t testing.TB, method, url, key string, body, out any, want int) {
 // order for a key; another tenant's event does not reach it. An event the
 // endpoint refuses (400) is a dead letter the tenant sees and redrives with
 // an operation, which reaches done, and the endpoint, healthy again,
-// receives it once.
+// receives it once; a replay operation sends the subscription's events
+// again, each once.
 func TestAPIDrivesThePipeline(t *testing.T) {
 	e := newEnv(t)
 	e.startDispatcher()
@@ -171,6 +172,28 @@ func TestAPIDrivesThePipeline(t *testing.T) {
 	if len(dead.Data) != 0 {
 		t.Fatalf("dead letters after the redrive: %+v", dead.Data)
 	}
+
+	// A replay of the subscription's events since the start: the three
+	// order events go to it again, each once more, with their ids.
+	before := r.pairs()
+	call(t, "POST", base+"/v1/replays", key.Key, map[string]any{"subscription_id": "sub_api",
+		"since": time.Now().Add(-time.Hour), "rate": 100}, &op, http.StatusAccepted)
+	wait(t, 60*time.Second, "the replay operation done", func() bool {
+		call(t, "GET", base+"/v1/operations/"+op.ID, key.Key, nil, &op, http.StatusOK)
+		return op.State == topics.OperationDone || op.State == topics.OperationFailed
+	})
+	if op.State != topics.OperationDone || op.Sent != 3 {
+		t.Fatalf("replay operation: %+v, want done with the subscription's three events sent", op)
+	}
+	wait(t, 60*time.Second, "the replayed events at the endpoint", func() bool {
+		after := r.pairs()
+		for pair, n := range before {
+			if after[pair] != n+1 {
+				return false
+			}
+		}
+		return len(after) == len(before)
+	})
 }
 
 // message reads an event's message log with the admin key; found is false
