@@ -128,23 +128,10 @@ func brokerRestartedMidStream(t *testing.T, stop string) {
 	}
 
 	const n, keys, batch = 2000, 100, 50
-	var evs []topics.Event
-	for i := range n {
-		evs = append(evs, topics.Event{ID: fmt.Sprintf("e%05d", i), Type: "order.updated",
-			Key: fmt.Sprintf("k%03d", i%keys), Data: json.RawMessage(`{}`)})
-	}
+	evs := keyedEvents(n, keys, "order.updated")
 	// Published in batches, the broker's outage in the middle: the
 	// producer waits it out (kgo retries until the broker is back).
-	var published atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; i < n; i += batch {
-			e.publish(evs[i:min(i+batch, n)]...)
-			published.Store(int64(min(i+batch, n)))
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	published, done := publishPaced(e, evs, batch, 20*time.Millisecond)
 	wait(t, 60*time.Second, "a third of the deliveries", func() bool { return r.count() >= 2*n/3 })
 	k.run(stop, "kafka", k.dir)
 	killedAt := published.Load()
@@ -153,7 +140,51 @@ func brokerRestartedMidStream(t *testing.T, stop string) {
 	wait(t, 120*time.Second, "a delivery after the restart", func() bool { return r.count() > before })
 	recovered := time.Since(restarted)
 	wait(t, 60*time.Second, "every event published", testkit.Done(done))
-	wait(t, 180*time.Second, "every event at both subscriptions", func() bool {
+	waitEveryEvent(t, r, evs, 180*time.Second)
+	for name, p := range procs {
+		select {
+		case <-p.Done():
+			t.Errorf("the %s exited during the broker's outage", name)
+		default:
+		}
+	}
+	dups := duplicates(r)
+	t.Logf("broker stopped (%s) after %d of %d events were published and %d deliveries made; first delivery %v after the restart; duplicates: ordered %d, unordered %d; lost 0",
+		stop, killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"])
+	assertKeyOrder(t, r, keys)
+	assertFannedOutOnce(t, e, n*2)
+}
+
+// keyedEvents are n events "e<i>" of type typ, keyed "k<i modulo keys>".
+func keyedEvents(n, keys int, typ string) []topics.Event {
+	evs := make([]topics.Event, n)
+	for i := range evs {
+		evs[i] = topics.Event{ID: fmt.Sprintf("e%05d", i), Type: typ, Key: fmt.Sprintf("k%03d", i%keys), Data: json.RawMessage(`{}`)}
+	}
+	return evs
+}
+
+// publishPaced publishes evs in batches, pause between them, in a
+// goroutine: published counts the events published so far, done closes
+// after the last.
+func publishPaced(e *env, evs []topics.Event, batch int, pause time.Duration) (published *atomic.Int64, done chan struct{}) {
+	published, done = new(atomic.Int64), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < len(evs); i += batch {
+			e.publish(evs[i:min(i+batch, len(evs))]...)
+			published.Store(int64(min(i+batch, len(evs))))
+			time.Sleep(pause)
+		}
+	}()
+	return published, done
+}
+
+// waitEveryEvent waits until every one of evs arrived at both the ordered
+// and the unordered subscription.
+func waitEveryEvent(t *testing.T, r *receiver, evs []topics.Event, timeout time.Duration) {
+	t.Helper()
+	wait(t, timeout, "every event at both subscriptions", func() bool {
 		p := r.pairs()
 		for _, ev := range evs {
 			if p["ordered/"+ev.ID] == 0 || p["unordered/"+ev.ID] == 0 {
@@ -162,21 +193,17 @@ func brokerRestartedMidStream(t *testing.T, stop string) {
 		}
 		return true
 	})
-	for name, p := range procs {
-		select {
-		case <-p.Done():
-			t.Errorf("the %s exited during the broker's outage", name)
-		default:
-		}
-	}
+}
+
+// duplicates counts, per subscription, the requests accepted beyond the
+// first of each event.
+func duplicates(r *receiver) map[string]int {
 	dups := map[string]int{}
 	for pair, c := range r.pairs() {
-		dups[pair[:len(pair)-len("/e00000")]] += c - 1
+		sub, _, _ := strings.Cut(pair, "/")
+		dups[sub] += c - 1
 	}
-	t.Logf("broker stopped (%s) after %d of %d events were published and %d deliveries made; first delivery %v after the restart; duplicates: ordered %d, unordered %d; lost 0",
-		stop, killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"])
-	assertKeyOrder(t, r, keys)
-	assertFannedOutOnce(t, e, n*2)
+	return dups
 }
 
 // assertFannedOutOnce reads the delivery topics read committed, as the
@@ -256,21 +283,8 @@ func TestDispatcherKilledMidTransaction(t *testing.T) {
 	a := e.startProc(bin, "dispatcher-a")
 
 	const n, keys, batch = 1500, 50, 50
-	var evs []topics.Event
-	for i := range n {
-		evs = append(evs, topics.Event{ID: fmt.Sprintf("e%05d", i), Type: "order.updated",
-			Key: fmt.Sprintf("k%03d", i%keys), Data: json.RawMessage(`{}`)})
-	}
-	var published atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; i < n; i += batch {
-			e.publish(evs[i:min(i+batch, n)]...)
-			published.Store(int64(min(i+batch, n)))
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	evs := keyedEvents(n, keys, "order.updated")
+	published, done := publishPaced(e, evs, batch, 10*time.Millisecond)
 	wait(t, 60*time.Second, "a third of the deliveries", func() bool { return r.count() >= 2*n/3 })
 	if err := a.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -292,15 +306,7 @@ func TestDispatcherKilledMidTransaction(t *testing.T) {
 		return false
 	})
 	stall := time.Since(killed)
-	wait(t, 120*time.Second, "every event at both subscriptions", func() bool {
-		p := r.pairs()
-		for _, ev := range evs {
-			if p["ordered/"+ev.ID] == 0 || p["unordered/"+ev.ID] == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitEveryEvent(t, r, evs, 120*time.Second)
 	t.Logf("dispatcher killed with %d of %d events published and %d deliveries made; the first event published after the kill delivered %v after it",
 		from, n, before, stall.Round(time.Millisecond))
 	assertKeyOrder(t, r, keys)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -62,11 +61,7 @@ func TestChaosKills(t *testing.T) {
 	}
 
 	const rounds, perRound, keys = 5, 600, 100
-	var evs []topics.Event
-	for i := range rounds * perRound {
-		evs = append(evs, topics.Event{ID: fmt.Sprintf("e%05d", i), Type: "chaos.updated",
-			Key: fmt.Sprintf("k%03d", i%keys), Data: json.RawMessage(`{}`)})
-	}
+	evs := keyedEvents(rounds*perRound, keys, "chaos.updated")
 	kills := [][]string{{"deliverer"}, {"dispatcher"}, {"retrier"}, {"deliverer", "dispatcher"}}
 	for round := range rounds {
 		e.publish(evs[round*perRound : (round+1)*perRound]...)
@@ -80,19 +75,8 @@ func TestChaosKills(t *testing.T) {
 		}
 	}
 	started := time.Now()
-	wait(t, 240*time.Second, "every event at both subscriptions", func() bool {
-		p := r.pairs()
-		for _, ev := range evs {
-			if p["ordered/"+ev.ID] == 0 || p["unordered/"+ev.ID] == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	dups := map[string]int{}
-	for pair, c := range r.pairs() {
-		dups[pair[:len(pair)-len("/e00000")]] += c - 1
-	}
+	waitEveryEvent(t, r, evs, 240*time.Second)
+	dups := duplicates(r)
 	t.Logf("%d events, all delivered %v after the last round was published; duplicates: ordered %d, unordered %d",
 		len(evs), time.Since(started).Round(time.Second), dups["ordered"], dups["unordered"])
 	assertKeyOrder(t, r, keys)

@@ -104,15 +104,7 @@ func TestDelivererKilledMidStream(t *testing.T) {
 	before := r.count()
 	e.startProc(bin, "deliverer-b")
 
-	wait(t, 120*time.Second, "every event at both subscriptions", func() bool {
-		p := r.pairs()
-		for _, ev := range evs {
-			if p["ordered/"+ev.ID] == 0 || p["unordered/"+ev.ID] == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitEveryEvent(t, r, evs, 120*time.Second)
 	if before >= 2*n {
 		t.Fatalf("everything (%d) arrived before the kill: the test did not kill mid-stream", before)
 	}
