@@ -17,8 +17,12 @@ import (
 // TestKilledOrderedDuplicatesBounded (invariant 3): a deliverer killed with
 // SIGKILL while an ordered subscription's endpoint fails a tenth of its
 // requests, so that keys are held, parked and released all the time,
-// repeats at most what it had in flight: duplicates at each subscription
-// stay within its in-flight cap. Before ADR 0021, head retries finished
+// repeats at most what it had in flight: the requests it was making and
+// those whose outcomes the broker had not acknowledged, at most twice its
+// in-flight cap (design.md, invariant 3). On kfake, whose acknowledgements
+// are in-process, that stayed within the cap itself; on Apache Kafka a
+// produce takes a round trip, and one run in CI counted 22 unordered
+// duplicates with a cap of 16 (ADR 0028). Before ADR 0021, head retries finished
 // above a release still running were redone, and so were heads whose
 // release was reading their parked chain: 17 and 29 ordered duplicates in
 // two of four runs on a loaded machine; 0, 2, 1, 1, 4 and 4 in six runs since.
@@ -82,9 +86,9 @@ func TestKilledOrderedDuplicatesBounded(t *testing.T) {
 	t.Logf("killed with %d ordered deliveries made; duplicates: ordered %d, unordered %d (in-flight cap %d)",
 		before, dups["ordered"], dups["unordered"], inFlight)
 	for _, sub := range []string{"ordered", "unordered"} {
-		if dups[sub] > inFlight {
-			t.Errorf("%s: %d duplicates after the kill, more than the %d requests the killed deliverer could have in flight",
-				sub, dups[sub], inFlight)
+		if dups[sub] > 2*inFlight {
+			t.Errorf("%s: %d duplicates after the kill, more than the %d requests the killed deliverer could have in flight or unacknowledged",
+				sub, dups[sub], 2*inFlight)
 		}
 	}
 	r.checkSignatures(t)
