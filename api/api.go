@@ -48,6 +48,7 @@ type Server struct {
 	guard  *redisstate.Guard  // nil: no Redis
 	ops    *table.OpTable     // nil: no bulk operations
 	tenant *table.TenantTable // the tenants' quota overrides; nil: the defaults
+	holds  *table.HoldTable   // the ordered keys held; nil: not shown
 	signer signer             // of dashboard sessions and portal links
 }
 
@@ -61,6 +62,13 @@ func (s *Server) WithClickHouse(ch clickhouseConn) *Server {
 // WithTenants gives the API the tenants' quota overrides (running: Run).
 func (s *Server) WithTenants(t *table.TenantTable) *Server {
 	s.tenant = t
+	return s
+}
+
+// WithHolds gives the API the holds topic's table, for the held ordered
+// keys in the lag (and the dashboard's overview).
+func (s *Server) WithHolds(t *table.HoldTable) *Server {
+	s.holds = t
 	return s
 }
 

@@ -111,16 +111,21 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	holds, err := table.NewHoldTable(base, c.names.Holds(), log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go subs.Run(ctx)
 	go keys.Run(ctx)
 	go opTable.Run(ctx)
 	go tenants.Run(ctx)
+	go holds.Run(ctx)
 	g, err := redisstate.Open(cfg.Redis, log)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants)
+	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds)
 	running := make(chan struct{})
 	go func() {
 		defer close(running)
@@ -137,6 +142,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		keys.Close()
 		opTable.Close()
 		tenants.Close()
+		holds.Close()
 		cl.Close()
 		if g != nil {
 			_ = g.Close()

@@ -61,12 +61,18 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer tenants.Close()
+	holds, err := table.NewHoldTable(base, n.Holds(), log)
+	if err != nil {
+		return err
+	}
+	defer holds.Close()
 	tables, stopTables := context.WithCancel(context.Background())
 	defer stopTables()
 	go subs.Run(tables)
 	go keys.Run(tables)
 	go ops.Run(tables)
 	go tenants.Run(tables)
+	go holds.Run(tables)
 	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp, tenants.WaitCaughtUp} {
 		if err := wait(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -91,7 +97,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer ch.Close()
-	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants)
+	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants).WithHolds(holds)
 	opsCtx, stopOps := context.WithCancel(ctx)
 	running := make(chan struct{})
 	go func() {

@@ -359,6 +359,7 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 		ByCategory    map[string]int
 		BreakersOpen  []string
 		Lag           []GroupLag
+		Held          *HeldKeys
 		LagError      string
 		Stats         []report.Row
 		StatsError    string
@@ -385,7 +386,7 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 	if _, err := s.call(ctx, v.p, "GET", "/v1/lag", nil, &lag.Body); err != nil {
 		data.LagError = problemText(err)
 	}
-	data.Lag = lag.Body.Data
+	data.Lag, data.Held = lag.Body.Data, lag.Body.Holds
 	var st statsOutput
 	since := time.Now().Add(-seriesWindows[window].span).UTC().Format(time.RFC3339)
 	if _, err := s.call(ctx, v.p, "GET", "/v1/stats?by=subscription&since="+url.QueryEscape(since), nil, &st.Body); err != nil {
