@@ -191,3 +191,32 @@ func TestTooFewHoldsPartitionsStop(t *testing.T) {
 		t.Fatalf("Run = %v, want an error naming %s", r.err, h.names.Holds())
 	}
 }
+
+// TestOwnWriteOfAnOlderEpochIgnored: a hold this process wrote stands for
+// the key until the table has applied it, but not for a record of a later
+// epoch: the process lost the slot and got it back, its fence makes
+// readers ignore that write, and the record must not act on it either.
+func TestOwnWriteOfAnOlderEpochIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	cfg, err := LoadConfig(h.getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := table.NewHoldTable(baseOpts(cfg, h.log), h.names.Holds(), h.log) // not run: applies nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Close()
+	hs := newHolds(tbl)
+	tp := lanes.TP{Topic: h.names.Deliveries(), Partition: 0}
+	hs.ready[tp] = true
+	hs.wrote("sub/k", heldKey("k"), &kgo.Record{Partition: 0, Offset: 7, Headers: []kgo.RecordHeader{topics.EpochHeader(1)}})
+	ctx := testCtx(t, 10*time.Second)
+	if got, _, err := hs.get(context.WithValue(ctx, epochKey{}, int32(1)), tp, "sub/k"); err != nil || got == nil {
+		t.Fatalf("a record of the write's epoch reads %v, %v; want the write", got, err)
+	}
+	if got, _, err := hs.get(context.WithValue(ctx, epochKey{}, int32(2)), tp, "sub/k"); err != nil || got != nil {
+		t.Fatalf("a record of a later epoch reads %+v, %v; want the table's (nothing)", got, err)
+	}
+}

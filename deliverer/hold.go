@@ -61,11 +61,14 @@ type slot struct {
 }
 
 // ownWrite is a hold (nil: released) this process wrote, authoritative
-// until the table has applied the write.
+// until the table has applied the write, for records of its epoch or an
+// older one: a record running since a later assignment of the slot does
+// not take a write its own fence made readers ignore.
 type ownWrite struct {
 	hold      *topics.Hold
 	partition int32
 	offset    int64
+	epoch     int32
 }
 
 func newHolds(t *table.HoldTable) *holds {
@@ -155,7 +158,7 @@ func (h *holds) get(ctx context.Context, p lanes.TP, key string) (hold *topics.H
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w, ok := h.local[key]; ok {
-		if h.table.Applied(w.partition) <= w.offset {
+		if w.epoch >= writeEpoch(ctx) && h.table.Applied(w.partition) <= w.offset {
 			return w.hold, rejected, nil
 		}
 		delete(h.local, key)
@@ -170,7 +173,8 @@ func (h *holds) get(ctx context.Context, p lanes.TP, key string) (hold *topics.H
 func (h *holds) wrote(key string, hold *topics.Hold, rec *kgo.Record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.local[key] = ownWrite{hold: hold, partition: rec.Partition, offset: rec.Offset}
+	e, _ := topics.EpochOf(rec.Headers)
+	h.local[key] = ownWrite{hold: hold, partition: rec.Partition, offset: rec.Offset, epoch: e}
 }
 
 // epochKey carries, in a worker's context, the epoch of the slot of the
