@@ -28,6 +28,9 @@ const CopartitionedProtocol = "hookpipe-copartitioned"
 // assigned in the next round (kgo.BalancePlan.AdjustCooperative), so no
 // two members ever own partitions of one slot at once. Topics with fewer
 // partitions than others simply have no partition in the higher slots.
+// Every member is expected to consume the same topics: a topic that a
+// slot's owner does not consume stays unassigned in that slot (rather than
+// go to another member and split the slot).
 func CopartitionedBalancer() kgo.GroupBalancer { return copartitioned{} }
 
 type copartitioned struct{}
