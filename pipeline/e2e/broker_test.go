@@ -171,10 +171,12 @@ func publishPaced(e *env, evs []topics.Event, batch int, pause time.Duration) (p
 	published, done = new(atomic.Int64), make(chan struct{})
 	go func() {
 		defer close(done)
+		tick := time.NewTicker(pause)
+		defer tick.Stop()
 		for i := 0; i < len(evs); i += batch {
 			e.publish(evs[i:min(i+batch, len(evs))]...)
 			published.Store(int64(min(i+batch, len(evs))))
-			time.Sleep(pause)
+			<-tick.C
 		}
 	}()
 	return published, done
