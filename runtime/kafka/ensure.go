@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hookpipe/hookpipe/topics"
 
@@ -69,17 +70,15 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 	return res, nil
 }
 
+// describeWait bounds how long Ensure waits for a topic it just created to
+// be described: Apache Kafka answers UNKNOWN_TOPIC_OR_PARTITION until the
+// new topic's metadata has reached the broker asked.
+const describeWait = 10 * time.Second
+
 func verifyCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	rc, err := describeTopic(ctx, adm, topic)
 	if err != nil {
 		return fmt.Errorf("describe %s: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil {
-		return fmt.Errorf("describe %s: %w", topic, err)
-	}
-	if rc.Err != nil {
-		return fmt.Errorf("describe %s: %w", topic, rc.Err)
 	}
 	for _, c := range rc.Configs {
 		if c.Key == "cleanup.policy" {
@@ -90,4 +89,32 @@ func verifyCompacted(ctx context.Context, adm *kadm.Client, topic string) error 
 		}
 	}
 	return fmt.Errorf("topic %s has no cleanup.policy; it must be compacted", topic)
+}
+
+// describeTopic describes a topic's configs, asking again for up to
+// describeWait while the broker does not know the topic yet.
+func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (kadm.ResourceConfig, error) {
+	deadline := time.Now().Add(describeWait)
+	wait := 50 * time.Millisecond
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		var rc kadm.ResourceConfig
+		if err == nil {
+			rc, err = rcs.On(topic, nil)
+		}
+		if err == nil {
+			err = rc.Err
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			return rc, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return rc, err
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }

@@ -10,8 +10,10 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // topicConfig returns the value of one config key of a topic as the broker
@@ -191,4 +193,38 @@ func freshAdmin(tb testing.TB, c *kfake.Cluster) *kadm.Client {
 	}
 	tb.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
+}
+
+// TestEnsureWaitsForNewTopics: Apache Kafka answers a DescribeConfigs of a
+// topic created a moment before with UNKNOWN_TOPIC_OR_PARTITION until the
+// topic's metadata reaches the broker asked (seen on a loaded machine in
+// CI); Ensure asks again instead of failing.
+func TestEnsureWaitsForNewTopics(t *testing.T) {
+	c, _, adm := newCluster(t)
+	n, err := topics.NewNames(topics.DefaultPrefix, "5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := 3
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if unknown == 0 {
+			return nil, nil, false
+		}
+		unknown--
+		req := kreq.(*kmsg.DescribeConfigsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.UnknownTopicOrPartition.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	if _, err := Ensure(testCtx(t, 30*time.Second), adm, n, Layout{Partitions: 2, ReplicationFactor: -1}); err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	if unknown != 0 {
+		t.Fatalf("%d refusals left: the test tests nothing", unknown)
+	}
 }
