@@ -32,6 +32,10 @@ STOP_TEST_KAFKA := $(SERVICES) stop kafka $(TESTDIR)/kafka >/dev/null 2>&1 || tr
 # end-to-end and crash tiers, the dispatcher's transactions, fencing and
 # fan-out, topic creation with our configs, and the broker settings.
 APACHE_TESTS := ./pipeline/e2e/ ./dispatcher/ ./runtime/kafka/
+# The tests that stop a broker of their own: they run after the others,
+# alone, so that no other package's processes take the ports the broker
+# gives up while it is down, nor its CPU.
+BROKER_FAULTS := TestBrokerKilledMidStream
 
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
             ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack ./api/cmd/api
@@ -140,8 +144,10 @@ test: deps assets lint fuzz helm
 	  $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual' work; \
 	  $(GO) test -tags synctests -count=1 -timeout 20m -run '^TestVirtual' work; \
 	  echo "== the end-to-end and crash tiers on Apache Kafka"; \
-	  WEBHOOKS_TEST_KAFKA=apache WEBHOOKS_TEST_KAFKA_BROKERS=127.0.0.1:$(TEST_KAFKA_PORT) WEBHOOKS_TEST_KAFKA_DIR=$(TESTDIR)/kafka \
-	    $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual' $(APACHE_TESTS)
+	  export WEBHOOKS_TEST_KAFKA=apache WEBHOOKS_TEST_KAFKA_BROKERS=127.0.0.1:$(TEST_KAFKA_PORT) WEBHOOKS_TEST_KAFKA_DIR=$(TESTDIR)/kafka; \
+	  $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual|^$(BROKER_FAULTS)$$' $(APACHE_TESTS); \
+	  echo "== faults of the broker itself, alone"; \
+	  $(GO) test -race -count=1 -timeout 20m -run '^$(BROKER_FAULTS)$$' ./pipeline/e2e/
 
 # BenchmarkDeployed runs on kfake and on Apache Kafka, side by side.
 bench: deps build

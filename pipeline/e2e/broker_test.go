@@ -54,7 +54,13 @@ func startOwnKafka(t testing.TB) *ownKafka {
 	}
 	k := &ownKafka{t: t, port: port, dir: t.TempDir()}
 	k.run("start", "kafka", strconv.Itoa(port), k.dir)
-	t.Cleanup(func() { k.run("stop", "kafka", k.dir) })
+	t.Cleanup(func() {
+		k.run("stop", "kafka", k.dir)
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(k.dir, "kafka.out"))
+			t.Logf("--- broker log ---\n%s", tail(b, 6000))
+		}
+	})
 	return k
 }
 
