@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,9 +126,7 @@ func brokerRestartedMidStream(t *testing.T, stop string) {
 	e := newEnvOn(t, k.brokers(), func() {}, nil)
 	bin := binaries(t)
 	r := newReceiver(t)
-	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"},
-		Enabled: true, Ordering: topics.OrderingKey}))
-	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"*"}, Enabled: true}))
+	e.subscribePair(r, "*", nil)
 	procs := map[string]interface{ Done() <-chan struct{} }{
 		"dispatcher": e.startProc(filepath.Join(bin, "dispatcher"), "dispatcher"),
 		"deliverer":  e.startProc(filepath.Join(bin, "deliverer"), "deliverer"),
@@ -159,6 +159,32 @@ func brokerRestartedMidStream(t *testing.T, stop string) {
 		stop, killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"])
 	assertKeyOrder(t, r, keys)
 	assertFannedOutOnce(t, e, n*2)
+}
+
+// flakyReceiver is a receiver that answers 503 to one request in ten, at
+// random, each request taking up to delay.
+func flakyReceiver(t *testing.T, delay time.Duration) *receiver {
+	r := newReceiver(t)
+	r.delay = delay
+	r.answer(func(request, http.ResponseWriter) int {
+		if rand.N(10) == 0 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusNoContent
+	})
+	return r
+}
+
+// subscribePair subscribes r as "ordered" (ordering key) and "unordered"
+// to the event types pattern matches, with schedule (nil: the default).
+func (e *env) subscribePair(r *receiver, pattern string, schedule []string) {
+	for _, s := range []topics.Subscription{
+		{ID: "ordered", Ordering: topics.OrderingKey},
+		{ID: "unordered"},
+	} {
+		s.URL, s.EventTypes, s.Enabled, s.RetrySchedule = r.url(s.ID), []string{pattern}, true, schedule
+		r.trust(e.subscribe(s))
+	}
 }
 
 // keyedEvents are n events "e<i>" of type typ, keyed "k<i modulo keys>".
@@ -287,9 +313,7 @@ func TestDispatcherKilledMidTransaction(t *testing.T) {
 	e := newEnv(t)
 	bin := filepath.Join(binaries(t), "dispatcher")
 	r := newReceiver(t)
-	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"},
-		Enabled: true, Ordering: topics.OrderingKey}))
-	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"*"}, Enabled: true}))
+	e.subscribePair(r, "*", nil)
 	e.startDeliverer()
 	a := e.startProc(bin, "dispatcher-a")
 

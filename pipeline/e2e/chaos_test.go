@@ -2,15 +2,13 @@ package e2e
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
 // TestChaosKills (invariants 1 to 4), after issue 30's scenario: two
@@ -22,22 +20,20 @@ import (
 // dispatcher together. Every event arrives at both subscriptions (no key
 // stuck), the ordered one's first arrivals in publish order per key,
 // fan-out exactly once; duplicates per subscription are logged.
+//
+// On Apache Kafka only: after such kills kfake holds the survivors' joins
+// past their client's deadline (i/o timeout on JoinGroup, then the group
+// expires them and their partitions are lost and redone), seen in issue
+// 30's runs and here (one run 332 s and failed, one with 2,089 duplicates);
+// Apache Kafka answers a join within the rebalance timeout.
 func TestChaosKills(t *testing.T) {
+	if _, ok := testkit.ApacheKafka(t); !ok {
+		t.Skip("kfake holds joins past the client's deadline after these kills: runs on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache)")
+	}
 	bin := binaries(t)
 	e := newEnv(t)
-	r := newReceiver(t)
-	r.delay = 2 * time.Millisecond
-	r.answer(func(request, http.ResponseWriter) int {
-		if rand.N(10) == 0 {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusNoContent
-	})
-	schedule := []string{"1s", "1s", "2s", "2s", "3s", "3s", "5s", "5s", "5s", "5s"}
-	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"chaos.*"},
-		Enabled: true, Ordering: topics.OrderingKey, RetrySchedule: schedule}))
-	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"chaos.*"},
-		Enabled: true, RetrySchedule: schedule}))
+	r := flakyReceiver(t, 2*time.Millisecond)
+	e.subscribePair(r, "chaos.*", []string{"1s", "1s", "2s", "2s", "3s", "3s", "5s", "5s", "5s", "5s"})
 	procs := map[string][]*stack.Process{}
 	seq := 0
 	start := func(component string) {

@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -32,19 +30,8 @@ func TestKilledOrderedDuplicatesBounded(t *testing.T) {
 	const inFlight = 16
 	e.vars["WEBHOOKS_DELIVERER_MAX_IN_FLIGHT"] = strconv.Itoa(inFlight)
 	e.vars["WEBHOOKS_DELIVERER_COMMIT_INTERVAL"] = "20ms"
-	r := newReceiver(t)
-	r.delay = 4 * time.Millisecond
-	r.answer(func(request, http.ResponseWriter) int {
-		if rand.N(10) == 0 {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusNoContent
-	})
-	schedule := []string{"1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s"}
-	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"},
-		Enabled: true, Ordering: topics.OrderingKey, RetrySchedule: schedule}))
-	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"*"},
-		Enabled: true, RetrySchedule: schedule}))
+	r := flakyReceiver(t, 4*time.Millisecond)
+	e.subscribePair(r, "*", []string{"1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s"})
 	e.startDispatcher()
 	e.startRetrier()
 	a := e.startProc(bin, "deliverer-a")
