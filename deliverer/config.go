@@ -60,7 +60,7 @@ type Config struct {
 	// Group is the consumer group.
 	Group string `env:"WEBHOOKS_DELIVERER_GROUP" envDefault:"webhooks-deliverer" desc:"Consumer group of the deliverers."`
 	// MaxInFlight caps concurrent HTTP requests of the process.
-	MaxInFlight int `env:"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT" envDefault:"256" desc:"Concurrent HTTP requests of one process."`
+	MaxInFlight int `env:"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT" envDefault:"256" desc:"Concurrent HTTP requests of one process, and the most records whose requests a crash of it repeats: a record holds its slot until a commit covers it."`
 	// MaxBuffered caps records held in memory (running, ready or waiting
 	// behind their key); fetching pauses at the cap, due retries from the
 	// redeliveries topic take at most half of it, low-priority deliveries a
@@ -85,7 +85,7 @@ type Config struct {
 	// nil means plaintext secrets.
 	Secrets *topics.Keyring `env:"-"`
 	// CommitInterval is how often watermarks are committed.
-	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed, with the records finished above them; a crash redoes what finished since the last commit."`
+	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed, with the records finished above them, while few requests wait for a commit; when half the in-flight slots do, at once."`
 	// ShutdownTimeout bounds how long in-flight requests may finish after
 	// SIGTERM.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"30s" desc:"How long in-flight requests may finish after SIGTERM."`

@@ -47,8 +47,9 @@ type deliverer struct {
 	prot    *protection // circuit breakers, rate limits, auto-disable; nil without Redis
 	tracer  tracing.Tracer
 
-	commitMu sync.Mutex
-	wms      *kafka.Watermarks
+	commitMu  sync.Mutex
+	wms       *kafka.Watermarks
+	unsettled *unsettled // records whose commit is not acknowledged yet
 }
 
 // Run delivers until ctx is done, then shuts down in order: stop fetching,
@@ -71,12 +72,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		sender: newSender(cfg),
 		fatal:  make(chan error, 1),
 		tracer: tracing.For(ctx, "github.com/hookpipe/hookpipe/deliverer"),
+
+		unsettled: newUnsettled(cfg.MaxInFlight),
 	}
 	if d.prot, err = newProtection(cfg.Protection, cfg.MaxInFlight, log); err != nil {
 		return err
 	}
 	defer d.prot.close()
 	registerProtection(reg, d.prot)
+	watchUnsettled(reg, d.unsettled)
 	base := baseOpts(cfg, log)
 	subs, err := table.NewTable(base, d.names.Subscriptions(), cfg.Secrets, log)
 	if err != nil {
@@ -166,12 +170,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	cancelBudget()
 	dropped += d.lanes.DropAll() // records kept to run that the budget left unstarted
 	d.lanes.Close()
+	stopWork() // nothing runs: workers waiting for a slot return
 	workers.Wait()
 	d.sender.closeIdle()
 	stopCommits()
 	committer.Wait()
 	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
-	d.commit(finalCtx, nil)
+	_ = d.commit(finalCtx, nil)
 	cancelFinal()
 	leaver.Close(cl) // leaves the group
 	log.Info("stopped", zap.Int("dropped_unstarted", dropped))
@@ -444,13 +449,25 @@ func fatalCause(ctx, pctx context.Context) error {
 }
 
 // work runs records until the lanes close.
+// A record takes a slot of the bound on unsettled records before it is
+// taken from the lanes, so that a worker waiting for one holds no record
+// of a subscription's share (ADR 0029).
 func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 	for {
-		it, ok := d.lanes.Next()
-		if !ok {
+		if !d.unsettled.take(ctx) {
 			return
 		}
-		d.handle(ctx, it, rng, func(acked bool) { d.lanes.Done(it, acked) })
+		d.unsettled.idle.Add(1)
+		it, ok := d.lanes.Next()
+		d.unsettled.idle.Add(-1)
+		if !ok {
+			d.unsettled.giveBack()
+			return
+		}
+		d.handle(ctx, it, rng, func(acked bool) {
+			d.lanes.Done(it, acked)
+			d.unsettled.finished()
+		})
 	}
 }
 
@@ -554,6 +571,9 @@ func (d *deliverer) produceFailed(ctx context.Context, err error) {
 	}
 }
 
+// commitLoop commits every CommitInterval, and sooner when requests wait
+// for their records' commit (unsettled). After a failed commit it waits
+// for the interval, or commitRetry at least, before the next.
 func (d *deliverer) commitLoop(ctx context.Context) {
 	t := time.NewTicker(d.cfg.CommitInterval)
 	defer t.Stop()
@@ -562,20 +582,35 @@ func (d *deliverer) commitLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			d.commit(ctx, nil)
+		case <-d.unsettled.wake:
+		}
+		if d.commit(ctx, nil) != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-time.After(commitRetry):
+			}
 		}
 	}
 }
 
+// commitRetry is the least time between a failed commit and the next.
+const commitRetry = 100 * time.Millisecond
+
 // commit commits the watermarks of the given partitions (all when nil)
-// that moved since the last commit.
-func (d *deliverer) commit(ctx context.Context, parts []lanes.TP) {
+// that moved since the last commit. A commit of every partition that the
+// broker acknowledged frees the slots of the requests it covers.
+func (d *deliverer) commit(ctx context.Context, parts []lanes.TP) error {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
-	d.commitLocked(ctx, parts)
+	return d.commitLocked(ctx, parts)
 }
 
-func (d *deliverer) commitLocked(ctx context.Context, parts []lanes.TP) {
+func (d *deliverer) commitLocked(ctx context.Context, parts []lanes.TP) error {
+	// Counted before the lanes are read: every record counted is done,
+	// so in the watermarks or runs read below.
+	covered := d.unsettled.covered()
 	wms := map[string]map[int32]kgo.EpochOffset{}
 	for tp, wm := range d.lanes.Watermarks(parts) {
 		if wms[tp.Topic] == nil {
@@ -590,7 +625,11 @@ func (d *deliverer) commitLocked(ctx context.Context, parts []lanes.TP) {
 		}
 		finished[tp.Topic][tp.Partition] = runs
 	}
-	d.wms.CommitFinished(ctx, wms, finished)
+	err := d.wms.CommitFinished(ctx, wms, finished)
+	if err == nil && parts == nil {
+		d.unsettled.settle(covered)
+	}
+	return err
 }
 
 // assigned reads the group's commits of the partitions assigned, before
@@ -634,14 +673,16 @@ func (d *deliverer) revoked(ctx context.Context, _ *kgo.Client, lost map[string]
 	if len(parts) == 0 {
 		return
 	}
-	d.commitMu.Lock()
-	defer d.commitMu.Unlock()
 	dropped := d.lanes.HandOff(parts)
+	// Running records may wait for a slot that the commit loop frees:
+	// it must not wait for this callback meanwhile.
 	wait, cancel := context.WithTimeout(ctx, d.cfg.ShutdownTimeout)
 	_ = d.lanes.WaitIdle(wait, parts)
 	cancel()
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
 	dropped += d.lanes.Drop(parts) // kept records the budget left unstarted
-	d.commitLocked(ctx, parts)
+	_ = d.commitLocked(ctx, parts)
 	d.lanes.Forget(parts)
 	d.holds.forget(parts)
 	d.wms.Forget(lost)

@@ -717,7 +717,7 @@ func TestPollBackpressure(t *testing.T) {
 			defer stopTable()
 			go holdTable.Run(tableCtx)
 			d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, lanes: newLanes(cfg), holds: newHolds(holdTable),
-				fatal: make(chan error, 1), table: subs}
+				fatal: make(chan error, 1), table: subs, unsettled: newUnsettled(cfg.MaxInFlight)}
 			d.cl, err = kgo.NewClient(d.opts(baseOpts(cfg, h.log))...)
 			if err != nil {
 				t.Fatal(err)

@@ -220,6 +220,14 @@ func (m *metrics) readParked(n int) {
 	}
 }
 
+// watchUnsettled serves webhooks_deliveries_unsettled: the records no
+// acknowledged commit covers yet, what a crash now would repeat (ADR 0029).
+func watchUnsettled(reg prometheus.Registerer, u *unsettled) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Name: "deliveries_unsettled",
+		Help: "Delivery records taken that no acknowledged commit covers yet: what a crash now would repeat (at most WEBHOOKS_DELIVERER_MAX_IN_FLIGHT)."},
+		func() float64 { return float64(u.records()) }))
+}
+
 // watchHolds serves webhooks_held_keys and webhooks_oldest_hold_seconds
 // from the hold table (the same on every replica: every replica reads the
 // whole holds topic; aggregate with max). A key held far longer than its

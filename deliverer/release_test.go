@@ -33,7 +33,7 @@ func newReleaser(tb testing.TB, h *harness) *deliverer {
 		tb.Fatal(err)
 	}
 	d := &deliverer{cfg: cfg, names: cfg.Kafka.Names, log: h.log, sender: newSender(cfg), fatal: make(chan error, 1),
-		m: newMetrics(ops.NewRegistry(), cfg.Kafka.Names), lanes: newLanes(cfg)}
+		m: newMetrics(ops.NewRegistry(), cfg.Kafka.Names), lanes: newLanes(cfg), unsettled: newUnsettled(cfg.MaxInFlight)}
 	base := baseOpts(cfg, h.log)
 	if d.table, err = table.NewTable(base, d.names.Subscriptions(), cfg.Secrets, h.log); err != nil {
 		tb.Fatal(err)

@@ -194,6 +194,7 @@ func TestOpsEndpoints(t *testing.T) {
 			`webhooks_dlq_total{category="permanent_4xx"}`:     n,
 			`webhooks_delivery_duration_seconds_count`:         4 * n,
 			`webhooks_deliveries_in_flight`:                    0,
+			`webhooks_deliveries_unsettled`:                    0,
 			lag(topics.GroupDeliverer, e.names.Deliveries()):   -1,
 			lag(topics.GroupDeliverer, e.names.Redeliveries()): -1,
 		},

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,13 +52,15 @@ func NewWatermarks(cl *kgo.Client, log *zap.Logger) *Watermarks {
 // committed ones and waits for the answer. A failed commit is logged,
 // unless ctx is done, and left to the next one.
 func (w *Watermarks) Commit(ctx context.Context, wms map[string]map[int32]kgo.EpochOffset) {
-	w.CommitFinished(ctx, wms, nil)
+	_ = w.CommitFinished(ctx, wms, nil)
 }
 
 // CommitFinished is Commit with, per partition, the runs of records above
 // its watermark that are finished (in offset order). A partition whose
-// watermark stands still is committed again when its runs changed.
-func (w *Watermarks) CommitFinished(ctx context.Context, wms map[string]map[int32]kgo.EpochOffset, finished map[string]map[int32][]Run) {
+// watermark stands still is committed again when its runs changed. It
+// returns nil when the broker took every offset it asked to commit (or
+// there was nothing to commit), else the first error.
+func (w *Watermarks) CommitFinished(ctx context.Context, wms map[string]map[int32]kgo.EpochOffset, finished map[string]map[int32][]Run) error {
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
@@ -80,8 +83,9 @@ func (w *Watermarks) CommitFinished(ctx context.Context, wms map[string]map[int3
 	}
 	w.mu.Unlock()
 	if len(offsets) == 0 {
-		return
+		return nil
 	}
+	var failed error
 	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
 		for i := range req.Topics {
 			t := &req.Topics[i]
@@ -95,6 +99,7 @@ func (w *Watermarks) CommitFinished(ctx context.Context, wms map[string]map[int3
 	})
 	w.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
+			failed = err
 			if ctx.Err() == nil {
 				w.log.Warn("commit failed", zap.Error(err))
 			}
@@ -113,6 +118,7 @@ func (w *Watermarks) CommitFinished(ctx context.Context, wms map[string]map[int3
 						zap.Int("metadata_bytes", len(metadata[t.Topic][p.Partition])))
 				}
 				if p.ErrorCode != 0 {
+					failed = cmp.Or(failed, kerr.ErrorForCode(p.ErrorCode))
 					continue
 				}
 				if w.committed[t.Topic] == nil {
@@ -122,6 +128,7 @@ func (w *Watermarks) CommitFinished(ctx context.Context, wms map[string]map[int3
 			}
 		}
 	})
+	return failed
 }
 
 // Forget drops what was committed for partitions no longer owned, so that
