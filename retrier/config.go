@@ -36,8 +36,9 @@ type Config struct {
 	// the process, in MiB, as MaxHeld bounds their number (a delivery
 	// carries its event, up to 256 KiB).
 	MaxHeldMB int `env:"WEBHOOKS_RETRIER_MAX_HELD_MB" envDefault:"256" desc:"MiB of records held by the process."`
-	// CommitInterval is how often released offsets are committed.
-	CommitInterval time.Duration `env:"WEBHOOKS_RETRIER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often released offsets are committed."`
+	// CommitInterval is how often offsets are committed while nothing is
+	// released; a release is committed as soon as it is acknowledged.
+	CommitInterval time.Duration `env:"WEBHOOKS_RETRIER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed while nothing is released; a release is committed as soon as the broker acknowledged it."`
 	// ShutdownTimeout is how long a release in progress when SIGTERM comes
 	// may still finish, so that what reached the broker is committed
 	// rather than released again by the partition's next owner.

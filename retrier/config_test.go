@@ -26,7 +26,7 @@ func TestLoadConfig(t *testing.T) {
 				if c.Kafka.Names.Prefix != "webhooks." || !slices.Equal(c.Kafka.Names.Tiers, defaultTiers) {
 					tb.Errorf("Names = %+v", c.Kafka.Names)
 				}
-				if c.Kafka.SessionTimeout != 45*time.Second {
+				if c.Kafka.SessionTimeout != 10*time.Second {
 					tb.Errorf("SessionTimeout = %v", c.Kafka.SessionTimeout)
 				}
 				if c.Group != "webhooks-retrier" {

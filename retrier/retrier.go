@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.opentelemetry.io/otel/trace"
@@ -124,6 +125,7 @@ func (r *retrier) opts() []kgo.Opt {
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.assigned),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
 		kgo.RecordPartitioner(topics.Partitioner()),
@@ -179,12 +181,14 @@ func (r *retrier) loop(ctx context.Context) error {
 			h.Add(rec)
 		})
 		r.mu.Unlock()
-		err := r.release(work)
+		released, err := r.release(work)
 		r.cl.AllowRebalance()
 		if err != nil {
 			return err
 		}
-		if time.Since(lastCommit) >= r.cfg.CommitInterval {
+		// A release is committed at once: a retrier killed after it
+		// repeats it only if the commit was not acknowledged yet (ADR 0029).
+		if released > 0 || time.Since(lastCommit) >= r.cfg.CommitInterval {
 			r.commit(ctx, nil)
 			lastCommit = time.Now()
 		}
@@ -220,11 +224,11 @@ func (r *retrier) redelivery(ctx context.Context, rec hold.Record) *kgo.Record {
 }
 
 // release produces every due record to the redeliveries topic, waits for the
-// acknowledgement, then forgets them; it pauses partitions whose window is
+// acknowledgement, then forgets them, and returns how many; it pauses partitions whose window is
 // full of records not yet due and resumes the others. At the process bound
 // a partition's window is its share of the bound: the partitions holding
 // the most pause, and the others go on fetching.
-func (r *retrier) release(ctx context.Context) error {
+func (r *retrier) release(ctx context.Context) (int, error) {
 	now := time.Now()
 	r.mu.Lock()
 	due := map[tp][]hold.Record{}
@@ -243,9 +247,9 @@ func (r *retrier) release(ctx context.Context) error {
 	if len(out) > 0 {
 		if err := r.cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return 0, nil
 			}
-			return fmt.Errorf("releasing %d due retries: %w", len(out), err)
+			return 0, fmt.Errorf("releasing %d due retries: %w", len(out), err)
 		}
 		r.log.Debug("released", zap.Int("records", len(out)))
 		r.m.release(len(out))
@@ -291,7 +295,7 @@ func (r *retrier) release(ctx context.Context) error {
 			r.log.Info("below the bound on held records again", zap.Int("held", records), zap.Int("held_bytes", bytes))
 		}
 	}
-	return nil
+	return len(out), nil
 }
 
 // checkOverrun notes the paused partitions whose horizon has passed: a
@@ -345,24 +349,53 @@ func add(m map[string][]int32, k tp) map[string][]int32 {
 	return m
 }
 
-// commit commits the watermarks that moved, for the given partitions (all
-// held ones when nil).
+// commit commits the watermarks that moved, with the runs released above
+// them, for the given partitions (all held ones when nil).
 func (r *retrier) commit(ctx context.Context, only map[string][]int32) {
 	r.mu.Lock()
 	wms := map[string]map[int32]kgo.EpochOffset{}
+	finished := map[string]map[int32][]kafka.Run{}
 	for k, h := range r.held {
 		if only != nil && !contains(only[k.topic], k.partition) {
 			continue
 		}
 		if wm, ok := h.Watermark(); ok {
 			if wms[k.topic] == nil {
-				wms[k.topic] = map[int32]kgo.EpochOffset{}
+				wms[k.topic], finished[k.topic] = map[int32]kgo.EpochOffset{}, map[int32][]kafka.Run{}
 			}
-			wms[k.topic][k.partition] = wm
+			wms[k.topic][k.partition], finished[k.topic][k.partition] = wm, h.Finished()
 		}
 	}
 	r.mu.Unlock()
-	r.wms.Commit(ctx, wms)
+	_ = r.wms.CommitFinished(ctx, wms, finished)
+}
+
+// assigned reads the group's commits of the partitions assigned, before
+// their records are fetched, for the records their previous owner released
+// above its watermark (a record not due yet holds the watermark back while
+// later ones are released): they are not released again. Without the
+// commits (an error), they are.
+func (r *retrier) assigned(ctx context.Context, cl *kgo.Client, added map[string][]int32) {
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, r.cfg.Group)
+	if err != nil {
+		r.log.Warn("reading the commits of assigned partitions; what was released above their watermarks is released again", zap.Error(err))
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, ps := range added {
+		for _, p := range ps {
+			o, ok := offs.Lookup(t, p)
+			if !ok || o.Err != nil {
+				continue
+			}
+			if runs := kafka.FinishedAbove(o.Metadata, o.At); len(runs) > 0 {
+				h := &hold.Partition{}
+				h.Resume(runs)
+				r.held[tp{t, p}] = h
+			}
+		}
+	}
 }
 
 func contains(ps []int32, p int32) bool {

@@ -281,7 +281,8 @@ func TestPauseDecision(t *testing.T) {
 
 // TestKilledWhileHolding: a retrier stopped while holding records releases
 // none of them and commits nothing past them; the next retrier of the group
-// releases each exactly once, when due.
+// releases each exactly once, when due, and not the record the first one
+// released behind them.
 func TestKilledWhileHolding(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil, nil)
@@ -332,11 +333,11 @@ func TestKilledWhileHolding(t *testing.T) {
 			t.Errorf("%s released %d times, want exactly once", r.Value, n)
 		}
 	}
-	// The marker was released by the first retrier but not committed past
-	// the held records ahead of it, so the second releases it again (at
-	// least once, by design).
-	if n := len(h.receivedOf(mark.Value)); n < 1 {
-		t.Errorf("%s released %d times, want at least once", mark.Value, n)
+	// The marker was released by the first retrier above the held
+	// records ahead of it: committed as a finished run with their
+	// watermark, it is not released again (ADR 0029).
+	if n := len(h.receivedOf(mark.Value)); n != 1 {
+		t.Errorf("%s released %d times, want once", mark.Value, n)
 	}
 }
 
@@ -391,6 +392,24 @@ func TestReleasedThenCommitted(t *testing.T) {
 			t.Errorf("%s released %d times, want once", r.Value, n)
 		}
 	}
+}
+
+// TestReleaseCommittedAtOnce (invariant 1, ADR 0029): a release is
+// committed as soon as it is acknowledged, not at the next commit
+// interval (an hour here), so a killed retrier repeats no release whose
+// commit the broker acknowledged.
+func TestReleaseCommittedAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	h.tail()
+	cfg := h.config()
+	cfg.CommitInterval = time.Hour
+	r := h.produce(h.retryRecord(time.Second, subOn(t, 1), "evt_committed_at_once", time.Now(), true))[0]
+	h.start(cfg)
+	h.waitReceived(15*time.Second, r)
+	waitFor(t, 10*time.Second, "the release committed", func() bool {
+		return h.committed(cfg.Group)[r.Topic][r.Partition] == r.Offset+1
+	})
 }
 
 // TestCommitsOnlyAfterAck: while the broker refuses to acknowledge the

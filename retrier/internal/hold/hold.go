@@ -2,7 +2,9 @@
 // due. Records arrive in offset order; due ones are taken in offset order,
 // also from behind a record that is not due yet (jitter and Retry-After make
 // due times only roughly grow within a tier), up to a look-ahead bound. The
-// commit watermark is the first record not yet released.
+// commit watermark is the first record not yet released; the records
+// released above it are committed as finished runs (Finished), and a new
+// owner of the partition does not hold them again (Resume).
 package hold
 
 import (
@@ -10,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -28,6 +31,9 @@ type Partition struct {
 	epoch int32
 	// written is the timestamp of the last added record
 	written time.Time
+	// skip are the runs above the committed watermark that the
+	// partition's previous owner released, not fetched yet (Resume).
+	skip []kafka.Run
 }
 
 // DueOf reads a record's not-before: the header, else the delivery value;
@@ -42,11 +48,52 @@ func DueOf(r *kgo.Record) time.Time {
 	return time.Time{}
 }
 
-// Add appends a fetched record.
+// Resume enters the runs above its committed watermark that the
+// partition's previous owner released (kafka.FinishedAbove): records
+// fetched in them are not held again, and the runs not reached yet stay in
+// Finished.
+func (p *Partition) Resume(runs []kafka.Run) { p.skip = runs }
+
+// Add appends a fetched record, unless a previous owner released it.
 func (p *Partition) Add(r *kgo.Record) {
+	p.next, p.epoch, p.written = r.Offset+1, r.LeaderEpoch, r.Timestamp
+	for len(p.skip) > 0 && p.skip[0].To < r.Offset {
+		p.skip = p.skip[1:]
+	}
+	if len(p.skip) > 0 && p.skip[0].From <= r.Offset {
+		return
+	}
 	p.held = append(p.held, Record{Rec: r, Due: DueOf(r)})
 	p.bytes += size(r)
-	p.next, p.epoch, p.written = r.Offset+1, r.LeaderEpoch, r.Timestamp
+}
+
+// Finished are the runs of offsets above the watermark that hold no
+// record (released, or no record a consumer is given), then the runs a
+// previous owner released that were not fetched yet; in offset order.
+func (p *Partition) Finished() []kafka.Run {
+	var out []kafka.Run
+	add := func(from, to int64) { // adjacent runs merged: the metadata needs gaps
+		if n := len(out); n > 0 && out[n-1].To+1 == from {
+			out[n-1].To = to
+			return
+		}
+		out = append(out, kafka.Run{From: from, To: to})
+	}
+	for i := 1; i < len(p.held); i++ {
+		if a, b := p.held[i-1].Rec.Offset, p.held[i].Rec.Offset; b > a+1 {
+			add(a+1, b-1)
+		}
+	}
+	if n := len(p.held); n > 0 && p.next > p.held[n-1].Rec.Offset+1 {
+		add(p.held[n-1].Rec.Offset+1, p.next-1)
+	}
+	wm, _ := p.Watermark()
+	for _, s := range p.skip {
+		if from := max(s.From, p.next); from > wm.Offset && from <= s.To {
+			add(from, s.To)
+		}
+	}
+	return out
 }
 
 // Horizon is the soonest a record after the ones added to this partition
@@ -107,10 +154,15 @@ func (p *Partition) Earliest() (t time.Time, ok bool) {
 }
 
 // Watermark is the offset to commit: the first held record, or the one
-// after the last added when nothing is held. ok is false before any record.
+// after the last added when nothing is held (after a previous owner's run
+// that starts there). ok is false before any record.
 func (p *Partition) Watermark() (kgo.EpochOffset, bool) {
 	if len(p.held) > 0 {
 		return kgo.EpochOffset{Epoch: p.held[0].Rec.LeaderEpoch, Offset: p.held[0].Rec.Offset}, true
 	}
-	return kgo.EpochOffset{Epoch: p.epoch, Offset: p.next}, p.next > 0
+	next := p.next
+	if len(p.skip) > 0 && p.skip[0].From <= next {
+		next = max(next, p.skip[0].To+1)
+	}
+	return kgo.EpochOffset{Epoch: p.epoch, Offset: next}, p.next > 0
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -247,5 +248,39 @@ func TestHorizon(t *testing.T) {
 	}
 	if got, want := p.Horizon(10*time.Second), at(20).Add(8*time.Second); !got.Equal(want) {
 		t.Errorf("horizon %v, want %v (the last written, at 20 s, plus 80%% of 10 s)", got, want)
+	}
+}
+
+// TestFinishedRuns: the runs above the watermark are the offsets between
+// held records, after the last one up to the last added, and a previous
+// owner's runs not fetched yet; records in those are not held again.
+func TestFinishedRuns(t *testing.T) {
+	var p Partition
+	p.Resume([]kafka.Run{{From: 3, To: 4}, {From: 9, To: 12}})
+	for _, off := range []int64{1, 2, 3, 4, 5, 6} {
+		p.Add(rec(off, at(int(off))))
+	}
+	if p.Len() != 4 {
+		t.Fatalf("held %d records, want 4 (3 and 4 released by the previous owner)", p.Len())
+	}
+	p.Released(p.Due(at(2))) // 1 and 2
+	p.Released([]Record{{Rec: rec(6, at(6))}})
+	wm, _ := p.Watermark()
+	got := p.Finished()
+	want := []kafka.Run{{From: 6, To: 6}, {From: 9, To: 12}}
+	if wm.Offset != 5 || !slices.Equal(got, want) {
+		t.Fatalf("watermark %d, finished %v; want 5, %v", wm.Offset, got, want)
+	}
+	p.Released(p.Due(at(5)))
+	if wm, _ := p.Watermark(); wm.Offset != 7 {
+		t.Fatalf("watermark %d with nothing held, want 7", wm.Offset)
+	}
+	for _, off := range []int64{7, 8, 9, 10} {
+		p.Add(rec(off, at(100)))
+	}
+	got = p.Finished()
+	want = []kafka.Run{{From: 9, To: 12}} // adjacent runs merged
+	if wm, _ := p.Watermark(); wm.Offset != 7 || !slices.Equal(got, want) || p.Len() != 2 {
+		t.Fatalf("watermark %d, finished %v, held %d; want 7, %v, 2", wm.Offset, got, p.Len(), want)
 	}
 }
