@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -345,5 +346,75 @@ func TestDispatcherKilledMidTransaction(t *testing.T) {
 	t.Logf("dispatcher killed with %d of %d events published and %d deliveries made; the first event published after the kill delivered %v after it",
 		from, n, before, stall.Round(time.Millisecond))
 	assertKeyOrder(t, r, keys)
+	assertFannedOutOnce(t, e, 2*n)
+}
+
+// TestKilledDelivererTakenOver (invariant 1; ADR 0029): with the default
+// session timeout (10 s), a deliverer killed with SIGKILL while events flow
+// has its partitions taken over by the other one: every event arrives at
+// both subscriptions, fan-out once. The longest publish-to-receipt of the
+// events published after the kill (the wait for the takeover) is logged.
+func TestKilledDelivererTakenOver(t *testing.T) {
+	e := newEnv(t)
+	delete(e.vars, kafka.EnvSessionTimeout)
+	bin := filepath.Join(binaries(t), "deliverer")
+	r := newReceiver(t)
+	e.subscribePair(r, "*", nil)
+	e.startDispatcher()
+	a := e.startProc(bin, "deliverer-a")
+	e.startProc(bin, "deliverer-b")
+	adm := kadm.NewClient(e.cl)
+	wait(t, 60*time.Second, "both deliverers assigned partitions", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		gs, err := adm.DescribeGroups(ctx, e.group(topics.GroupDeliverer))
+		if err != nil {
+			return false
+		}
+		g := gs[e.group(topics.GroupDeliverer)]
+		assigned := 0
+		for _, m := range g.Members {
+			if c, ok := m.Assigned.AsConsumer(); ok && len(c.Topics) > 0 {
+				assigned++
+			}
+		}
+		return g.State == "Stable" && assigned == 2
+	})
+
+	const n, keys, batch = 1200, 40, 10
+	evs := keyedEvents(n, keys, "order.updated")
+	published := make([]time.Time, n)
+	var killed time.Time
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < n; i += batch {
+		if i == n/4 {
+			if err := a.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-a.Done()
+			killed = time.Now()
+		}
+		e.publish(evs[i : i+batch]...)
+		for j := i; j < i+batch; j++ {
+			published[j] = time.Now()
+		}
+		<-tick.C
+	}
+	waitEveryEvent(t, r, evs, 120*time.Second)
+	first := map[string]time.Time{}
+	for _, rq := range r.requests() {
+		if k := rq.Sub + "/" + rq.ID; first[k].IsZero() || rq.At.Before(first[k]) {
+			first[k] = rq.At
+		}
+	}
+	var longest time.Duration
+	for i, ev := range evs[n/4:] {
+		for _, sub := range []string{"ordered", "unordered"} {
+			longest = max(longest, first[sub+"/"+ev.ID].Sub(published[n/4+i]))
+		}
+	}
+	t.Logf("deliverer killed %v after the first event; the longest publish-to-receipt after the kill: %v",
+		killed.Sub(published[0]).Round(time.Millisecond), longest.Round(time.Millisecond))
 	assertFannedOutOnce(t, e, 2*n)
 }

@@ -25,7 +25,7 @@ const (
 	EnvBrokers    = "WEBHOOKS_KAFKA_BROKERS"
 	EnvPrefix     = "WEBHOOKS_TOPIC_PREFIX"
 	EnvRetryTiers = "WEBHOOKS_RETRY_TIERS"
-	// EnvSessionTimeout is the consumer group session timeout (default 45s).
+	// EnvSessionTimeout is the consumer group session timeout (default 10s).
 	EnvSessionTimeout = "WEBHOOKS_KAFKA_SESSION_TIMEOUT"
 	// EnvStartupTimeout bounds the wait for brokers and topics at start.
 	EnvStartupTimeout = "WEBHOOKS_KAFKA_STARTUP_TIMEOUT"
@@ -59,7 +59,7 @@ const (
 // Defaults of Settings (their envDefault tags say the same).
 const (
 	DefaultBrokers        = "127.0.0.1:9092"
-	DefaultSessionTimeout = 45 * time.Second
+	DefaultSessionTimeout = 10 * time.Second
 	DefaultStartupTimeout = 30 * time.Second
 )
 
@@ -73,7 +73,7 @@ type Config struct {
 	Names topics.Names
 	// SessionTimeout is the consumer group session timeout: how long a
 	// crashed member keeps its partitions. WEBHOOKS_KAFKA_SESSION_TIMEOUT,
-	// default 45s.
+	// default 10s; heartbeats every tenth of it.
 	SessionTimeout time.Duration
 	// TLS, when not nil, is the configuration the brokers are dialed with
 	// (WEBHOOKS_KAFKA_TLS=true): TLS 1.2 or later, the CA from
@@ -113,7 +113,7 @@ type Settings struct {
 	Prefix  string `env:"WEBHOOKS_TOPIC_PREFIX" envDefault:"webhooks." desc:"Starts every topic name; - for none."`
 	Tiers   string `env:"WEBHOOKS_RETRY_TIERS" envDefault:"5s,5m,30m,2h,5h,10h" desc:"Delays of the retry tiers, one topic each, ascending, at least 1s; every component must agree."`
 	// SessionTimeout is how long a crashed member keeps its partitions.
-	SessionTimeout time.Duration `env:"WEBHOOKS_KAFKA_SESSION_TIMEOUT" envDefault:"45s" desc:"Consumer group session timeout: how long a crashed member keeps its partitions (at least 1s)."`
+	SessionTimeout time.Duration `env:"WEBHOOKS_KAFKA_SESSION_TIMEOUT" envDefault:"10s" desc:"Consumer group session timeout: how long a crashed member keeps its partitions (at least 1s; members heartbeat every tenth of it)."`
 	StartupTimeout time.Duration `env:"WEBHOOKS_KAFKA_STARTUP_TIMEOUT" envDefault:"30s" desc:"How long a component waits at start for the brokers to answer and its topics to exist before it exits with an error."`
 	TLS            bool          `env:"WEBHOOKS_KAFKA_TLS" desc:"Dial the brokers over TLS (1.2 or later)."`
 	TLSDir         string        `env:"WEBHOOKS_KAFKA_TLS_DIR" desc:"Directory with ca.crt (the brokers' CA; default the system roots) and, for mutual TLS, tls.crt and tls.key."`

@@ -80,7 +80,7 @@ func TestLoadKafka(t *testing.T) {
 			}
 			wantSession := tc.wantSession
 			if wantSession == 0 {
-				wantSession = 45 * time.Second
+				wantSession = 10 * time.Second
 			}
 			if k.SessionTimeout != wantSession {
 				t.Errorf("SessionTimeout = %v, want %v", k.SessionTimeout, wantSession)
