@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +21,10 @@ import (
 // deliverer, then a dispatcher, then a retrier, then a deliverer and a
 // dispatcher together. Every event arrives at both subscriptions (no key
 // stuck), the ordered one's first arrivals in publish order per key,
-// fan-out exactly once; duplicates per subscription are logged.
+// fan-out exactly once, and each subscription gets at most the in-flight
+// cap of duplicates per deliverer killed (ADR 0029): dispatcher kills
+// repeat nothing, retrier kills only a release whose commit was not
+// acknowledged yet.
 //
 // On Apache Kafka only: after such kills kfake holds the survivors' joins
 // past their client's deadline (i/o timeout on JoinGroup, then the group
@@ -32,6 +37,8 @@ func TestChaosKills(t *testing.T) {
 	}
 	bin := binaries(t)
 	e := newEnv(t)
+	const inFlight = 64
+	e.vars["WEBHOOKS_DELIVERER_MAX_IN_FLIGHT"] = strconv.Itoa(inFlight)
 	r := flakyReceiver(t, 2*time.Millisecond)
 	e.subscribePair(r, "chaos.*", []string{"1s", "1s", "2s", "2s", "3s", "3s", "5s", "5s", "5s", "5s"})
 	procs := map[string][]*stack.Process{}
@@ -75,6 +82,15 @@ func TestChaosKills(t *testing.T) {
 	dups := duplicates(r)
 	t.Logf("%d events, all delivered %v after the last round was published; duplicates: ordered %d, unordered %d",
 		len(evs), time.Since(started).Round(time.Second), dups["ordered"], dups["unordered"])
+	killed := 0
+	for _, ks := range kills {
+		killed += strings.Count(strings.Join(ks, " "), "deliverer")
+	}
+	for _, sub := range []string{"ordered", "unordered"} {
+		if dups[sub] > killed*inFlight {
+			t.Errorf("%s: %d duplicates, more than %d deliverers killed could have unsettled (%d each)", sub, dups[sub], killed, inFlight)
+		}
+	}
 	assertKeyOrder(t, r, keys)
 	assertFannedOutOnce(t, e, 2*len(evs))
 }
