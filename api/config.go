@@ -34,6 +34,8 @@ type Config struct {
 	TLSKey  string `env:"WEBHOOKS_API_TLS_KEY" desc:"PEM key file of WEBHOOKS_API_TLS_CERT."`
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
+	// Pprof serves Go's profiles on HTTPAddr.
+	Pprof bool `env:"WEBHOOKS_PPROF" desc:"Serve Go's profiles under /debug/pprof/ on WEBHOOKS_HTTP_ADDR (off by default; keep that port private)."`
 	// Redis holds the per-key request rate limits (package redisstate); an
 	// empty URL means no limit.
 	Redis redisstate.Config `env:"-"`

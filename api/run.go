@@ -25,7 +25,7 @@ import (
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	log = log.Named("api")
 	reg := ops.NewRegistry()
-	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, log)
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, log, ops.WithPprof(cfg.Pprof))
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,8 @@ type Config struct {
 	HTTP
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
+	// Pprof serves Go's profiles on HTTPAddr.
+	Pprof bool `env:"WEBHOOKS_PPROF" desc:"Serve Go's profiles under /debug/pprof/ on WEBHOOKS_HTTP_ADDR (off by default; keep that port private)."`
 	// Protection: circuit breakers, rate limits and auto-disable through
 	// Redis.
 	Protection Protection

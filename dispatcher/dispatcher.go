@@ -53,7 +53,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	log = log.Named("dispatcher")
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
-	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, log)
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, log, ops.WithPprof(cfg.Pprof))
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,8 @@ type Config struct {
 	RetentionDays int `env:"WEBHOOKS_CLICKHOUSE_RETENTION_DAYS" envDefault:"90" desc:"Days rows are kept, as a TTL on servers that have one (20.1+); 0 leaves TTLs as they are."`
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
+	// Pprof serves Go's profiles on HTTPAddr.
+	Pprof bool `env:"WEBHOOKS_PPROF" desc:"Serve Go's profiles under /debug/pprof/ on WEBHOOKS_HTTP_ADDR (off by default; keep that port private)."`
 
 	// observe, when set, is called after each poll is handled with the
 	// records in hand and whether ClickHouse is down (tests).

@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		fresh: map[tp]int{},
 	}
 	reg := ops.NewRegistry()
-	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, r.log)
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, r.log, ops.WithPprof(cfg.Pprof))
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long a release in progress may finish after SIGTERM."`
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
+	// Pprof serves Go's profiles on HTTPAddr.
+	Pprof bool `env:"WEBHOOKS_PPROF" desc:"Serve Go's profiles under /debug/pprof/ on WEBHOOKS_HTTP_ADDR (off by default; keep that port private)."`
 	// Redis holds the recovery marks of subscriptions whose breaker closed
 	// (package redisstate); an empty URL means no recovery acceleration.
 	Redis redisstate.Config `env:"-"`

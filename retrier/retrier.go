@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		r.tiers[r.names.Retry(t)] = t
 	}
 	reg := ops.NewRegistry()
-	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, r.log)
+	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, r.log, ops.WithPprof(cfg.Pprof))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@
 //   - /readyz: 200 once the component has joined its consumer group and a
 //     broker answers, 503 with the reason otherwise and from the moment
 //     shutdown begins (the readiness probe).
+//   - /debug/pprof/: Go's profiles of the running process, only with
+//     WithPprof(true) (WEBHOOKS_PPROF=true; off by default).
 //
 // A component's Run uses it like this, so the server stops after
 // everything else (deferred first, it runs last):
@@ -31,6 +33,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -103,12 +106,25 @@ type Server struct {
 	closeOnce sync.Once
 }
 
+// Option changes what Start serves.
+type Option func(*options)
+
+type options struct{ pprof bool }
+
+// WithPprof serves Go's profiles under /debug/pprof/ when on (a component's
+// WEBHOOKS_PPROF).
+func WithPprof(on bool) Option { return func(o *options) { o.pprof = on } }
+
 // Start listens on addr (host:port; port 0 picks a free one, see Addr) and
 // serves reg, /healthz and /readyz until Close. ctx is the component's run
 // context: once it is done /readyz answers 503 and the lag watcher stops,
 // while /metrics and /healthz go on until Close. An empty addr serves
 // nothing and returns a Server whose methods do nothing.
-func Start(ctx context.Context, addr string, reg *prometheus.Registry, log *zap.Logger) (*Server, error) {
+func Start(ctx context.Context, addr string, reg *prometheus.Registry, log *zap.Logger, opts ...Option) (*Server, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	s := &Server{run: ctx, log: log.Named("ops"), watch: watchCtx, stopWatch: stopWatch, done: make(chan struct{}),
 		ready: func(context.Context) error { return ErrStarting }}
@@ -139,6 +155,14 @@ func Start(ctx context.Context, addr string, reg *prometheus.Registry, log *zap.
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	if o.pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		s.log.Warn("serving /debug/pprof/ (WEBHOOKS_PPROF): profiles show the process's memory and code paths; keep the port private")
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(s.done)

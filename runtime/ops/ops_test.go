@@ -213,3 +213,18 @@ func TestStartBadAddr(t *testing.T) {
 		t.Errorf("err %v, want one naming WEBHOOKS_HTTP_ADDR", err)
 	}
 }
+
+// TestPprofOptIn: /debug/pprof/ is served only with WithPprof(true).
+func TestPprofOptIn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv, err := Start(context.Background(), "127.0.0.1:0", NewRegistry(), zaptest.NewLogger(t), WithPprof(on))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, body := get(t, "http://"+srv.Addr()+"/debug/pprof/cmdline")
+		srv.Close()
+		if want := map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[on]; code != want {
+			t.Errorf("pprof %v: /debug/pprof/cmdline answered %d %q, want %d", on, code, body, want)
+		}
+	}
+}
