@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -53,17 +56,26 @@ func BenchmarkDeployed(b *testing.B) {
 	if os.Getenv(envBenchApache) != "" {
 		brokers = append(brokers, "apache")
 	}
+	stacks := []bool{false}
+	if os.Getenv(testkit.EnvClickHouseAddr) != "" {
+		stacks = append(stacks, true)
+	}
 	for b.Loop() {
 		var tables [][][2]string
 		for _, broker := range brokers {
-			rows, metrics := deployedOn(b, bin, redis, broker)
-			tables = append(tables, rows)
-			for _, m := range metrics {
-				unit := m.unit
-				if broker != "kfake" {
-					unit = broker + "-" + unit
+			for _, whole := range stacks {
+				rows, metrics := deployedOn(b, bin, redis, broker, whole)
+				tables = append(tables, rows)
+				for _, m := range metrics {
+					unit := m.unit
+					if whole {
+						unit = "whole-" + unit
+					}
+					if broker != "kfake" {
+						unit = broker + "-" + unit
+					}
+					b.ReportMetric(m.v, unit)
 				}
-				b.ReportMetric(m.v, unit)
 			}
 		}
 		fmt.Fprintln(os.Stdout)
@@ -91,7 +103,14 @@ type metric struct {
 // deployedOn is one run of BenchmarkDeployed on a broker in a process of
 // its own: kfake (as make run runs it) or Apache Kafka (services.sh). It
 // returns the table's rows (name, value) and the figures to report.
-func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string) (table [][2]string, metrics []metric) {
+//
+// With whole (when WEBHOOKS_TEST_CLICKHOUSE_ADDR names a ClickHouse server)
+// the column is the whole stack users run: the recorder too, as a process,
+// writing every attempt into ClickHouse; each burst's CPU is counted until
+// ClickHouse holds its attempts, the recorder's and (with
+// WEBHOOKS_BENCH_CLICKHOUSE_PID, which make bench sets) the ClickHouse
+// server's included.
+func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string, whole bool) (table [][2]string, metrics []metric) {
 	b.Helper()
 	var e *env
 	var brokerPid int
@@ -122,12 +141,45 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	}
 	data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
 
-	procs := []cpuOf{{"dispatcher", 0}, {"deliverer", 0}, {"retrier", 0}}
-	for i, c := range procs {
-		procs[i].pid = e.startProc(filepath.Join(bin, c.name), c.name).Pid()
+	chPid := 0
+	components := []string{"dispatcher", "deliverer", "retrier"}
+	if whole {
+		e.clickhouseDB()
+		components = append(components, "recorder")
+		chPid, _ = strconv.Atoi(os.Getenv("WEBHOOKS_BENCH_CLICKHOUSE_PID"))
+	}
+	procs := []cpuOf{{"dispatcher", 0}, {"deliverer", 0}, {"retrier", 0}, {"recorder", 0}}
+	for _, c := range components {
+		procs[slices.IndexFunc(procs, func(p cpuOf) bool { return p.name == c })].pid = e.startProc(filepath.Join(bin, c), c).Pid()
 	}
 	procs = append(procs, cpuOf{"broker (a process of its own)", brokerPid}, cpuOf{"redis-server", redis.Pid()},
-		cpuOf{"receiver", r.pid()}, cpuOf{"this process (producer, raw-limit client)", os.Getpid()})
+		cpuOf{"clickhouse-server", chPid}, cpuOf{"receiver", r.pid()}, cpuOf{"this process (producer, raw-limit client)", os.Getpid()})
+	// recorded waits, in the whole stack, until the recorder committed
+	// every attempt record: each is in ClickHouse.
+	recorded := func() {
+		if !whole {
+			return
+		}
+		adm := kadm.NewClient(e.cl)
+		wait(b, 300*time.Second, "the attempts in ClickHouse", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ends, err := adm.ListEndOffsets(ctx, e.names.Attempts())
+			if err != nil {
+				return false
+			}
+			committed, err := adm.FetchOffsets(ctx, e.group(topics.GroupRecorder))
+			if err != nil {
+				return false
+			}
+			caught := true
+			ends.Each(func(o kadm.ListedOffset) {
+				c, ok := committed.Lookup(o.Topic, o.Partition)
+				caught = caught && (o.Offset == 0 || ok && c.At >= o.Offset)
+			})
+			return caught
+		})
+	}
 	event := func(typ func(i int) string) func(int) topics.Event {
 		return func(i int) topics.Event {
 			return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: typ(i), Key: fmt.Sprintf("k%d", i%depKeys),
@@ -158,6 +210,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		publishKeyed(b, e, depBurst, ev)
 		wait(b, 300*time.Second, "the burst to "+prefix, func() bool { return count(prefix) >= base+depBurst })
 		rate = float64(depBurst) / time.Since(start).Seconds()
+		recorded()
 		for i, after := range cpuTimes(b, procs) {
 			cpu[i] = (after - cpu[i]) / depBurst
 		}
@@ -198,7 +251,11 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	r.checkSignatures()
 
 	row := func(name, v string) { table = append(table, [2]string{name, v}) }
-	row("as deployed: separate processes, broker on TCP", broker)
+	column := broker
+	if whole {
+		column += ", whole stack"
+	}
+	row("as deployed: separate processes, broker on TCP", column)
 	row("raw limit: plain client, 64 concurrent (req/s)", fmt.Sprintf("%.0f", oneRaw))
 	row(fmt.Sprintf("one subscription, burst of %d (deliveries/s)", depBurst), fmt.Sprintf("%.0f", oneRate))
 	row("  ratio to raw (target >= 0.5)", fmt.Sprintf("%.2f", oneRate/oneRaw))
@@ -213,12 +270,18 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	row("  ratio to without (target <= 2)", fmt.Sprintf("%.2f", float64(p99Storm)/float64(p99)))
 	row("  the storm delivered within (from its due time)", drained.Round(10*time.Millisecond).String())
 	row("CPU per delivery in the bursts (one / four subscriptions)", "")
+	var pipeline [2]time.Duration // every process but the receiver and this one
 	for i, p := range procs {
-		row("  "+p.name, fmt.Sprintf("%v / %v", oneCPU[i].Round(time.Microsecond), fourCPU[i].Round(time.Microsecond)))
+		row("  "+p.name, cpuCell(p, oneCPU[i], fourCPU[i]))
+		if p.name != "receiver" && p.pid != os.Getpid() {
+			pipeline[0], pipeline[1] = pipeline[0]+oneCPU[i], pipeline[1]+fourCPU[i]
+		}
 	}
+	row("  the pipeline (all but the receiver and this process; target <= 40µs)", fmt.Sprintf("%v / %v",
+		pipeline[0].Round(time.Microsecond), pipeline[1].Round(time.Microsecond)))
 	row("CPU per request of the raw limits before them", "")
 	for i, p := range procs {
-		row("  "+p.name, fmt.Sprintf("%v / %v", oneRawCPU[i].Round(time.Microsecond), fourRawCPU[i].Round(time.Microsecond)))
+		row("  "+p.name, cpuCell(p, oneRawCPU[i], fourRawCPU[i]))
 	}
 	for i, run := range []string{"without", "with"} {
 		for j, part := range []string{"publish to dispatched", "dispatched to attempt start", "attempt start to received"} {
@@ -231,6 +294,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	metrics = append(metrics, metric{fourRate / fourRaw, "four-sub-ratio"})
 	metrics = append(metrics, metric{float64(p99.Microseconds()) / 1000, "p99-ms"})
 	metrics = append(metrics, metric{float64(p99Storm) / float64(p99), "storm-p99-ratio"})
+	metrics = append(metrics, metric{float64(pipeline[1].Nanoseconds()) / 1000, "pipeline-cpu-us"})
 	e.close()
 	return table, metrics
 }
@@ -293,6 +357,15 @@ func dispatchSplit(b *testing.B, e *env, runs ...[]request) [][3]time.Duration {
 	return out
 }
 
+// cpuCell is a process's CPU per delivery in the one- and four-subscription
+// bursts, "-" for one not running (or not known) in the column.
+func cpuCell(p cpuOf, one, four time.Duration) string {
+	if p.pid == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%v / %v", one.Round(time.Microsecond), four.Round(time.Microsecond))
+}
+
 // cpuOf names a process whose CPU time a benchmark accounts.
 type cpuOf struct {
 	name string
@@ -305,6 +378,9 @@ func cpuTimes(b *testing.B, procs []cpuOf) []time.Duration {
 	b.Helper()
 	out := make([]time.Duration, len(procs))
 	for i, p := range procs {
+		if p.pid == 0 { // not running in this column
+			continue
+		}
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
 		if err != nil {
 			b.Fatal(err)

@@ -81,6 +81,7 @@ func binaries(t testing.TB) string {
 			"github.com/hookpipe/hookpipe/dispatcher/cmd/dispatcher",
 			"github.com/hookpipe/hookpipe/deliverer/cmd/deliverer",
 			"github.com/hookpipe/hookpipe/retrier/cmd/retrier",
+			"github.com/hookpipe/hookpipe/recorder/cmd/recorder",
 			"github.com/hookpipe/hookpipe/pipeline/cmd/webhookctl",
 			"github.com/hookpipe/hookpipe/api/cmd/api")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -89,7 +90,7 @@ func binaries(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("building binaries: %v\n%s", err, out)
 	}
-	for _, b := range []string{"dispatcher", "deliverer", "retrier", "webhookctl", "api"} {
+	for _, b := range []string{"dispatcher", "deliverer", "retrier", "recorder", "webhookctl", "api"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			t.Fatalf("binary %s missing after build", b)
 		}
