@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -107,7 +109,12 @@ func rawLimit(b *testing.B, r endpoint, subs []topics.Subscription, data string,
 		}
 		targets[i] = target{r.url(s.ID), wh}
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxIdleConns: conc}}
+	tr := &http.Transport{MaxIdleConnsPerHost: conc, MaxIdleConns: conc}
+	if tl, ok := r.(interface{ tlsRoots() *x509.CertPool }); ok && tl.tlsRoots() != nil {
+		// https as the deliverer speaks it: HTTP/2 where offered.
+		tr.TLSClientConfig, tr.ForceAttemptHTTP2 = &tls.Config{RootCAs: tl.tlsRoots()}, true
+	}
+	client := &http.Client{Transport: tr}
 	var next atomic.Int64
 	var failed atomic.Int64
 	base := r.count()

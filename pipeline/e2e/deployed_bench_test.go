@@ -143,7 +143,16 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 
 	chPid := 0
 	components := []string{"dispatcher", "deliverer", "retrier"}
+	var rtls *receiverProcess
+	var tlsSub []topics.Subscription
 	if whole {
+		// An https endpoint whose CA the deliverer trusts as a system root.
+		var ca string
+		rtls, ca = newReceiverProcessTLS(b)
+		e.vars["SSL_CERT_FILE"] = ca
+		s := e.subscribe(topics.Subscription{ID: "tls-one", URL: rtls.url("tls-one"), EventTypes: []string{"dep.tls"}, Enabled: true})
+		rtls.trust(s)
+		tlsSub = append(tlsSub, s)
 		e.clickhouseDB()
 		components = append(components, "recorder")
 		chPid, _ = strconv.Atoi(os.Getenv("WEBHOOKS_BENCH_CLICKHOUSE_PID"))
@@ -196,10 +205,11 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	// Each burst is measured against the raw limit measured just before
 	// it, the best of two runs: this machine's speed drifts by a fifth
 	// within minutes. The pipeline's processes are idle meanwhile.
-	burst := func(prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
+	burstTo := func(rcv *receiverProcess, rawSubs []topics.Subscription, prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
+		count := rcv.accepted
 		rawCPU = cpuTimes(b, procs)
 		for range 2 {
-			raw = max(raw, rawLimit(b, r, four, data, depBurst, 64))
+			raw = max(raw, rawLimit(b, rcv, rawSubs, data, depBurst, 64))
 		}
 		for i, after := range cpuTimes(b, procs) {
 			rawCPU[i] = (after - rawCPU[i]) / (2 * depBurst)
@@ -216,10 +226,23 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		}
 		return rate, raw, rawCPU, cpu
 	}
+	burst := func(prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
+		return burstTo(r, four, prefix, ev)
+	}
 	oneRate, oneRaw, oneRawCPU, oneCPU := burst("one", toOne)
 	spilled := spills(b, e, "one", 100+depBurst)
 	fourRate, fourRaw, fourRawCPU, fourCPU := burst("four-", toFour)
 	fourSpilled := spills(b, e, "four-", depBurst)
+	tlsRow, tlsRawRow, tlsRatio := "-", "-", "-"
+	if whole {
+		toTLS := event(func(int) string { return "dep.tls" })
+		publishKeyed(b, e, 100, toTLS)
+		wait(b, 120*time.Second, "warm-up over https", func() bool { return rtls.accepted("tls-one") >= 100 })
+		rate, raw, _, _ := burstTo(rtls, tlsSub, "tls-one", toTLS)
+		tlsRow, tlsRawRow, tlsRatio = fmt.Sprintf("%.0f", rate), fmt.Sprintf("%.0f", raw), fmt.Sprintf("%.2f", rate/raw)
+		metrics = append(metrics, metric{rate / raw, "https-one-sub-ratio"})
+		rtls.checkSignatures()
+	}
 
 	var drained time.Duration // from the storm's due time to its last delivery
 	latency := func(withStorm bool) []request {
@@ -264,6 +287,9 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	row("  spilled", fmt.Sprint(fourSpilled))
 	row("  raw limit just before it (req/s)", fmt.Sprintf("%.0f", fourRaw))
 	row("  ratio to raw (target >= 0.75)", fmt.Sprintf("%.2f", fourRate/fourRaw))
+	row("raw limit, https (TLS 1.3, HTTP/2), 64 concurrent (req/s)", tlsRawRow)
+	row(fmt.Sprintf("one subscription, https, burst of %d (deliveries/s)", depBurst), tlsRow)
+	row("  ratio to raw https (target >= 0.75)", tlsRatio)
 	row(fmt.Sprintf("p50 at %d events/s (half the four-subscription rate)", int(fourRate/2)), p50.Round(100*time.Microsecond).String())
 	row("p99 (target < 25ms)", p99.Round(100*time.Microsecond).String())
 	row(fmt.Sprintf("p99 with %d due retries released at once", depStorm), p99Storm.Round(100*time.Microsecond).String())

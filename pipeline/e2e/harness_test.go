@@ -199,7 +199,7 @@ func newEnvBrokerProcess(t testing.TB) (*env, *stack.Process) {
 // variable envVar which port of 127.0.0.1 (addr) to serve on. stop, also
 // run at cleanup, stops it and keeps its log (keepLog); a failed test
 // prints the log's end.
-func startSelf(t testing.TB, name, envVar string) (p *stack.Process, addr string, stop func()) {
+func startSelf(t testing.TB, name, envVar string, env ...string) (p *stack.Process, addr string, stop func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -208,7 +208,7 @@ func startSelf(t testing.TB, name, envVar string) (p *stack.Process, addr string
 	addr = l.Addr().String()
 	l.Close()
 	_, port, _ := net.SplitHostPort(addr)
-	p, err = stack.Start(name, os.Args[0], nil, append(os.Environ(), envVar+"="+port), t.TempDir())
+	p, err = stack.Start(name, os.Args[0], nil, append(append(os.Environ(), envVar+"="+port), env...), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

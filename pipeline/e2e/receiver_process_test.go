@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,12 +23,17 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
+	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
 // envReceiverProcess, set to a port, makes the test binary a receiver
 // process (serveReceiver) instead of running tests.
 const envReceiverProcess = "WEBHOOKS_E2E_RECEIVER_PORT"
+
+// envReceiverTLS, set to a directory with cert.pem and key.pem, makes a
+// receiver process serve https (TLS 1.3, HTTP/2 offered) with them.
+const envReceiverTLS = "WEBHOOKS_E2E_RECEIVER_TLS"
 
 // controlPrefix is where a receiver process takes its instructions and
 // tells what it received; subscription ids never start with '_'.
@@ -65,7 +73,11 @@ func serveReceiver(port string) int {
 	}
 	fmt.Fprintf(os.Stderr, "receiver listening on %s since %s\n", l.Addr(), time.Now().Format(time.RFC3339Nano))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
+	if dir := os.Getenv(envReceiverTLS); dir != "" {
+		go func() { _ = srv.ServeTLS(l, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")) }()
+	} else {
+		go func() { _ = srv.Serve(l) }()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	<-ctx.Done()
@@ -77,16 +89,43 @@ func serveReceiver(port string) int {
 
 // receiverProcess is the benchmark's side of a receiver process.
 type receiverProcess struct {
-	t    testing.TB
-	base string // http://127.0.0.1:port
-	proc *stack.Process
+	t      testing.TB
+	base   string // http://127.0.0.1:port, or https://
+	proc   *stack.Process
+	roots  *x509.CertPool // with https: the CA of its certificate
+	client *http.Client   // for the control paths
 }
 
 // newReceiverProcess starts the test binary as a receiver process.
 func newReceiverProcess(t testing.TB) *receiverProcess {
 	t.Helper()
 	p, addr, _ := startSelf(t, "receiver", envReceiverProcess)
-	r := &receiverProcess{t: t, base: "http://" + addr, proc: p}
+	return waitReceiverProcess(t, &receiverProcess{t: t, base: "http://" + addr, proc: p, client: http.DefaultClient})
+}
+
+// newReceiverProcessTLS starts a receiver process serving https with a
+// certificate of a CA of its own, whose PEM file it returns (for
+// SSL_CERT_FILE: the deliverer trusts it as a system root).
+func newReceiverProcessTLS(t testing.TB) (*receiverProcess, string) {
+	t.Helper()
+	c := testcert.New(t, "receiver")
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "cert.pem")
+	if err := os.WriteFile(ca, c.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key.pem"), c.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, addr, _ := startSelf(t, "receiver-tls", envReceiverProcess, envReceiverTLS+"="+dir)
+	roots := x509.NewCertPool()
+	roots.AddCert(c.X509)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}}
+	return waitReceiverProcess(t, &receiverProcess{t: t, base: "https://" + addr, proc: p, roots: roots, client: client}), ca
+}
+
+func waitReceiverProcess(t testing.TB, r *receiverProcess) *receiverProcess {
+	t.Helper()
 	wait(t, 30*time.Second, "the receiver process to listen", func() bool {
 		_, err := r.get("count")
 		return err == nil
@@ -98,9 +137,12 @@ func (r *receiverProcess) url(sub string) string { return r.base + "/" + sub }
 
 func (r *receiverProcess) pid() int { return r.proc.Pid() }
 
+// tlsRoots is the CA of an https receiver's certificate (nil with http).
+func (r *receiverProcess) tlsRoots() *x509.CertPool { return r.roots }
+
 // get reads a control path's answer.
 func (r *receiverProcess) get(path string) ([]byte, error) {
-	resp, err := http.Get(r.base + controlPrefix + path)
+	resp, err := r.client.Get(r.base + controlPrefix + path)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +168,7 @@ func (r *receiverProcess) number(path string) int {
 }
 
 func (r *receiverProcess) trust(s topics.Subscription) {
-	resp, err := http.PostForm(r.base+controlPrefix+"trust", url.Values{"sub": {s.ID}, "secret": {s.Secret}})
+	resp, err := r.client.PostForm(r.base+controlPrefix+"trust", url.Values{"sub": {s.ID}, "secret": {s.Secret}})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -48,10 +48,10 @@ func TestEveryVariableDescribed(t *testing.T) {
 }
 
 // shared are the variables several components have: each its own ops
-// address and shutdown budget; the deliverer's HTTP client settings, which
+// address, profiles switch and shutdown budget; the deliverer's HTTP client settings, which
 // the API's test-send shares; the recorder's ClickHouse, where the API's
 // message log reads.
-var shared = map[string]bool{"WEBHOOKS_HTTP_ADDR": true, "WEBHOOKS_SHUTDOWN_TIMEOUT": true,
+var shared = map[string]bool{"WEBHOOKS_HTTP_ADDR": true, "WEBHOOKS_PPROF": true, "WEBHOOKS_SHUTDOWN_TIMEOUT": true,
 	"WEBHOOKS_ALLOW_CIDRS": true, "WEBHOOKS_REQUIRE_HTTPS": true, "WEBHOOKS_CONNECT_TIMEOUT": true, "WEBHOOKS_EGRESS_PROXY": true,
 	"WEBHOOKS_CLICKHOUSE_ADDR": true, "WEBHOOKS_CLICKHOUSE_DATABASE": true, "WEBHOOKS_CLICKHOUSE_USER": true,
 	"WEBHOOKS_CLICKHOUSE_PASSWORD": true}
