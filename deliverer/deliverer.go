@@ -448,10 +448,10 @@ func fatalCause(ctx, pctx context.Context) error {
 	return nil
 }
 
-// work runs records until the lanes close.
-// A record takes a slot of the bound on unsettled records before it is
-// taken from the lanes, so that a worker waiting for one holds no record
-// of a subscription's share (ADR 0029).
+// work runs records until the lanes close. It takes a slot of the bound on
+// unsettled records before it takes a record from the lanes, so that a
+// worker waiting for a slot holds no record of a subscription's share
+// (ADR 0029).
 func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 	for {
 		if !d.unsettled.take(ctx) {
@@ -571,8 +571,8 @@ func (d *deliverer) produceFailed(ctx context.Context, err error) {
 	}
 }
 
-// commitLoop commits every CommitInterval, and sooner when requests wait
-// for their records' commit (unsettled). After a failed commit it waits
+// commitLoop commits every CommitInterval, and sooner when records wait
+// for their commit (unsettled). After a failed commit it waits
 // for the interval, or commitRetry at least, before the next.
 func (d *deliverer) commitLoop(ctx context.Context) {
 	t := time.NewTicker(d.cfg.CommitInterval)
@@ -600,7 +600,7 @@ const commitRetry = 100 * time.Millisecond
 
 // commit commits the watermarks of the given partitions (all when nil)
 // that moved since the last commit. A commit of every partition that the
-// broker acknowledged frees the slots of the requests it covers.
+// broker acknowledged frees the slots of the records it covers.
 func (d *deliverer) commit(ctx context.Context, parts []lanes.TP) error {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
