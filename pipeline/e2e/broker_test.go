@@ -363,23 +363,7 @@ func TestKilledDelivererTakenOver(t *testing.T) {
 	e.startDispatcher()
 	a := e.startProc(bin, "deliverer-a")
 	e.startProc(bin, "deliverer-b")
-	adm := kadm.NewClient(e.cl)
-	wait(t, 60*time.Second, "both deliverers assigned partitions", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		gs, err := adm.DescribeGroups(ctx, e.group(topics.GroupDeliverer))
-		if err != nil {
-			return false
-		}
-		g := gs[e.group(topics.GroupDeliverer)]
-		assigned := 0
-		for _, m := range g.Members {
-			if c, ok := m.Assigned.AsConsumer(); ok && len(c.Topics) > 0 {
-				assigned++
-			}
-		}
-		return g.State == "Stable" && assigned == 2
-	})
+	e.waitDeliverers(2)
 
 	const n, keys, batch = 1200, 40, 10
 	evs := keyedEvents(n, keys, "order.updated")

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
@@ -169,24 +168,8 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		if !whole {
 			return
 		}
-		adm := kadm.NewClient(e.cl)
 		wait(b, 300*time.Second, "the attempts in ClickHouse", func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			ends, err := adm.ListEndOffsets(ctx, e.names.Attempts())
-			if err != nil {
-				return false
-			}
-			committed, err := adm.FetchOffsets(ctx, e.group(topics.GroupRecorder))
-			if err != nil {
-				return false
-			}
-			caught := true
-			ends.Each(func(o kadm.ListedOffset) {
-				c, ok := committed.Lookup(o.Topic, o.Partition)
-				caught = caught && (o.Offset == 0 || ok && c.At >= o.Offset)
-			})
-			return caught
+			return caughtUp(e, topics.GroupRecorder, e.names.Attempts())
 		})
 	}
 	event := func(typ func(i int) string) func(int) topics.Event {

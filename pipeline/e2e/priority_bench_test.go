@@ -90,7 +90,7 @@ func priorityRun(b *testing.B, low bool) priorityResult {
 	wait(b, 60*time.Second, "warm-up", func() bool { return count("high") >= 20 })
 	if low {
 		publishAsync(b, e, prioLow/prioLowSubs, event("low", topics.PriorityLow))
-		wait(b, 120*time.Second, "the low-priority backlog dispatched", func() bool { return dispatched(e) })
+		wait(b, 120*time.Second, "the low-priority backlog dispatched", func() bool { return caughtUp(e, topics.GroupDispatcher, e.names.Events()) })
 	}
 	before := len(r.got())
 	sent := publishAtRate(b, e, prioRate, prioFor, high)
@@ -104,17 +104,17 @@ func priorityRun(b *testing.B, low bool) priorityResult {
 	return priorityResult{lat: durations(lat), lowDelivered: count("low-")}
 }
 
-// dispatched reports whether the dispatcher group has committed every
-// event published so far.
-func dispatched(e *env) bool {
+// caughtUp reports whether group has committed every record of topic
+// produced so far.
+func caughtUp(e *env, group, topic string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(e.cl)
-	committed, err := adm.FetchOffsets(ctx, e.group(topics.GroupDispatcher))
+	committed, err := adm.FetchOffsets(ctx, e.group(group))
 	if err != nil || committed.Error() != nil {
 		return false
 	}
-	ends, err := adm.ListEndOffsets(ctx, e.names.Events())
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil || ends.Error() != nil {
 		return false
 	}
