@@ -56,12 +56,10 @@ func TestEnsureOnApacheKafka(t *testing.T) {
 	if res, err = Ensure(ctx, adm, k.Names, Layout{Partitions: 3, ReplicationFactor: -1}); err != nil || len(res.Existing) != len(k.Names.All()) {
 		t.Fatalf("second Ensure = %+v, %v; want every topic existing", res, err)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, k.Names.All()...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, topic := range k.Names.All() {
-		rc, err := rcs.On(topic, nil)
+		// A broker may answer UNKNOWN_TOPIC_OR_PARTITION for a topic
+		// created a moment ago; describeTopic asks again.
+		rc, err := describeTopic(ctx, adm, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
