@@ -20,13 +20,9 @@ import (
 // describes it.
 func topicConfig(tb testing.TB, adm *kadm.Client, topic, key string) (string, bool) {
 	tb.Helper()
-	rcs, err := adm.DescribeTopicConfigs(testCtx(tb, 10*time.Second), topic)
+	rc, err := describeTopic(testCtx(tb, 10*time.Second), adm, topic)
 	if err != nil {
 		tb.Fatalf("describe %s: %v", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil || rc.Err != nil {
-		tb.Fatalf("describe %s: %v, %v", topic, err, rc.Err)
 	}
 	for _, c := range rc.Configs {
 		if c.Key == key {
