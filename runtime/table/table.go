@@ -3,12 +3,15 @@ package table
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync/atomic"
+	"slices"
+	"sync"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
 
+	"github.com/google/btree"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -17,47 +20,67 @@ import (
 // replica that holds one sees every subscription, kept up to date by a
 // group-less consumer reading the topic from the start.
 //
-// Reads never block: they see an immutable snapshot, swapped after each
-// fetch is applied. WaitCaughtUp waits until the view includes everything
-// written to the topic before the call.
+// A fetched batch is decoded outside the lock, then applied to the maps and
+// indexes in place under it: the work per change does not grow with the
+// number of subscriptions (a copy of everything per batch did, which made a
+// replica's start quadratic and every change cost milliseconds at 100,000).
+// Reads share the lock and see every batch whole or not at all.
+// WaitCaughtUp waits until the view includes everything written to the
+// topic before the call.
 type Table struct {
 	v    *view
 	log  *zap.Logger
 	keys *topics.Keyring
-	snap atomic.Pointer[snapshot]
 	// plainWarned: a plaintext secret under a keyring was logged once.
 	plainWarned bool
+
+	mu   sync.RWMutex
+	byID map[string]*topics.Subscription
+	// ordered holds every subscription by id, tenants by (tenant, id):
+	// pages of a list cost their length, not the table's.
+	ordered *btree.BTreeG[*topics.Subscription]
+	tenants *btree.BTreeG[*topics.Subscription]
+	count   map[string]int // subscriptions per tenant
+	// match indexes the enabled subscriptions by tenant and pattern (see
+	// matchKey), so an event looks at its own tenant's subscriptions and
+	// the tenant-less ones with a pattern that can match its type.
+	match map[string][]*topics.Subscription
 }
 
-// snapshot is an immutable view of the table with a matching index.
-type snapshot struct {
-	byID     map[string]*topics.Subscription
-	exact    map[string][]*topics.Subscription // event type -> subscriptions with that exact pattern
-	prefixes []prefixed                        // "prefix.*" patterns
-	any      []*topics.Subscription            // "*" patterns
-}
-
-type prefixed struct {
-	prefix string // with the trailing '.'
-	sub    *topics.Subscription
-}
+// btreeDegree: nodes of 64 items keep the trees' overhead near 10 bytes
+// per subscription.
+const btreeDegree = 32
 
 // NewTable starts consuming the subscriptions topic. base are the
 // connection options (seed brokers, TLS, SASL, logger); the table adds its
 // own consuming options. keys opens sealed secrets (nil: plaintext only,
 // for development). Run must be called to apply records.
 func NewTable(base []kgo.Opt, topic string, keys *topics.Keyring, log *zap.Logger) (*Table, error) {
-	t := &Table{log: log.Named("subscriptions"), keys: keys}
+	t := &Table{log: log.Named("subscriptions"), keys: keys,
+		byID:    map[string]*topics.Subscription{},
+		ordered: btree.NewG(btreeDegree, byID),
+		tenants: btree.NewG(btreeDegree, byTenant),
+		count:   map[string]int{},
+		match:   map[string][]*topics.Subscription{},
+	}
 	if keys == nil {
 		t.log.Warn("no " + config.EnvSecretsKey + " (" + config.EnvDev + "=1): subscription secrets are stored in plaintext")
 	}
-	t.snap.Store(build(map[string]*topics.Subscription{}))
 	v, err := newView(base, topic, t.apply)
 	if err != nil {
 		return nil, fmt.Errorf("subscription table: %w", err)
 	}
 	t.v = v
 	return t, nil
+}
+
+func byID(a, b *topics.Subscription) bool { return a.ID < b.ID }
+
+func byTenant(a, b *topics.Subscription) bool {
+	if a.Tenant != b.Tenant {
+		return a.Tenant < b.Tenant
+	}
+	return a.ID < b.ID
 }
 
 // Run applies records until ctx is done.
@@ -70,16 +93,26 @@ func (t *Table) Close() { t.v.close() }
 // call has been applied, or when ctx is done.
 func (t *Table) WaitCaughtUp(ctx context.Context) error { return t.v.waitCaughtUp(ctx) }
 
+// WaitApplied returns once r, a record produced to the topic (its
+// partition and offset set by the broker's acknowledgement), has been
+// applied, or when ctx is done: one write's read-your-write without a
+// listing of end offsets.
+func (t *Table) WaitApplied(ctx context.Context, r *kgo.Record) error {
+	return t.v.waitApplied(ctx, r.Partition, r.Offset)
+}
+
+// change is one decoded record: sub nil deletes id.
+type change struct {
+	id  string
+	sub *topics.Subscription
+}
+
 func (t *Table) apply(recs []*kgo.Record) {
-	cur := t.snap.Load().byID
-	byID := make(map[string]*topics.Subscription, len(cur))
-	for k, v := range cur {
-		byID[k] = v
-	}
+	changes := make([]change, 0, len(recs))
 	for _, r := range recs {
 		id := string(r.Key)
 		if r.Value == nil {
-			delete(byID, id)
+			changes = append(changes, change{id: id})
 			continue
 		}
 		s, plaintext, err := topics.DecodeSubscriptionPlain(r.Value, t.keys)
@@ -98,73 +131,179 @@ func (t *Table) apply(recs []*kgo.Record) {
 				"any webhookctl change to a subscription (update, enable, rotate-secret) rewrites it encrypted",
 				zap.String("first", id))
 		}
-		byID[id] = &s
+		changes = append(changes, change{id: id, sub: &s})
 	}
-	t.snap.Store(build(byID))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range changes {
+		if old, ok := t.byID[c.id]; ok {
+			t.remove(old)
+		}
+		if c.sub != nil {
+			t.insert(c.sub)
+		}
+	}
 }
+
+func (t *Table) insert(s *topics.Subscription) {
+	t.byID[s.ID] = s
+	t.ordered.ReplaceOrInsert(s)
+	t.tenants.ReplaceOrInsert(s)
+	t.count[s.Tenant]++
+	if !s.Enabled {
+		return
+	}
+	for _, p := range s.EventTypes {
+		k := matchKey(s.Tenant, p)
+		t.match[k] = append(t.match[k], s)
+	}
+}
+
+func (t *Table) remove(s *topics.Subscription) {
+	delete(t.byID, s.ID)
+	t.ordered.Delete(s)
+	t.tenants.Delete(s)
+	if t.count[s.Tenant]--; t.count[s.Tenant] == 0 {
+		delete(t.count, s.Tenant)
+	}
+	if !s.Enabled {
+		return
+	}
+	for _, p := range s.EventTypes {
+		k := matchKey(s.Tenant, p)
+		// Linear in the subscriptions sharing this tenant and pattern.
+		subs := t.match[k]
+		if i := slices.Index(subs, s); i >= 0 {
+			subs[i] = subs[len(subs)-1]
+			subs[len(subs)-1] = nil
+			subs = subs[:len(subs)-1]
+		}
+		if len(subs) == 0 {
+			delete(t.match, k)
+		} else {
+			t.match[k] = subs
+		}
+	}
+}
+
+// matchKey is the index key of a tenant's pattern.
+func matchKey(tenant, pattern string) string { return tenant + "\x00" + pattern }
 
 // Get returns the subscription with the given id.
 func (t *Table) Get(id string) (*topics.Subscription, bool) {
-	s, ok := t.snap.Load().byID[id]
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	s, ok := t.byID[id]
 	return s, ok
 }
 
 // Len is the number of subscriptions.
-func (t *Table) Len() int { return len(t.snap.Load().byID) }
+func (t *Table) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.byID)
+}
+
+// Register exports the table's size on reg as webhooks_subscriptions: a
+// replica holds every subscription in memory (docs/capacity.md), and a
+// replica whose count differs from its peers' has not caught up.
+func (t *Table) Register(reg prometheus.Registerer) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Name: "subscriptions",
+		Help: "Subscriptions in this replica's table (enabled or not)."},
+		func() float64 { return float64(t.Len()) }))
+}
+
+// TenantLen is the number of subscriptions of a tenant ("": those without
+// one).
+func (t *Table) TenantLen(tenant string) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.count[tenant]
+}
 
 // All returns every subscription, in no particular order.
 func (t *Table) All() []*topics.Subscription {
-	byID := t.snap.Load().byID
-	out := make([]*topics.Subscription, 0, len(byID))
-	for _, s := range byID {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]*topics.Subscription, 0, len(t.byID))
+	for _, s := range t.byID {
 		out = append(out, s)
 	}
 	return out
+}
+
+// Page returns, by id, up to limit subscriptions with an id above after
+// that keep says to, of one tenant (the tenant-less ones when tenant is ""
+// and one is true) or of all; more reports whether another matching one
+// follows. keep is called with the table locked: it must not call the
+// table.
+func (t *Table) Page(tenant string, one bool, after string, limit int, keep func(*topics.Subscription) bool) (page []*topics.Subscription, more bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	tree := t.ordered
+	if one {
+		tree = t.tenants
+	}
+	tree.AscendGreaterOrEqual(&topics.Subscription{Tenant: tenant, ID: after}, func(s *topics.Subscription) bool {
+		switch {
+		case one && s.Tenant != tenant:
+			return false
+		case s.ID == after || !keep(s):
+			return true
+		case len(page) == limit:
+			more = true
+			return false
+		}
+		page = append(page, s)
+		return true
+	})
+	return page, more
 }
 
 // Match returns the subscriptions that want the event (see
 // topics.Subscription.Matches), each once. The returned subscriptions must not be
 // modified.
 func (t *Table) Match(e *topics.Event) []*topics.Subscription {
-	s := t.snap.Load()
 	var out []*topics.Subscription
-	seen := map[*topics.Subscription]bool{}
-	add := func(sub *topics.Subscription) {
-		if !seen[sub] && sub.Matches(e) {
-			seen[sub] = true
-			out = append(out, sub)
+	var seen map[*topics.Subscription]bool
+	add := func(subs []*topics.Subscription) {
+		for _, s := range subs {
+			if !s.Matches(e) {
+				continue
+			}
+			// Only a subscription with several patterns can be found twice.
+			if len(s.EventTypes) > 1 {
+				if seen[s] {
+					continue
+				}
+				if seen == nil {
+					seen = map[*topics.Subscription]bool{}
+				}
+				seen[s] = true
+			}
+			out = append(out, s)
 		}
 	}
-	for _, sub := range s.exact[e.Type] {
-		add(sub)
-	}
-	for _, p := range s.prefixes {
-		if strings.HasPrefix(e.Type, p.prefix) {
-			add(p.sub)
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, tenant := range tenantsOf(e) {
+		add(t.match[matchKey(tenant, e.Type)])
+		add(t.match[matchKey(tenant, "*")])
+		// "a.*" and "a.b.*" for an event of type "a.b.c".
+		for i := 0; i < len(e.Type)-1; i++ {
+			if e.Type[i] == '.' {
+				add(t.match[matchKey(tenant, e.Type[:i+1]+"*")])
+			}
 		}
-	}
-	for _, sub := range s.any {
-		add(sub)
 	}
 	return out
 }
 
-func build(byID map[string]*topics.Subscription) *snapshot {
-	s := &snapshot{byID: byID, exact: map[string][]*topics.Subscription{}}
-	for _, sub := range byID {
-		if !sub.Enabled {
-			continue
-		}
-		for _, p := range sub.EventTypes {
-			switch {
-			case p == "*":
-				s.any = append(s.any, sub)
-			case strings.HasSuffix(p, ".*"):
-				s.prefixes = append(s.prefixes, prefixed{prefix: strings.TrimSuffix(p, "*"), sub: sub})
-			default:
-				s.exact[p] = append(s.exact[p], sub)
-			}
-		}
+// tenantsOf are the tenants whose subscriptions may take e: its own and
+// none.
+func tenantsOf(e *topics.Event) []string {
+	if e.Tenant == "" {
+		return []string{""}
 	}
-	return s
+	return []string{e.Tenant, ""}
 }

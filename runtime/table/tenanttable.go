@@ -42,8 +42,13 @@ func (t *TenantTable) Run(ctx context.Context) { t.v.run(ctx, t.log) }
 func (t *TenantTable) Close() { t.v.close() }
 
 // WaitCaughtUp returns once every record written before the call has been
-// applied, or ctx is done.
-func (t *TenantTable) WaitCaughtUp(ctx context.Context) error { return t.v.waitCaughtUp(ctx) }
+// applied, or ctx is done. A nil table has nothing to wait for.
+func (t *TenantTable) WaitCaughtUp(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.v.waitCaughtUp(ctx)
+}
 
 // Get returns a tenant's overrides, nil when it has none (the defaults
 // apply: see topics.Tenant's methods, which take a nil tenant). A nil
@@ -102,11 +107,9 @@ func (t *TenantTable) Room(subs *Table, def int, sub *topics.Subscription) error
 	if limit == 0 {
 		return nil
 	}
-	n := 0
-	for _, s := range subs.All() {
-		if s.Tenant == sub.Tenant && s.ID != sub.ID {
-			n++
-		}
+	n := subs.TenantLen(sub.Tenant)
+	if old, ok := subs.Get(sub.ID); ok && old.Tenant == sub.Tenant {
+		n--
 	}
 	if n >= limit {
 		return fmt.Errorf("%w: tenant %s has %d subscriptions, its limit", ErrSubscriptionLimit, sub.Tenant, n)

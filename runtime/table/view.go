@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,7 +24,24 @@ type view struct {
 	mu       sync.Mutex
 	next     map[int32]int64 // next offset to apply, per partition
 	progress chan struct{}   // closed and replaced when next advances
+	// round is the listing of end offsets the next callers of
+	// waitCaughtUp share, listing whether one is being made.
+	round   *endsRound
+	listing bool
 }
+
+// endsRound is one listing of the topic's end offsets, shared by every
+// caller of waitCaughtUp that asked before it was sent. A broker answers
+// the requests of one connection in order: 16 API requests each listing
+// on their own waited for each other, 16 round trips for the last one.
+type endsRound struct {
+	done chan struct{}
+	ends kadm.ListedOffsets
+	err  error
+}
+
+// listTimeout bounds one listing of end offsets.
+const listTimeout = 30 * time.Second
 
 func newView(base []kgo.Opt, topic string, apply func([]*kgo.Record)) (*view, error) {
 	opts := append(append([]kgo.Opt(nil), base...),
@@ -92,14 +110,29 @@ func (v *view) applied(p int32) int64 {
 	return v.next[p]
 }
 
-func (v *view) waitCaughtUp(ctx context.Context) error {
-	// The last stable offsets: an open transaction must not stall callers
-	// (its records are not visible until it commits).
-	ends, err := v.adm.ListCommittedOffsets(ctx, v.topic)
-	if err != nil {
-		return fmt.Errorf("list end offsets of %s: %w", v.topic, err)
+// waitApplied waits until the record at offset of partition p has been
+// applied: a writer that knows its record's offset waits for it without
+// listing the topic's end offsets.
+func (v *view) waitApplied(ctx context.Context, p int32, offset int64) error {
+	for {
+		v.mu.Lock()
+		done := v.next[p] > offset
+		wait := v.progress
+		v.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to catch up: %w", v.topic, ctx.Err())
+		}
 	}
-	if err := ends.Error(); err != nil {
+}
+
+func (v *view) waitCaughtUp(ctx context.Context) error {
+	ends, err := v.endOffsets(ctx)
+	if err != nil {
 		return fmt.Errorf("list end offsets of %s: %w", v.topic, err)
 	}
 	for {
@@ -120,5 +153,52 @@ func (v *view) waitCaughtUp(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s to catch up: %w", v.topic, ctx.Err())
 		}
+	}
+}
+
+// endOffsets returns the topic's end offsets from a listing sent after the
+// call: it joins the round not yet sent, if any, else opens one. One
+// listing is in flight at a time.
+func (v *view) endOffsets(ctx context.Context) (kadm.ListedOffsets, error) {
+	v.mu.Lock()
+	r := v.round
+	if r == nil {
+		r = &endsRound{done: make(chan struct{})}
+		v.round = r
+		if !v.listing {
+			v.listing = true
+			go v.list()
+		}
+	}
+	v.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.ends, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// list sends the rounds one after the other until none is waiting.
+func (v *view) list() {
+	for {
+		v.mu.Lock()
+		r := v.round
+		v.round = nil
+		if r == nil {
+			v.listing = false
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+		// The last stable offsets: an open transaction must not stall
+		// callers (its records are not visible until it commits).
+		r.ends, r.err = v.adm.ListCommittedOffsets(ctx, v.topic)
+		cancel()
+		if r.err == nil {
+			r.err = r.ends.Error()
+		}
+		close(r.done)
 	}
 }
