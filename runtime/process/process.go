@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -38,8 +39,46 @@ const flushTimeout = 5 * time.Second
 // not twice. Their live heaps are small (records in flight, the tables) and
 // allocation per delivery is steady, so Go's default of 100 collects many
 // times a second under load; 400 cut the deliverer's CPU per delivery and
-// raised the deployed benchmark's throughput (ADR 0024).
+// raised the deployed benchmark's throughput (ADR 0024). Once the live heap
+// is large (a million subscriptions), adaptGC lowers it (heapHeadroom).
 const gcPercent = 400
+
+// heapHeadroom is the most garbage the collector lets build up once the
+// live heap is large: gcPercent of a heap holding a million subscriptions
+// (about 900 MB) would let the process grow to 4.5 GB. Below 64 MiB live
+// gcPercent applies; above, the percent falls to keep this headroom, but
+// never below Go's default of 100.
+const heapHeadroom = 256 << 20
+
+// gcPercentFor is the GC percent for a live heap of live bytes.
+func gcPercentFor(live, headroom uint64) int {
+	if live == 0 {
+		return gcPercent
+	}
+	return int(min(max(headroom*100/live, 100), gcPercent))
+}
+
+// adaptGC sets the GC percent for the live heap every interval until ctx
+// is done (only when tuneGC set it: a GOGC in the environment is left
+// alone).
+func adaptGC(ctx context.Context, every time.Duration, headroom uint64) {
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	cur := gcPercent
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		metrics.Read(live)
+		if p := gcPercentFor(live[0].Value.Uint64(), headroom); p != cur {
+			debug.SetGCPercent(p)
+			cur = p
+		}
+	}
+}
 
 // tuneGC sets the GOGC of the process to gcPercent unless getenv has GOGC,
 // and its memory limit (GOMEMLIMIT, the point where the collector runs
@@ -131,7 +170,9 @@ func Run[C any](name string, getenv func(string) string, stderr io.Writer,
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	if percent, limit, err := tuneGC(getenv, memlimit.FromCgroup); err != nil && !errors.Is(err, memlimit.ErrNoCgroup) {
+	percent, limit, err := tuneGC(getenv, memlimit.FromCgroup)
+	gcTuned := percent > 0
+	if err != nil && !errors.Is(err, memlimit.ErrNoCgroup) {
 		log.Warn("memory limit: reading the container's limit failed; GOMEMLIMIT is not set", zap.Error(err))
 	} else {
 		log.Info("garbage collector", zap.Int("gc_percent", percent), zap.Int64("memory_limit_bytes", limit))
@@ -144,6 +185,9 @@ func Run[C any](name string, getenv func(string) string, stderr io.Writer,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if gcTuned {
+		go adaptGC(ctx, time.Second, heapHeadroom)
+	}
 	if tp != nil {
 		// The SDK reports failed exports here (a collector down), at most
 		// once per batch.

@@ -6,9 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"go.opentelemetry.io/otel/trace"
@@ -170,4 +173,58 @@ func TestTuneGC(t *testing.T) {
 	if got := debug.SetGCPercent(100); percent != -1 || got != 100 {
 		t.Errorf("with GOGC=100: GC percent %d (reported %d), want 100 left alone", got, percent)
 	}
+}
+
+// TestGCPercentFor: gcPercent while the live heap is small, then the
+// percent that keeps the headroom, never below 100.
+func TestGCPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		live uint64
+		want int
+	}{
+		{0, gcPercent}, {10 * mib, gcPercent}, {64 * mib, gcPercent}, {128 * mib, 200},
+		{256 * mib, 100}, {900 * mib, 100},
+	} {
+		if got := gcPercentFor(tc.live, heapHeadroom); got != tc.want {
+			t.Errorf("live %d MiB: GC percent %d, want %d", tc.live/mib, got, tc.want)
+		}
+	}
+}
+
+// TestAdaptGC: a process whose live heap outgrows the headroom collects at
+// 100, and at gcPercent again once the heap is small.
+func TestAdaptGC(t *testing.T) {
+	orig := debug.SetGCPercent(gcPercent)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); adaptGC(ctx, 5*time.Millisecond, 8<<20) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	gogc := func() int {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return int(s[0].Value.Uint64())
+	}
+	waitPercent := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for gogc() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("GC percent %d, want %d", gogc(), want)
+			}
+			runtime.GC()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	func() {
+		live := make([]byte, 64<<20)
+		for i := range live {
+			live[i] = byte(i)
+		}
+		waitPercent(100)
+		runtime.KeepAlive(live)
+	}()
+	waitPercent(gcPercent)
 }
