@@ -33,7 +33,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	n := cfg.Kafka.Names
 	base := append(cfg.Kafka.ClientOpts(), kgo.ClientID("webhooks-api"),
 		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))))
-	cl, err := kgo.NewClient(append(base, ops.KafkaMetrics(reg), kgo.RecordPartitioner(Partitioner(n)))...)
+	// Every write answers a request that waits for the broker's
+	// acknowledgement: franz-go's default linger of 10 ms was added to
+	// each. A millisecond still lets writes that arrive together share a
+	// produce request (a broker answers one connection's requests in
+	// order, so one request per record queues them behind each other).
+	cl, err := kgo.NewClient(append(base, ops.KafkaMetrics(reg), kgo.RecordPartitioner(Partitioner(n)), kgo.ProducerLinger(time.Millisecond))...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -46,6 +51,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer subs.Close()
+	subs.Register(reg)
 	keys, err := table.NewKeyTable(base, n.APIKeys(), log)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -233,7 +232,7 @@ func (s *Server) registerSubscriptions() {
 			if err := filter.Validate(&sub); err != nil {
 				return nil, s.invalid(err, "")
 			}
-			if err := s.subs.WaitCaughtUp(ctx); err != nil {
+			if err := s.readBeforeCreate(ctx); err != nil {
 				return nil, s.internal(err)
 			}
 			if _, taken := s.subs.Get(sub.ID); taken {
@@ -259,22 +258,27 @@ func (s *Server) registerSubscriptions() {
 			if err := s.subs.WaitCaughtUp(ctx); err != nil {
 				return nil, s.internal(err)
 			}
-			all := s.subs.All()
-			slices.SortFunc(all, func(a, b *topics.Subscription) int { return strings.Compare(a.ID, b.ID) })
+			// A tenant key pages through its tenant's subscriptions only.
+			tenant, one := in.Tenant, in.Tenant != ""
+			if !p.admin() {
+				if one && in.Tenant != p.tenant {
+					out := &subscriptionsOutput{}
+					out.Body.Data = []Subscription{}
+					return out, nil
+				}
+				tenant, one = p.tenant, true
+			}
+			page, more := s.subs.Page(tenant, one, in.Cursor, in.Limit, func(sub *topics.Subscription) bool {
+				return (in.Enabled == "" || (in.Enabled == "true") == sub.Enabled) &&
+					(in.EventType == "" || slices.ContainsFunc(sub.EventTypes, func(pt string) bool { return topics.MatchType(pt, in.EventType) }))
+			})
 			out := &subscriptionsOutput{}
-			out.Body.Data = []Subscription{}
-			for _, sub := range all {
-				switch {
-				case !p.sees(sub.Tenant), in.Tenant != "" && sub.Tenant != in.Tenant, sub.ID <= in.Cursor,
-					in.Enabled != "" && (in.Enabled == "true") != sub.Enabled,
-					in.EventType != "" && !slices.ContainsFunc(sub.EventTypes, func(pt string) bool { return topics.MatchType(pt, in.EventType) }):
-					continue
-				}
-				if len(out.Body.Data) == in.Limit {
-					out.Body.NextCursor = out.Body.Data[len(out.Body.Data)-1].ID
-					break
-				}
+			out.Body.Data = make([]Subscription, 0, len(page))
+			for _, sub := range page {
 				out.Body.Data = append(out.Body.Data, subscriptionOf(sub, false))
+			}
+			if more {
+				out.Body.NextCursor = page[len(page)-1].ID
 			}
 			return out, nil
 		})
@@ -316,10 +320,7 @@ func (s *Server) registerSubscriptions() {
 			if _, err := s.visible(ctx, in.ID); err != nil {
 				return nil, err
 			}
-			if err := s.produce(ctx, &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(in.ID)}); err != nil {
-				return nil, err
-			}
-			return nil, s.caughtUp(ctx)
+			return nil, s.write(ctx, &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(in.ID)})
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "enable-subscription", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/enable",
 		Summary: "Enable a subscription", Tags: tags, Security: secured},
@@ -389,6 +390,9 @@ func (s *Server) change(ctx context.Context, id string, fn func(*topics.Subscrip
 		return nil, s.invalid(err, "")
 	}
 	if sub.Tenant != cur.Tenant {
+		if err := s.tenant.WaitCaughtUp(ctx); err != nil {
+			return nil, s.internal(err)
+		}
 		if err := s.room(ctx, &sub); err != nil {
 			return nil, err
 		}
@@ -399,14 +403,17 @@ func (s *Server) change(ctx context.Context, id string, fn func(*topics.Subscrip
 	return &sub, nil
 }
 
+// readBeforeCreate waits until the subscriptions and the tenants' quotas
+// include every write made before the call, both at once.
+func (s *Server) readBeforeCreate(ctx context.Context) error {
+	tenants := make(chan error, 1)
+	go func() { tenants <- s.tenant.WaitCaughtUp(ctx) }()
+	return errors.Join(s.subs.WaitCaughtUp(ctx), <-tenants)
+}
+
 // room refuses sub when its tenant has its most subscriptions already
-// (422 on body.tenant).
+// (422 on body.tenant). The caller has waited for the tables.
 func (s *Server) room(ctx context.Context, sub *topics.Subscription) error {
-	if s.tenant != nil {
-		if err := s.tenant.WaitCaughtUp(ctx); err != nil {
-			return s.internal(err)
-		}
-	}
 	err := s.tenant.Room(s.subs, s.cfg.TenantMaxSubscriptions, sub)
 	if errors.Is(err, table.ErrSubscriptionLimit) {
 		return huma.Error422UnprocessableEntity("invalid subscription",
@@ -417,14 +424,16 @@ func (s *Server) room(ctx context.Context, sub *topics.Subscription) error {
 
 // writeSubscription writes sub, sealed, and waits until the table shows it.
 func (s *Server) writeSubscription(ctx context.Context, sub *topics.Subscription) error {
-	if err := s.produce(ctx, &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(sub.ID), Value: sub.EncodeWith(s.cfg.Secrets)}); err != nil {
-		return err
-	}
-	return s.caughtUp(ctx)
+	return s.write(ctx, &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(sub.ID), Value: sub.EncodeWith(s.cfg.Secrets)})
 }
 
-func (s *Server) caughtUp(ctx context.Context) error {
-	if err := s.subs.WaitCaughtUp(ctx); err != nil {
+// write produces r to the subscriptions topic and waits until the table
+// has applied it.
+func (s *Server) write(ctx context.Context, r *kgo.Record) error {
+	if err := s.produce(ctx, r); err != nil {
+		return err
+	}
+	if err := s.subs.WaitApplied(ctx, r); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return huma.Error503ServiceUnavailable("written, but not yet read back in time")
 		}
