@@ -296,3 +296,29 @@ func TestClusterMasterDown(t *testing.T) {
 		t.Errorf("%d warnings that the node is down, want 1", n)
 	}
 }
+
+// TestSentinel: a Guard configured with Sentinels finds the master they
+// watch and works on it; with the master killed it fails open.
+func TestSentinel(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master, "hooks")
+	g, err := redisstate.Open(redisstate.Config{URL: "redis:///0", SentinelAddrs: sentinel.Addr(), SentinelMaster: "hooks", KeyPrefix: "t:",
+		Timeout: time.Second, RetryInterval: time.Hour}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	if err := g.MarkRecovering(ctx, "s", time.Now()); err != nil {
+		t.Fatalf("through the Sentinel: %v", err)
+	}
+	direct := redis.NewClient(&redis.Options{Addr: master.Addr()})
+	defer direct.Close()
+	if n, err := direct.ZCard(ctx, g.Keys().Recovering()).Result(); err != nil || n != 1 {
+		t.Fatalf("the master holds %d marks (%v), want the one written through the Sentinel", n, err)
+	}
+	master.Kill()
+	if err := g.MarkRecovering(ctx, "s", time.Now()); !errors.Is(err, redisstate.ErrUnavailable) {
+		t.Fatalf("master killed: %v, want ErrUnavailable", err)
+	}
+}

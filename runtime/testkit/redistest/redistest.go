@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,6 +108,7 @@ type Server struct {
 	Port int
 	args []string // more redis-server arguments
 	dir  string
+	conf string // a Sentinel's config file
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -165,8 +167,14 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) start() error {
-	s.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)...)
+	args := []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}
+	if s.conf != "" {
+		// A Sentinel: its config file (which it rewrites) comes first.
+		args = append([]string{s.conf, "--sentinel", "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1"}, s.args...)
+	} else {
+		args = append(args, s.args...)
+	}
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.cmd = nil
 		return fmt.Errorf("redis-server: %w", err)
@@ -315,4 +323,33 @@ func (c *Cluster) SubsOnTwoMasters(tb testing.TB, key func(sub string) string) (
 	}
 	tb.Fatal("100 subscriptions on one master")
 	return a, b
+}
+
+// StartSentinel runs a private Sentinel watching master under the name
+// master (quorum 1); it is stopped when the test ends.
+func StartSentinel(tb testing.TB, master *Server, name string) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, dir: tb.TempDir()}
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.Port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		s.conf = filepath.Join(s.dir, "sentinel.conf")
+		conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", name, master.Port, name)
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		if err = s.start(); err == nil {
+			break
+		}
+		if try == 3 {
+			tb.Fatal(err)
+		}
+		tb.Logf("%v; trying another port", err)
+	}
+	tb.Cleanup(s.Kill)
+	return s
 }
