@@ -121,8 +121,8 @@ func Open(cfg Config, log *zap.Logger) (*Guard, error) {
 		addrs := config.SplitList(cfg.ClusterAddrs)
 		g.log = log.Named("redis").With(zap.String("topology", Cluster), zap.Strings("seeds", addrs))
 		cc := redis.NewClusterClient(clusterOptions(opts, addrs))
-		// Nodes (masters found in the slot map too) get their gate as the
-		// client first connects to them.
+		// Every node client (of a seed, or of a node the slot map names)
+		// gets a gate of its own as the Cluster client creates it.
 		cc.OnNewNode(func(node *redis.Client) {
 			g.nodes.Add(1)
 			node.AddHook(nodeHook{g: g, gt: &gate{addr: node.Options().Addr}})
