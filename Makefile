@@ -19,6 +19,10 @@ TESTDIR  := $(CURDIR)/.build/test-services
 SERVICES := bash $(CURDIR)/pipeline/scripts/services.sh
 # Test services listen on their own ports so they can run beside `make run`.
 TEST_REDIS_PORT := 16379
+# A Redis Cluster of three masters on this port and the next two (their
+# cluster bus ports 10000 above).
+TEST_REDIS_CLUSTER_PORT := 17100
+STOP_TEST_REDIS_CLUSTER := $(SERVICES) stop redis-cluster $(TESTDIR)/redis-cluster >/dev/null 2>&1 || true
 TEST_CLICKHOUSE_PORT := 19000
 TEST_CLICKHOUSE_HTTP_PORT := 18123
 TEST_CLICKHOUSE := $(SERVICES) start clickhouse $(TEST_CLICKHOUSE_PORT) $(TEST_CLICKHOUSE_HTTP_PORT) $(TESTDIR)/clickhouse
@@ -115,7 +119,7 @@ helm: $(HELM)
 $(HELM):
 	GOBIN=$(dir $(HELM)) GOWORK=off CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
-# Starts a throwaway redis-server and clickhouse-server for the tests and
+# Starts a throwaway redis-server, Redis Cluster and clickhouse-server for the tests and
 # stops them whatever the outcome. WEBHOOKS_TEST_REQUIRE_SERVICES makes a
 # test that would skip for want of a service fail instead.
 #
@@ -133,11 +137,13 @@ $(HELM):
 # in topics and groups of its own (runtime/testkit.ApacheKafka).
 test: deps assets lint fuzz helm
 	@set -euo pipefail; \
-	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA)' EXIT; \
+	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_REDIS_CLUSTER); $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA)' EXIT; \
 	  $(SERVICES) start redis $(TEST_REDIS_PORT) $(TESTDIR)/redis; \
+	  $(SERVICES) start redis-cluster $(TEST_REDIS_CLUSTER_PORT) $(TESTDIR)/redis-cluster; \
 	  $(TEST_CLICKHOUSE); \
 	  $(TEST_KAFKA); \
 	  export WEBHOOKS_TEST_REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
+	    WEBHOOKS_TEST_REDIS_CLUSTER_ADDRS=127.0.0.1:$(TEST_REDIS_CLUSTER_PORT),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+1)),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+2)) \
 	    WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
 	    WEBHOOKS_TEST_REQUIRE_SERVICES=1 \
 	    HELM=$(HELM); \

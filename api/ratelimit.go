@@ -42,7 +42,7 @@ func (l *limiter) wait(ctx context.Context, keyID string) time.Duration {
 		return 0
 	}
 	var res *redis_rate.Result
-	err := l.g.Do(ctx, func(ctx context.Context, _ *redis.Client) (err error) {
+	err := l.g.Do(ctx, func(ctx context.Context, _ redis.UniversalClient) (err error) {
 		res, err = l.lim.Allow(ctx, l.g.Keys().APIRate(keyID), l.limit)
 		return err
 	})

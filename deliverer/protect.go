@@ -232,7 +232,7 @@ func (d *deliverer) exhausted(ctx context.Context, sub *topics.Subscription, att
 		return nil
 	}
 	var ms int64
-	err := p.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	err := p.g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		var err error
 		ms, err = failingSinceScript.Run(ctx, rdb, []string{p.g.Keys().FailingSince(sub.ID)},
 			now.UnixMilli(), (2*p.cfg.AutoDisableAfter + 24*time.Hour).Milliseconds()).Int64()

@@ -124,14 +124,27 @@ func (d *dedup) duplicates(ctx context.Context, fs kgo.Fetches) map[*kgo.Record]
 	if len(claims) == 0 {
 		return nil
 	}
-	err := d.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
-		p := rdb.Pipeline()
-		p.ScriptLoad(ctx, claimScriptSource)
-		for i := range claims {
-			claims[i].cmd = claimScript.EvalSha(ctx, p, []string{claims[i].key}, claims[i].value, d.window.Milliseconds())
+	err := d.g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
+		claim := func() error {
+			p := rdb.Pipeline()
+			for i := range claims {
+				claims[i].cmd = claimScript.EvalSha(ctx, p, []string{claims[i].key}, claims[i].value, d.window.Milliseconds())
+			}
+			_, err := p.Exec(ctx)
+			return err
 		}
-		_, err := p.Exec(ctx)
-		return err
+		// A server (a Cluster node) that has not got the script yet says
+		// NOSCRIPT: load it (on every master of a Cluster, which a SCRIPT
+		// LOAD in the pipeline would not) and claim again, which finds
+		// the claims already made as this record's.
+		err := claim()
+		if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return err
+		}
+		if err := claimScript.Load(ctx, rdb).Err(); err != nil {
+			return err
+		}
+		return claim()
 	})
 	if err != nil {
 		d.log.Debug("dedup skipped for this batch", zap.Error(err))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,8 +19,11 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-func withRedis(cfg Config, url, prefix string) Config {
-	cfg.Redis = redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: time.Second, RetryInterval: time.Second}
+// withRedis sets cfg's Redis to rc (a server or a Cluster,
+// redistest.Topologies).
+func withRedis(cfg Config, rc redisstate.Config) Config {
+	rc.Timeout, rc.RetryInterval = time.Second, time.Second
+	cfg.Redis = rc
 	return cfg
 }
 
@@ -38,12 +42,28 @@ func (h *harness) countDeliveries() map[string]int {
 
 // TestDedupOneDeliveryPerIdempotencyKey: three events with one idempotency
 // key give one delivery, in one batch and across batches; the same key in
-// another tenant, and events without a key, are not affected.
+// another tenant, and events without a key, are not affected. The servers
+// start without the claim script, as a Cluster's nodes do that never ran
+// it: each must get it (the keys of a batch are on several nodes).
 func TestDedupOneDeliveryPerIdempotencyKey(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+	redistest.Topologies(t, testDedupOneDeliveryPerIdempotencyKey)
+}
+
+func testDedupOneDeliveryPerIdempotencyKey(t *testing.T, rc redisstate.Config) {
+	g, err := redisstate.Open(rc, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	// On a Cluster, SCRIPT FLUSH goes to every master.
+	if err := g.Do(context.Background(), func(ctx context.Context, rdb redis.UniversalClient) error {
+		return rdb.ScriptFlush(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
 	h := newHarness(t, 3)
 	h.sub(topics.Subscription{ID: "all", EventTypes: []string{"*"}, Enabled: true})
-	h.start(withRedis(h.config("dedup"), url, prefix))
+	h.start(withRedis(h.config("dedup"), rc))
 
 	first := h.publish(
 		idemEvent(t, "e1", "acme", "pay-1"),
@@ -75,8 +95,9 @@ func TestDedupOneDeliveryPerIdempotencyKey(t *testing.T) {
 // idempotency keys were claimed; when the batch is dispatched again, the
 // event that claimed a key is still delivered (once), and its duplicate
 // is still dropped.
-func TestDedupRedoAfterAbort(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestDedupRedoAfterAbort(t *testing.T) { redistest.Topologies(t, testDedupRedoAfterAbort) }
+
+func testDedupRedoAfterAbort(t *testing.T, rc redisstate.Config) {
 	h := newFaultHarness(t, 1)
 	h.sub(topics.Subscription{ID: "all", EventTypes: []string{"*"}, Enabled: true})
 	fault := h.cluster.Fault(kfake.Fault{
@@ -85,7 +106,7 @@ func TestDedupRedoAfterAbort(t *testing.T) {
 		Err:   kerr.CorruptMessage, // not retriable: the transaction aborts
 		Count: 1,
 	})
-	h.start(withRedis(h.config("dedup-abort"), url, prefix))
+	h.start(withRedis(h.config("dedup-abort"), rc))
 	recs := h.publish(idemEvent(t, "first", "acme", "k"), idemEvent(t, "second", "acme", "k"))
 	h.waitDispatched(recs)
 	if fault.Hits() == 0 {
@@ -100,12 +121,16 @@ func TestDedupRedoAfterAbort(t *testing.T) {
 // TestDedupAtomicAcrossReplicas: replicas claiming one key for different
 // records at the same time: exactly one wins.
 func TestDedupAtomicAcrossReplicas(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+	redistest.Topologies(t, testDedupAtomicAcrossReplicas)
+}
+
+func testDedupAtomicAcrossReplicas(t *testing.T, rc redisstate.Config) {
 	const replicas = 8
 	var wg sync.WaitGroup
 	wins := make(chan string, replicas)
 	for i := range replicas {
-		g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: time.Second, RetryInterval: time.Second}, zap.NewNop())
+		rc.Timeout, rc.RetryInterval = time.Second, time.Second
+		g, err := redisstate.Open(rc, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,9 +153,11 @@ func TestDedupAtomicAcrossReplicas(t *testing.T) {
 }
 
 // TestDedupWindowExpires: once the window passed, the key is free again.
-func TestDedupWindowExpires(t *testing.T) {
-	url, prefix := redistest.Shared(t)
-	g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: time.Second, RetryInterval: time.Second}, zap.NewNop())
+func TestDedupWindowExpires(t *testing.T) { redistest.Topologies(t, testDedupWindowExpires) }
+
+func testDedupWindowExpires(t *testing.T, rc redisstate.Config) {
+	rc.Timeout, rc.RetryInterval = time.Second, time.Second
+	g, err := redisstate.Open(rc, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +187,7 @@ func TestDedupFailsOpen(t *testing.T) {
 	srv := redistest.Start(t)
 	h := newHarness(t, 1)
 	h.sub(topics.Subscription{ID: "all", EventTypes: []string{"*"}, Enabled: true})
-	h.start(withRedis(h.config("dedup-open"), srv.URL(), "t:"))
+	h.start(withRedis(h.config("dedup-open"), redisstate.Config{URL: srv.URL(), KeyPrefix: "t:"}))
 	h.waitDispatched(h.publish(idemEvent(t, "a1", "acme", "k1")))
 	srv.Kill()
 	h.waitDispatched(h.publish(idemEvent(t, "a2", "acme", "k1"), idemEvent(t, "a3", "acme", "k1")))

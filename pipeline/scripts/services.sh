@@ -7,10 +7,11 @@
 #   services.sh install
 #   services.sh install-kafka
 #   services.sh start redis PORT DIR
+#   services.sh start redis-cluster PORT DIR
 #   services.sh start clickhouse TCPPORT HTTPPORT DIR
 #   services.sh start kafka PORT DIR
-#   services.sh stop redis|clickhouse|kafka DIR
-#   services.sh kill redis|clickhouse|kafka DIR
+#   services.sh stop redis|redis-cluster|clickhouse|kafka DIR
+#   services.sh kill redis|redis-cluster|clickhouse|kafka DIR
 #   services.sh status
 #
 # Every instance binds to 127.0.0.1 only and keeps all of its state (data,
@@ -32,6 +33,12 @@
 # Topics are not auto-created. librdkafka before 2.6.1 (Debian 12's kcat has
 # 2.0.2) fails SCRAM against any Kafka 4.x (a client nonce bug): use kcat on
 # PLAINTEXT only.
+#
+# Redis Cluster: `start redis-cluster PORT DIR` runs three masters on PORT,
+# PORT+1 and PORT+2 (no replicas), each a redis instance under
+# DIR/node-PORT, and creates the cluster on first start. Full slot coverage
+# is not required, so a dead master (`kill redis DIR/node-PORT`) fails only
+# the keys in its slots. `stop` and `kill` of redis-cluster act on the three.
 set -euo pipefail
 
 PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
@@ -66,10 +73,11 @@ usage:
   $PROG install
   $PROG install-kafka          fetch Kafka $KAFKA_VERSION from Maven Central (slow, once)
   $PROG start redis PORT DIR
+  $PROG start redis-cluster PORT DIR  three masters on PORT, PORT+1, PORT+2
   $PROG start clickhouse TCPPORT HTTPPORT DIR
   $PROG start kafka PORT DIR   PLAINTEXT on PORT, SASL_SSL on PORT+1, controller on PORT+2
-  $PROG stop redis|clickhouse|kafka DIR
-  $PROG kill redis|clickhouse|kafka DIR
+  $PROG stop redis|redis-cluster|clickhouse|kafka DIR
+  $PROG kill redis|redis-cluster|clickhouse|kafka DIR
   $PROG status
 EOF
 	exit 2
@@ -171,8 +179,9 @@ redis_ping() {
 	[[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]]
 }
 
+# start_redis PORT DIR [ARG...]: ARGs are passed to redis-server.
 start_redis() {
-	(($# == 2)) || usage
+	(($# >= 2)) || usage
 	local port=$1 dir
 	check_port "$port"
 	have redis-server || die "redis-server not found; run: $PROG install"
@@ -197,6 +206,7 @@ start_redis() {
 			--logfile "$logfile" \
 			--save "" \
 			--appendonly no \
+			"${@:3}" \
 			</dev/null
 	fi
 
@@ -215,6 +225,45 @@ start_redis() {
 	done
 	log "redis on 127.0.0.1:$port $why; last log lines:"
 	tail -n 20 -- "$logfile" >&2 || true
+	exit 1
+}
+
+cluster_ok() {
+	[[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null) == *cluster_state:ok* ]]
+}
+
+start_redis_cluster() {
+	(($# == 2)) || usage
+	local port=$1 dir p
+	check_port "$port"
+	check_port $((port + 2))
+	have redis-cli || die "redis-cli not found; run: $PROG install"
+	dir=$(abs_dir "$2")
+	for p in "$port" $((port + 1)) $((port + 2)); do
+		# nodes.conf under the node's dir: a node killed and started
+		# again rejoins with its slots.
+		start_redis "$p" "$dir/node-$p" --cluster-enabled yes --cluster-config-file nodes.conf \
+			--cluster-node-timeout 2000 --cluster-require-full-coverage no
+	done
+	if [[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$port" cluster info 2>/dev/null) == *cluster_slots_assigned:0* ]]; then
+		timeout 30 redis-cli --cluster create 127.0.0.1:"$port" 127.0.0.1:$((port + 1)) 127.0.0.1:$((port + 2)) \
+			--cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 ||
+			{
+				log "redis-cli --cluster create failed:"
+				tail -n 20 -- "$dir/create.log" >&2
+				exit 1
+			}
+	fi
+	local start=$SECONDS
+	while ((SECONDS - start < REDIS_START_TIMEOUT)); do
+		if cluster_ok "$port" && cluster_ok $((port + 1)) && cluster_ok $((port + 2)); then
+			log "redis cluster up on 127.0.0.1:$port-$((port + 2)) (dir $dir)"
+			return 0
+		fi
+		sleep 0.25
+	done
+	log "redis cluster on 127.0.0.1:$port-$((port + 2)) not ok within ${REDIS_START_TIMEOUT}s:"
+	timeout 3 redis-cli -h 127.0.0.1 -p "$port" cluster info >&2 || true
 	exit 1
 }
 
@@ -525,9 +574,19 @@ start_kafka() {
 # SIGKILL after STOP_TIMEOUT); KILL sends SIGKILL straight away.
 stop_service() {
 	(($# == 3)) || usage
-	local sig=$1 svc=$2 dir=$3 pidfile name
+	local sig=$1 svc=$2 dir=$3 pidfile name node
 	case $svc in
 	redis) pidfile=$dir/redis.pid name=redis-server ;;
+	redis-cluster)
+		local nodes=0
+		for node in "$dir"/node-*/; do
+			[[ -d $node ]] || continue
+			stop_service "$sig" redis "${node%/}"
+			nodes=1
+		done
+		((nodes)) || log "no redis cluster nodes in $dir"
+		return 0
+		;;
 	clickhouse) pidfile=$dir/clickhouse-server.pid name=clickhouse-server ;;
 	kafka)
 		# The broker's command line names its config by absolute path.
@@ -587,6 +646,7 @@ status() {
 			state=down
 			[[ $port =~ ^[0-9]+$ ]] && redis_ping "$port" && state=up
 			# redis chdirs into its --dir
+			[[ $cmd == *'[cluster]'* ]] && state="$state cluster"
 			echo "redis       pid=$pid port=$port state=$state dir=$(readlink "$p/cwd" 2>/dev/null || echo '?')"
 			found=1
 			;;
@@ -641,7 +701,11 @@ main() {
 		local svc=$1
 		shift
 		case $svc in
-		redis) start_redis "$@" ;;
+		redis)
+			(($# == 2)) || usage
+			start_redis "$@"
+			;;
+		redis-cluster) start_redis_cluster "$@" ;;
 		clickhouse) start_clickhouse "$@" ;;
 		kafka) start_kafka "$@" ;;
 		*) usage ;;

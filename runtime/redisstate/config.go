@@ -9,6 +9,7 @@ package redisstate
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -29,6 +30,12 @@ const (
 	EnvTimeout = "WEBHOOKS_REDIS_TIMEOUT"
 	// EnvRetryInterval is how long Redis is skipped after it failed.
 	EnvRetryInterval = "WEBHOOKS_REDIS_RETRY_INTERVAL"
+	// EnvClusterAddrs lists seed nodes of a Redis Cluster.
+	EnvClusterAddrs = "WEBHOOKS_REDIS_CLUSTER_ADDRS"
+	// EnvSentinelAddrs lists the Sentinels watching the master.
+	EnvSentinelAddrs = "WEBHOOKS_REDIS_SENTINEL_ADDRS"
+	// EnvSentinelMaster names the master the Sentinels watch.
+	EnvSentinelMaster = "WEBHOOKS_REDIS_SENTINEL_MASTER"
 )
 
 // Defaults.
@@ -56,6 +63,32 @@ type Config struct {
 	// RetryInterval is how long Redis is skipped (failing open at once)
 	// after a call failed; then one call probes it.
 	RetryInterval time.Duration `env:"WEBHOOKS_REDIS_RETRY_INTERVAL" envDefault:"2s" desc:"How long Redis is skipped after a failed call before one call probes it (at least the timeout)."`
+	// ClusterAddrs (comma-separated host:port) selects Redis Cluster.
+	ClusterAddrs string `env:"WEBHOOKS_REDIS_CLUSTER_ADDRS" desc:"Seed nodes of a Redis Cluster (host:port, comma-separated); set, it replaces the URL's host, which then only gives the username, password and TLS (rediss://) of every node. A dead master fails open only for the keys in its slots."`
+	// SentinelAddrs (comma-separated host:port) with SentinelMaster
+	// selects Sentinel.
+	SentinelAddrs string `env:"WEBHOOKS_REDIS_SENTINEL_ADDRS" desc:"Sentinels (host:port, comma-separated) that locate the master named by WEBHOOKS_REDIS_SENTINEL_MASTER; set, it replaces the URL's host, which then only gives the username, password, TLS and database of the master."`
+	// SentinelMaster is the master name the Sentinels watch.
+	SentinelMaster string `env:"WEBHOOKS_REDIS_SENTINEL_MASTER" desc:"Master name the Sentinels of WEBHOOKS_REDIS_SENTINEL_ADDRS watch (their sentinel.conf monitor line)."`
+}
+
+// Topologies of Redis a Config selects.
+const (
+	Single   = "single"
+	Cluster  = "cluster"
+	Sentinel = "sentinel"
+)
+
+// Topology is Single, Cluster (ClusterAddrs set) or Sentinel
+// (SentinelAddrs set).
+func (c Config) Topology() string {
+	switch {
+	case c.ClusterAddrs != "":
+		return Cluster
+	case c.SentinelAddrs != "":
+		return Sentinel
+	}
+	return Single
 }
 
 // Enabled reports whether a Redis URL is configured.
@@ -81,7 +114,8 @@ func (c Config) Validate() error {
 		return nil
 	}
 	var errs []error
-	if _, err := redis.ParseURL(c.URL); err != nil {
+	opts, err := redis.ParseURL(c.URL)
+	if err != nil {
 		// The reason without the URL, which may hold a password.
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -89,6 +123,7 @@ func (c Config) Validate() error {
 		}
 		errs = append(errs, fmt.Errorf("%s: not a valid Redis URL: %w", EnvURL, err))
 	}
+	errs = append(errs, c.validateTopology(opts)...)
 	if c.Timeout < time.Millisecond {
 		errs = append(errs, fmt.Errorf("%s must be at least 1ms", EnvTimeout))
 	}
@@ -98,6 +133,52 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateTopology checks the Cluster and Sentinel settings; opts is the
+// parsed URL (nil when it is not valid).
+func (c Config) validateTopology(opts *redis.Options) []error {
+	var errs []error
+	if c.ClusterAddrs != "" && c.SentinelAddrs != "" {
+		errs = append(errs, fmt.Errorf("%s and %s are both set: Redis is either a Cluster or watched by Sentinels", EnvClusterAddrs, EnvSentinelAddrs))
+	}
+	for _, v := range []struct{ name, list string }{{EnvClusterAddrs, c.ClusterAddrs}, {EnvSentinelAddrs, c.SentinelAddrs}} {
+		if v.list == "" {
+			continue
+		}
+		addrs := config.SplitList(v.list)
+		if len(addrs) == 0 {
+			errs = append(errs, fmt.Errorf("%s: no address in %q", v.name, v.list))
+		}
+		for _, a := range addrs {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				errs = append(errs, fmt.Errorf("%s: %q is not host:port", v.name, a))
+			}
+		}
+	}
+	switch c.Topology() {
+	case Cluster:
+		if opts != nil && opts.DB != 0 {
+			errs = append(errs, fmt.Errorf("%s: database %d, but a Redis Cluster (%s) has only database 0", EnvURL, opts.DB, EnvClusterAddrs))
+		}
+		// A brace in the prefix would make it the hash tag of every key:
+		// all keys in one slot, on one shard.
+		if strings.ContainsAny(c.KeyPrefix, "{}") {
+			errs = append(errs, fmt.Errorf("%s: %q has a brace, which would put every key in one Redis Cluster slot", EnvKeyPrefix, c.KeyPrefix))
+		}
+		if c.SentinelMaster != "" {
+			errs = append(errs, fmt.Errorf("%s is set, but %s is not (Redis Cluster has no Sentinels)", EnvSentinelMaster, EnvSentinelAddrs))
+		}
+	case Sentinel:
+		if c.SentinelMaster == "" {
+			errs = append(errs, fmt.Errorf("%s is not set: it names the master the Sentinels of %s watch", EnvSentinelMaster, EnvSentinelAddrs))
+		}
+	default:
+		if c.SentinelMaster != "" {
+			errs = append(errs, fmt.Errorf("%s is set, but %s is not", EnvSentinelMaster, EnvSentinelAddrs))
+		}
+	}
+	return errs
+}
+
 // Load reads the Redis settings through getenv, applies the defaults and
 // validates them, reporting every bad variable at once.
 func Load(getenv func(string) string) (Config, error) {
@@ -105,10 +186,13 @@ func Load(getenv func(string) string) (Config, error) {
 	if err := config.Parse(getenv, &c); err != nil {
 		return c, err
 	}
+	var errs []error
 	if c.URL = strings.TrimSpace(c.URL); c.URL == Disabled {
 		c.URL = ""
+		if c.ClusterAddrs != "" || c.SentinelAddrs != "" {
+			errs = append(errs, fmt.Errorf("%s is %s (no Redis), but %s or %s is set", EnvURL, Disabled, EnvClusterAddrs, EnvSentinelAddrs))
+		}
 	}
-	var errs []error
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvTimeout, c.Timeout))
 	}

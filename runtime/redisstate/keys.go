@@ -9,27 +9,39 @@ import (
 // default "webhooks:"). Subscription ids and tenants never contain ':' or
 // '/' (topics.Subscription.Validate), so no two keys collide.
 //
-//	<p>breaker:<sub>          hash: state (closed|open|half_open), until (unix ms:
+// The keys one script touches together share a Redis Cluster slot: the
+// breaker keys of a subscription carry it as their hash tag ({<sub>}), so
+// a subscription's keys live on one shard and different subscriptions
+// spread over all of them (docs/adr/0030-redis-keys-hash-tagged-by-subscription.md). The
+// other keys are used one at a time and hash whole.
+//
+//	<p>breaker:{<sub>}        hash: state (closed|open|half_open), until (unix ms:
 //	                          open until, or the half-open probe deadline), since,
 //	                          gen, tokens, ok. Absent means closed.
-//	<p>breaker:<sub>:calls    hash: t:<bucket> calls and f:<bucket> failures per
+//	<p>breaker:{<sub>}:calls  hash: t:<bucket> calls and f:<bucket> failures per
 //	                          bucket of the window, window_ms, bucket_ms
 //	rate:<p>ratelimit:<sub>   GCRA state of the subscription's rate limit
 //	                          (go-redis/redis_rate adds "rate:")
-//	<p>failing:<sub>          unix ms of the first dead letter by exhausted retries
+//	<p>failing:{<sub>}        unix ms of the first dead letter by exhausted retries
 //	                          since the last success (auto-disable)
 //	<p>recovering             sorted set: subscription -> unix ms its breaker closed
 //	<p>breakers:open          sorted set: subscription -> unix ms its breaker opened
-//	                          (kept across reopenings; removed when it closes)
+//	                          (kept across reopenings; removed when it closes);
+//	                          both sets are global, one key each, written on
+//	                          breaker transitions only, never by a script
+//	                          with the keys of a subscription
 //	<p>dedup:<tenant>:<key>   the event record (partition/offset/id) that first
 //	                          used an idempotency key, expiring after the window
 type Keys struct{ Prefix string }
 
+// tag is a subscription as a hash tag: the keys that hold it share a slot.
+func tag(sub string) string { return "{" + sub + "}" }
+
 // Breaker is the state hash of a subscription's circuit breaker.
-func (k Keys) Breaker(sub string) string { return k.Prefix + "breaker:" + sub }
+func (k Keys) Breaker(sub string) string { return k.Prefix + "breaker:" + tag(sub) }
 
 // BreakerCalls is the bucketed call counts of a subscription's breaker.
-func (k Keys) BreakerCalls(sub string) string { return k.Prefix + "breaker:" + sub + ":calls" }
+func (k Keys) BreakerCalls(sub string) string { return k.Prefix + "breaker:" + tag(sub) + ":calls" }
 
 // RateLimit is the redis_rate key of a subscription's rate limit (the
 // library prefixes it with "rate:").
@@ -42,8 +54,9 @@ func (k Keys) TenantRate(tenant string) string { return k.Prefix + "tenantrate:"
 func (k Keys) APIRate(keyID string) string { return k.Prefix + "apirate:" + keyID }
 
 // FailingSince is when a subscription's deliveries started dying by
-// exhausted retries.
-func (k Keys) FailingSince(sub string) string { return k.Prefix + "failing:" + sub }
+// exhausted retries; it shares the breaker's slot, as the breaker's script
+// clears it.
+func (k Keys) FailingSince(sub string) string { return k.Prefix + "failing:" + tag(sub) }
 
 // Recovering is the sorted set of recovery marks: subscriptions whose
 // breaker closed, scored by when (unix ms).

@@ -37,7 +37,7 @@ type BreakerState struct {
 // ReadBreaker tells.
 func (g *Guard) BreakersNotClosed(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := g.Do(ctx, func(ctx context.Context, rdb *redis.Client) (err error) {
+	err := g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) (err error) {
 		ids, err = rdb.ZRange(ctx, g.keys.OpenBreakers(), 0, -1).Result()
 		return err
 	})
@@ -48,7 +48,7 @@ func (g *Guard) BreakersNotClosed(ctx context.Context) ([]string, error) {
 func (g *Guard) ReadBreaker(ctx context.Context, sub string) (BreakerState, error) {
 	var st []any
 	var calls map[string]string
-	err := g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	err := g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		p := rdb.Pipeline()
 		s := p.HMGet(ctx, g.keys.Breaker(sub), "state", "until", "since")
 		c := p.HGetAll(ctx, g.keys.BreakerCalls(sub))
@@ -104,7 +104,7 @@ func (g *Guard) ReadBreaker(ctx context.Context, sub string) (BreakerState, erro
 // MarkRecovering records that a subscription's breaker closed at t: the
 // retrier releases its pending retries early.
 func (g *Guard) MarkRecovering(ctx context.Context, sub string, t time.Time) error {
-	return g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	return g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		return rdb.ZAdd(ctx, g.keys.Recovering(), redis.Z{Score: float64(t.UnixMilli()), Member: sub}).Err()
 	})
 }
@@ -112,7 +112,7 @@ func (g *Guard) MarkRecovering(ctx context.Context, sub string, t time.Time) err
 // ClearRecovering removes a subscription's recovery mark (its breaker
 // opened again).
 func (g *Guard) ClearRecovering(ctx context.Context, sub string) error {
-	return g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	return g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		return rdb.ZRem(ctx, g.keys.Recovering(), sub).Err()
 	})
 }
@@ -121,7 +121,7 @@ func (g *Guard) ClearRecovering(ctx context.Context, sub string) error {
 // older ones.
 func (g *Guard) Recovering(ctx context.Context, since time.Time) (map[string]time.Time, error) {
 	var zs []redis.Z
-	err := g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	err := g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		from := strconv.FormatInt(since.UnixMilli(), 10)
 		p := rdb.Pipeline()
 		p.ZRemRangeByScore(ctx, g.keys.Recovering(), "-inf", "("+from)
@@ -145,10 +145,14 @@ func (g *Guard) Recovering(ctx context.Context, since time.Time) (map[string]tim
 }
 
 // forceScript sets a breaker's state as an operator asks, on the Redis
-// server's clock (as the deliverers' scripts).
+// server's clock (as the deliverers' scripts). It touches only the
+// subscription's keys (one Cluster slot); the set of breakers not closed
+// is updated after it, as the deliverers' transitions do.
 //
-//	KEYS[1] state hash, KEYS[2] call counts, KEYS[3] open breakers
-//	ARGV[1] open, closed or reset   ARGV[2] for how long (ms)   ARGV[3] subscription
+//	KEYS[1] state hash, KEYS[2] call counts
+//	ARGV[1] open, closed or reset   ARGV[2] for how long (ms)
+//
+// Returns the server's time (unix ms).
 var forceScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -161,11 +165,9 @@ if ARGV[1] == 'open' then
   end
   redis.call('HSET', KEYS[1], 'state', 'open', 'until', now + tonumber(ARGV[2]), 'since', now, 'gen', gen, 'tokens', 0, 'ok', 0,
     'outage', outage, 'closed_until', 0)
-  redis.call('ZADD', KEYS[3], now, ARGV[3])
   return now
 end
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[3], ARGV[3])
 if ARGV[1] == 'closed' then
   redis.call('HSET', KEYS[1], 'state', 'closed', 'since', now, 'closed_until', now + tonumber(ARGV[2]))
 end
@@ -188,8 +190,14 @@ const (
 // ForceBreaker applies a breaker control (ForceOpen, ForceClose, Reset)
 // to a subscription's breaker for d (ForceOpen and ForceClose).
 func (g *Guard) ForceBreaker(ctx context.Context, sub, control string, d time.Duration) error {
-	return g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
-		return forceScript.Run(ctx, rdb, []string{g.keys.Breaker(sub), g.keys.BreakerCalls(sub), g.keys.OpenBreakers()},
-			control, d.Milliseconds(), sub).Err()
+	return g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
+		now, err := forceScript.Run(ctx, rdb, []string{g.keys.Breaker(sub), g.keys.BreakerCalls(sub)}, control, d.Milliseconds()).Int64()
+		if err != nil {
+			return err
+		}
+		if control == ForceOpen {
+			return rdb.ZAdd(ctx, g.keys.OpenBreakers(), redis.Z{Score: float64(now), Member: sub}).Err()
+		}
+		return rdb.ZRem(ctx, g.keys.OpenBreakers(), sub).Err()
 	})
 }

@@ -228,7 +228,7 @@ func (b *Breaker) Open(ctx context.Context) (n int64, longest time.Duration, err
 		return 0, 0, redisstate.ErrDisabled
 	}
 	key := b.keys.OpenBreakers()
-	err = b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	err = b.g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		for range openPrune {
 			oldest, err := rdb.ZRangeWithScores(ctx, key, 0, 0).Result()
 			if err != nil || len(oldest) == 0 {
@@ -256,7 +256,7 @@ func (b *Breaker) Open(ctx context.Context) (n int64, longest time.Duration, err
 // track keeps the set of breakers not closed up to date after a
 // transition this replica made; an error only makes the metrics stale.
 func (b *Breaker) track(ctx context.Context, sub, transition string, since time.Time) {
-	_ = b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	_ = b.g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		if transition == Closed {
 			return rdb.ZRem(ctx, b.keys.OpenBreakers(), sub).Err()
 		}
@@ -285,7 +285,7 @@ func (b *Breaker) Allow(ctx context.Context, sub string) Decision {
 		}
 	}
 	var v []any
-	err := b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	err := b.g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		var err error
 		v, err = allowScript.Run(ctx, rdb, []string{b.keys.Breaker(sub)},
 			b.cfg.Probes, b.cfg.SleepWindow.Milliseconds(), stateTTL.Milliseconds()).Slice()
@@ -381,7 +381,7 @@ func (b *Breaker) count(ctx context.Context, sub string, t Ticket, successes, fa
 	now := b.now()
 	bucket := b.cfg.Window / buckets
 	var v []any
-	err := b.g.Do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+	err := b.g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
 		var err error
 		v, err = recordScript.Run(ctx, rdb,
 			[]string{b.keys.Breaker(sub), b.keys.BreakerCalls(sub), b.keys.FailingSince(sub)},

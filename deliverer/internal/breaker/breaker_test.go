@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 // waitFor is the shared one (package testkit).
 var waitFor = testkit.WaitFor
 
-func guard(t *testing.T, url, prefix string) *redisstate.Guard {
+// guard opens cfg (a server or a Cluster, redistest.Topologies).
+func guard(t *testing.T, cfg redisstate.Config) *redisstate.Guard {
 	t.Helper()
-	g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: 500 * time.Millisecond,
-		RetryInterval: 500 * time.Millisecond}, zaptest.NewLogger(t))
+	cfg.Timeout, cfg.RetryInterval = 500*time.Millisecond, 500*time.Millisecond
+	g, err := redisstate.Open(cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +40,12 @@ func record(t *testing.T, b *Breaker, sub string, tk Ticket, r Result) Outcome {
 }
 
 func TestOpensOnErrorRateOnlyWithMinimumCalls(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+	redistest.Topologies(t, testOpensOnErrorRateOnlyWithMinimumCalls)
+}
+
+func testOpensOnErrorRateOnlyWithMinimumCalls(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 10, Window: time.Minute, SleepWindow: time.Hour, Probes: 3}
-	b := New(guard(t, url, prefix), cfg)
+	b := New(guard(t, rc), cfg)
 
 	// 9 failures: below the minimum number of calls.
 	for i := range 9 {
@@ -85,9 +90,12 @@ func TestOpensOnErrorRateOnlyWithMinimumCalls(t *testing.T) {
 }
 
 func TestHalfOpenProbesThenCloses(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+	redistest.Topologies(t, testHalfOpenProbesThenCloses)
+}
+
+func testHalfOpenProbesThenCloses(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 2, Window: time.Minute, SleepWindow: time.Second, Probes: 2}
-	b := New(guard(t, url, prefix), cfg)
+	b := New(guard(t, rc), cfg)
 	open := func() {
 		t.Helper()
 		record(t, b, "s", Ticket{}, Failure)
@@ -165,10 +173,11 @@ func TestHalfOpenProbesThenCloses(t *testing.T) {
 	}
 }
 
-func TestLostProbesAreReplaced(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestLostProbesAreReplaced(t *testing.T) { redistest.Topologies(t, testLostProbesAreReplaced) }
+
+func testLostProbesAreReplaced(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 1, Window: time.Minute, SleepWindow: time.Second, Probes: 1}
-	b := New(guard(t, url, prefix), cfg)
+	b := New(guard(t, rc), cfg)
 	record(t, b, "s", Ticket{}, Failure)
 	var lost Decision
 	waitFor(t, 5*time.Second, "half-open", func() bool { lost = b.Allow(ctx, "s"); return lost.Allowed })
@@ -186,11 +195,12 @@ func TestLostProbesAreReplaced(t *testing.T) {
 	}
 }
 
-func TestReplicasShareTheBreaker(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestReplicasShareTheBreaker(t *testing.T) { redistest.Topologies(t, testReplicasShareTheBreaker) }
+
+func testReplicasShareTheBreaker(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 4, Window: time.Minute, SleepWindow: time.Hour, Probes: 1}
-	a := New(guard(t, url, prefix), cfg)
-	b := New(guard(t, url, prefix), cfg)
+	a := New(guard(t, rc), cfg)
+	b := New(guard(t, rc), cfg)
 	// Each replica sees half of the failures; together they open it.
 	for range 2 {
 		record(t, a, "s", Ticket{}, Failure)
@@ -210,7 +220,7 @@ func TestReplicasShareTheBreaker(t *testing.T) {
 		t.Fatalf("opened %d+%d times, want once in all", a.OpenedTotal(), b.OpenedTotal())
 	}
 	// A third replica that never recorded anything sees it open at once.
-	c := New(guard(t, url, prefix), cfg)
+	c := New(guard(t, rc), cfg)
 	if d := c.Allow(ctx, "s"); d.Allowed {
 		t.Fatalf("a fresh replica allows while open: %+v", d)
 	}
@@ -220,10 +230,11 @@ func TestReplicasShareTheBreaker(t *testing.T) {
 // the replica's gathered successes are counted by Flush or together with
 // its next failure, so the error rate that failure is judged by includes
 // them; and successes alone never open the breaker.
-func TestSuccessesAreGathered(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestSuccessesAreGathered(t *testing.T) { redistest.Topologies(t, testSuccessesAreGathered) }
+
+func testSuccessesAreGathered(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 4, Window: time.Minute, SleepWindow: time.Hour, Probes: 1}
-	b := New(guard(t, url, prefix), cfg)
+	b := New(guard(t, rc), cfg)
 	read := func(sub string) redisstate.BreakerState {
 		t.Helper()
 		st, err := b.g.ReadBreaker(ctx, sub)
@@ -266,10 +277,11 @@ func TestSuccessesAreGathered(t *testing.T) {
 	}
 }
 
-func TestWindowForgetsOldCalls(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestWindowForgetsOldCalls(t *testing.T) { redistest.Topologies(t, testWindowForgetsOldCalls) }
+
+func testWindowForgetsOldCalls(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 3, Window: 120 * time.Millisecond, SleepWindow: time.Hour, Probes: 1}
-	b := New(guard(t, url, prefix), cfg)
+	b := New(guard(t, rc), cfg)
 	record(t, b, "s", Ticket{}, Failure)
 	record(t, b, "s", Ticket{}, Failure)
 	// Once the window slid past them, two more failures are not enough.
@@ -285,7 +297,7 @@ func TestWindowForgetsOldCalls(t *testing.T) {
 
 func TestFailsOpenWithoutRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	g := guard(t, srv.URL(), "t:")
+	g := guard(t, redisstate.Config{URL: srv.URL(), KeyPrefix: "t:"})
 	b := New(g, Config{MinCalls: 1, SleepWindow: time.Hour})
 	record(t, b, "s", Ticket{}, Failure)
 	if d := b.Allow(ctx, "s"); d.Allowed {
@@ -346,10 +358,11 @@ func TestConfigValidate(t *testing.T) {
 // TestOpenSet: the breakers not closed are counted across replicas with
 // the time since the oldest opened; closing removes one, and an entry
 // whose breaker state expired is dropped.
-func TestOpenSet(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestOpenSet(t *testing.T) { redistest.Topologies(t, testOpenSet) }
+
+func testOpenSet(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 2, Window: time.Minute, SleepWindow: time.Millisecond, Probes: 1}
-	a, b := New(guard(t, url, prefix), cfg), New(guard(t, url, prefix), cfg)
+	a, b := New(guard(t, rc), cfg), New(guard(t, rc), cfg)
 	clock := time.Now()
 	a.now = func() time.Time { return clock }
 	b.now = a.now
@@ -395,11 +408,12 @@ func TestOpenSet(t *testing.T) {
 // TestOperatorControls: a breaker forced open blocks every replica's
 // deliveries for the duration; forced closed it stays closed however many
 // attempts fail; reset closes it and forgets the attempts counted.
-func TestOperatorControls(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestOperatorControls(t *testing.T) { redistest.Topologies(t, testOperatorControls) }
+
+func testOperatorControls(t *testing.T, rc redisstate.Config) {
 	cfg := Config{ThresholdPercent: 50, MinCalls: 4, Window: time.Minute, SleepWindow: time.Hour, Probes: 1}
-	g := guard(t, url, prefix)
-	one, two := New(g, cfg), New(guard(t, url, prefix), cfg)
+	g := guard(t, rc)
+	one, two := New(g, cfg), New(guard(t, rc), cfg)
 
 	if err := g.ForceBreaker(ctx, "s", redisstate.ForceOpen, time.Hour); err != nil {
 		t.Fatal(err)
@@ -437,5 +451,38 @@ func TestOperatorControls(t *testing.T) {
 	}
 	if o.Transition != Opened {
 		t.Fatalf("after the forced close ended, 4 failures: %+v, want opened", o)
+	}
+}
+
+// TestFailsOpenOnADeadClusterMaster: with one master of a Cluster killed,
+// the breakers of subscriptions in its slots fail open, while the others,
+// on live masters, keep counting and opening.
+func TestFailsOpenOnADeadClusterMaster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	g := guard(t, redisstate.Config{URL: "redis://", ClusterAddrs: c.Addrs(), KeyPrefix: "t:"})
+	cfg := Config{MinCalls: 1, SleepWindow: time.Hour}
+	dead, live := c.SubsOnTwoMasters(t, g.Keys().Breaker)
+	b := New(g, cfg)
+	record(t, b, dead.Sub, Ticket{}, Failure)
+	if d := b.Allow(ctx, dead.Sub); d.Allowed {
+		t.Fatalf("open breaker allows: %+v", d)
+	}
+	dead.Node.Kill()
+	// A breaker without the cache of the one above.
+	b = New(g, cfg)
+	if _, err := b.Record(ctx, dead.Sub, Ticket{}, Failure); !errors.Is(err, redisstate.ErrUnavailable) {
+		t.Fatalf("Record on the dead master: %v, want ErrUnavailable", err)
+	}
+	if d := b.Allow(ctx, dead.Sub); !d.Allowed {
+		t.Fatalf("Allow on the dead master = %+v, want allowed (fail open)", d)
+	}
+	if o := record(t, b, live.Sub, Ticket{}, Failure); o.Transition != Opened {
+		t.Fatalf("a failure on a live master: %+v, want opened", o)
+	}
+	if d := b.Allow(ctx, live.Sub); d.Allowed {
+		t.Fatalf("open breaker on a live master allows: %+v", d)
+	}
+	if !g.Available() || g.OutagesTotal() != 1 {
+		t.Fatalf("available %v, outages %d; want true (two masters live), 1", g.Available(), g.OutagesTotal())
 	}
 }

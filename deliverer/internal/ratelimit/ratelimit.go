@@ -109,7 +109,7 @@ func (l *Limiter) take(ctx context.Context, key string, perSecond float64) time.
 	}()
 	for {
 		var res *redis_rate.Result
-		err := l.g.Do(ctx, func(ctx context.Context, _ *redis.Client) error {
+		err := l.g.Do(ctx, func(ctx context.Context, _ redis.UniversalClient) error {
 			var err error
 			res, err = l.lim.Allow(ctx, key, limit)
 			return err

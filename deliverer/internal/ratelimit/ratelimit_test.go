@@ -18,10 +18,11 @@ import (
 // waitFor is the shared one (package testkit).
 var waitFor = testkit.WaitFor
 
-func guard(t *testing.T, url, prefix string) *redisstate.Guard {
+// guard opens cfg (a server or a Cluster, redistest.Topologies).
+func guard(t *testing.T, cfg redisstate.Config) *redisstate.Guard {
 	t.Helper()
-	g, err := redisstate.Open(redisstate.Config{URL: url, KeyPrefix: prefix, Timeout: 500 * time.Millisecond,
-		RetryInterval: time.Second}, zaptest.NewLogger(t))
+	cfg.Timeout, cfg.RetryInterval = 500*time.Millisecond, time.Second
+	g, err := redisstate.Open(cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +50,11 @@ func TestLimit(t *testing.T) {
 }
 
 func TestThrottledDeliveriesAreSpreadAtTheRate(t *testing.T) {
-	url, prefix := redistest.Shared(t)
-	l := New(guard(t, url, prefix), 0, 16) // never waits in-process
+	redistest.Topologies(t, testThrottledDeliveriesAreSpreadAtTheRate)
+}
+
+func testThrottledDeliveriesAreSpreadAtTheRate(t *testing.T, rc redisstate.Config) {
+	l := New(guard(t, rc), 0, 16) // never waits in-process
 	for i := range 20 {
 		if d := l.Take(ctx, "s", 20); d != 0 {
 			t.Fatalf("take %d within the burst of 20: delayed %v", i+1, d)
@@ -89,10 +93,11 @@ func TestThrottledDeliveriesAreSpreadAtTheRate(t *testing.T) {
 // TestRateHoldsOverAWindow lets 8 workers take as fast as they can, waiting
 // in-process, and checks the count against the rate over the time it took,
 // with loose bounds.
-func TestRateHoldsOverAWindow(t *testing.T) {
-	url, prefix := redistest.Shared(t)
+func TestRateHoldsOverAWindow(t *testing.T) { redistest.Topologies(t, testRateHoldsOverAWindow) }
+
+func testRateHoldsOverAWindow(t *testing.T, rc redisstate.Config) {
 	const rate = 40.0
-	l := New(guard(t, url, prefix), time.Second, 64)
+	l := New(guard(t, rc), time.Second, 64)
 	var allowed, delayed atomic.Int64
 	start := time.Now()
 	stop := start.Add(1500 * time.Millisecond)
@@ -149,9 +154,10 @@ func TestWaitersAreBounded(t *testing.T) {
 	}
 }
 
-func TestWaitEndsWithContext(t *testing.T) {
-	url, prefix := redistest.Shared(t)
-	l := New(guard(t, url, prefix), time.Hour, 4)
+func TestWaitEndsWithContext(t *testing.T) { redistest.Topologies(t, testWaitEndsWithContext) }
+
+func testWaitEndsWithContext(t *testing.T, rc redisstate.Config) {
+	l := New(guard(t, rc), time.Hour, 4)
 	if d := l.Take(ctx, "s", 0.001); d != 0 { // the burst of 1
 		t.Fatalf("first take delayed %v", d)
 	}
@@ -170,7 +176,7 @@ func TestWaitEndsWithContext(t *testing.T) {
 
 func TestFailsOpenWithoutRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	l := New(guard(t, srv.URL(), "t:"), 0, 4)
+	l := New(guard(t, redisstate.Config{URL: srv.URL(), KeyPrefix: "t:"}), 0, 4)
 	l.Take(ctx, "s", 1)
 	if d := l.Take(ctx, "s", 1); d == 0 {
 		t.Fatal("second take at 1/s with a burst of 1 was not delayed")

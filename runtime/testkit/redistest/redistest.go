@@ -1,6 +1,7 @@
 // Package redistest gives tests a real redis-server: the shared one that
 // `make test` starts (WEBHOOKS_TEST_REDIS_URL), under a key prefix of
-// their own, or a private one they can kill and restart.
+// their own, or a private one they can kill and restart; and a real Redis
+// Cluster the same two ways (WEBHOOKS_TEST_REDIS_CLUSTER_ADDRS).
 package redistest
 
 import (
@@ -12,10 +13,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +27,10 @@ import (
 
 // EnvURL names the shared test server; `make test` sets it.
 const EnvURL = "WEBHOOKS_TEST_REDIS_URL"
+
+// EnvClusterAddrs lists the nodes of the shared test Redis Cluster
+// (host:port, comma-separated); `make test` sets it.
+const EnvClusterAddrs = "WEBHOOKS_TEST_REDIS_CLUSTER_ADDRS"
 
 // Shared returns the shared test server's URL and a fresh key prefix
 // whose keys are deleted when the test ends. It skips the test when
@@ -35,22 +43,55 @@ func Shared(tb testing.TB) (url, prefix string) {
 		testkit.NeedService(tb, EnvURL+" is not set: this test needs a real redis-server (`make test` starts one; or run "+
 			"`bash pipeline/scripts/services.sh start redis 16379 .build/test-services/redis` and export "+EnvURL+"=redis://127.0.0.1:16379/0)")
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	prefix = "test:" + hex.EncodeToString(b) + ":"
-	tb.Cleanup(func() { deleteKeys(url, prefix) })
+	prefix = newPrefix()
+	tb.Cleanup(func() {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return
+		}
+		rdb := redis.NewClient(opts)
+		defer rdb.Close()
+		deleteKeys(rdb, prefix)
+	})
 	return url, prefix
 }
 
-// deleteKeys removes every key under prefix (and redis_rate's "rate:"
-// copies of them).
-func deleteKeys(url, prefix string) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return
+// SharedCluster returns the addresses of the shared test Redis Cluster
+// (comma-separated, as WEBHOOKS_REDIS_CLUSTER_ADDRS takes them) and a
+// fresh key prefix whose keys are deleted when the test ends. It skips the
+// test when WEBHOOKS_TEST_REDIS_CLUSTER_ADDRS is unset (fails it when
+// services are required).
+func SharedCluster(tb testing.TB) (addrs, prefix string) {
+	tb.Helper()
+	addrs = os.Getenv(EnvClusterAddrs)
+	if addrs == "" {
+		testkit.NeedService(tb, EnvClusterAddrs+" is not set: this test needs a real Redis Cluster (`make test` starts one; or run "+
+			"`bash pipeline/scripts/services.sh start redis-cluster 17100 .build/test-services/redis-cluster` and export "+
+			EnvClusterAddrs+"=127.0.0.1:17100,127.0.0.1:17101,127.0.0.1:17102)")
 	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
+	prefix = newPrefix()
+	tb.Cleanup(func() {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+		defer rdb.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			deleteKeys(node, prefix)
+			return nil
+		})
+	})
+	return addrs, prefix
+}
+
+func newPrefix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "test:" + hex.EncodeToString(b) + ":"
+}
+
+// deleteKeys removes every key of one server under prefix (and
+// redis_rate's "rate:" copies of them).
+func deleteKeys(rdb *redis.Client, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, pattern := range []string{prefix + "*", "rate:" + prefix + "*"} {
@@ -65,6 +106,9 @@ func deleteKeys(url, prefix string) {
 type Server struct {
 	tb   testing.TB
 	Port int
+	args []string // more redis-server arguments
+	dir  string
+	conf string // a Sentinel's config file
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -74,10 +118,15 @@ type Server struct {
 // when redis-server is not installed.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return start(tb)
+}
+
+func start(tb testing.TB, args ...string) *Server {
+	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testkit.NeedService(tb, "redis-server is not installed (apt-get install redis-server)")
 	}
-	s := &Server{tb: tb}
+	s := &Server{tb: tb, args: args, dir: tb.TempDir()}
 	// The port is free when chosen, but another process may bind it
 	// before redis-server does: then another one is tried.
 	for try := 1; ; try++ {
@@ -106,6 +155,9 @@ func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.P
 // Pid is the running server's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
+
 // Restart starts the server again on its port and waits until it answers.
 func (s *Server) Restart() {
 	s.tb.Helper()
@@ -115,8 +167,14 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) start() error {
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.tb.TempDir())
+	args := []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}
+	if s.conf != "" {
+		// A Sentinel: its config file (which it rewrites) comes first.
+		args = append([]string{s.conf, "--sentinel", "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1"}, s.args...)
+	} else {
+		args = append(args, s.args...)
+	}
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.cmd = nil
 		return fmt.Errorf("redis-server: %w", err)
@@ -166,4 +224,132 @@ func (s *Server) Kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
+}
+
+// Cluster is a private Redis Cluster of three masters (no replicas, full
+// slot coverage not required: a dead master fails only its slots).
+type Cluster struct {
+	Nodes []*Server
+}
+
+// StartCluster runs a private Redis Cluster that the test may kill nodes
+// of; it is stopped when the test ends. It skips the test when
+// redis-server or redis-cli is not installed.
+func StartCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		testkit.NeedService(tb, "redis-cli is not installed (apt-get install redis-tools)")
+	}
+	c := &Cluster{}
+	args := []string{"--cluster", "create"}
+	for range 3 {
+		n := start(tb, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no")
+		c.Nodes = append(c.Nodes, n)
+		args = append(args, n.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, n := range c.Nodes {
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		testkit.WaitFor(tb, 30*time.Second, "cluster_state:ok on "+n.Addr(), func() bool {
+			info, err := rdb.ClusterInfo(context.Background()).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok")
+		})
+		rdb.Close()
+	}
+	return c
+}
+
+// Addrs is the nodes' addresses, comma-separated (as
+// WEBHOOKS_REDIS_CLUSTER_ADDRS takes them).
+func (c *Cluster) Addrs() string {
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Topologies runs fn as two subtests: "single" on the shared server
+// (Shared) and "cluster" on the shared Redis Cluster (SharedCluster), each
+// with a Config locating it under a fresh key prefix. Timeout and
+// RetryInterval are left for fn to set.
+func Topologies(t *testing.T, fn func(t *testing.T, cfg redisstate.Config)) {
+	t.Run("single", func(t *testing.T) {
+		url, prefix := Shared(t)
+		fn(t, redisstate.Config{URL: url, KeyPrefix: prefix})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		addrs, prefix := SharedCluster(t)
+		fn(t, redisstate.Config{URL: "redis://", ClusterAddrs: addrs, KeyPrefix: prefix})
+	})
+}
+
+// Placed is a subscription and the node holding its key.
+type Placed struct {
+	Sub  string
+	Node *Server
+}
+
+// SubsOnTwoMasters finds two subscriptions whose keys (key(sub)) are on
+// different masters of the cluster.
+func (c *Cluster) SubsOnTwoMasters(tb testing.TB, key func(sub string) string) (a, b Placed) {
+	tb.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c.Addrs(), ",")})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 100 {
+		sub := "s" + strconv.Itoa(i)
+		m, err := rdb.MasterForKey(ctx, key(sub))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, n := range c.Nodes {
+			if n.Addr() != m.Options().Addr {
+				continue
+			}
+			switch {
+			case a.Node == nil:
+				a = Placed{sub, n}
+			case n != a.Node:
+				return a, Placed{sub, n}
+			}
+		}
+	}
+	tb.Fatal("100 subscriptions on one master")
+	return a, b
+}
+
+// StartSentinel runs a private Sentinel watching master under the name
+// master (quorum 1); it is stopped when the test ends.
+func StartSentinel(tb testing.TB, master *Server, name string) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, dir: tb.TempDir()}
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.Port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		s.conf = filepath.Join(s.dir, "sentinel.conf")
+		conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", name, master.Port, name)
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		if err = s.start(); err == nil {
+			break
+		}
+		if try == 3 {
+			tb.Fatal(err)
+		}
+		tb.Logf("%v; trying another port", err)
+	}
+	tb.Cleanup(s.Kill)
+	return s
 }
