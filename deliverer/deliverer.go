@@ -87,6 +87,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer subs.Close()
+	subs.Register(reg)
 	d.table = subs
 	tableCtx, stopTable := context.WithCancel(context.Background())
 	defer stopTable()

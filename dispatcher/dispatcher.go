@@ -76,6 +76,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer table.Close()
+	table.Register(reg)
 	tableCtx, stopTable := context.WithCancel(ctx)
 	var tableDone sync.WaitGroup
 	tableDone.Go(func() { table.Run(tableCtx) })

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
@@ -188,6 +189,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	// Each burst is measured against the raw limit measured just before
 	// it, the best of two runs: this machine's speed drifts by a fifth
 	// within minutes. The pipeline's processes are idle meanwhile.
+	var redisPerDelivery []float64 // commands Redis processed per delivery of each burst, in order
 	burstTo := func(rcv *receiverProcess, rawSubs []topics.Subscription, prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
 		count := rcv.accepted
 		rawCPU = cpuTimes(b, procs)
@@ -200,10 +202,12 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		base := count(prefix)
 		start := time.Now()
 		cpu = cpuTimes(b, procs)
+		cmds := redisCommands(b, redis.URL())
 		publishKeyed(b, e, depBurst, ev)
 		wait(b, 300*time.Second, "the burst to "+prefix, func() bool { return count(prefix) >= base+depBurst })
 		rate = float64(depBurst) / time.Since(start).Seconds()
 		recorded()
+		redisPerDelivery = append(redisPerDelivery, float64(redisCommands(b, redis.URL())-cmds)/depBurst)
 		for i, after := range cpuTimes(b, procs) {
 			cpu[i] = (after - cpu[i]) / depBurst
 		}
@@ -288,6 +292,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	}
 	row("  the pipeline (all but the receiver and this process; target <= 40µs)", fmt.Sprintf("%v / %v",
 		pipeline[0].Round(time.Microsecond), pipeline[1].Round(time.Microsecond)))
+	row("Redis commands per delivery in the bursts (one / four subscriptions)", fmt.Sprintf("%.2f / %.2f", redisPerDelivery[0], redisPerDelivery[1]))
 	row("CPU per request of the raw limits before them", "")
 	for i, p := range procs {
 		row("  "+p.name, cpuCell(p, oneRawCPU[i], fourRawCPU[i]))
@@ -472,4 +477,31 @@ func keepSplit(b *testing.B, run int, reqs []request, parts [3][]time.Duration) 
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("latency-%d.tsv", run)), []byte(out.String()), 0o644); err != nil {
 		b.Error(err)
 	}
+}
+
+// redisCommands is the number of commands the Redis server at url has
+// processed since it started (INFO stats: total_commands_processed).
+func redisCommands(tb testing.TB, url string) int64 {
+	tb.Helper()
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rdb := goredis.NewClient(opts)
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("no total_commands_processed in INFO stats of %s", url)
+	return 0
 }
