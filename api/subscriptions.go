@@ -238,7 +238,7 @@ func (s *Server) registerSubscriptions() {
 			if _, taken := s.subs.Get(sub.ID); taken {
 				return nil, huma.Error409Conflict("subscription " + sub.ID + " already exists")
 			}
-			if err := s.room(ctx, &sub); err != nil {
+			if err := s.room(&sub); err != nil {
 				return nil, err
 			}
 			if in.Body.Verify {
@@ -393,7 +393,7 @@ func (s *Server) change(ctx context.Context, id string, fn func(*topics.Subscrip
 		if err := s.tenant.WaitCaughtUp(ctx); err != nil {
 			return nil, s.internal(err)
 		}
-		if err := s.room(ctx, &sub); err != nil {
+		if err := s.room(&sub); err != nil {
 			return nil, err
 		}
 	}
@@ -413,7 +413,7 @@ func (s *Server) readBeforeCreate(ctx context.Context) error {
 
 // room refuses sub when its tenant has its most subscriptions already
 // (422 on body.tenant). The caller has waited for the tables.
-func (s *Server) room(ctx context.Context, sub *topics.Subscription) error {
+func (s *Server) room(sub *topics.Subscription) error {
 	err := s.tenant.Room(s.subs, s.cfg.TenantMaxSubscriptions, sub)
 	if errors.Is(err, table.ErrSubscriptionLimit) {
 		return huma.Error422UnprocessableEntity("invalid subscription",

@@ -75,7 +75,7 @@ func SharedCluster(tb testing.TB) (addrs, prefix string) {
 		defer rdb.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		_ = rdb.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
 			deleteKeys(node, prefix)
 			return nil
 		})
