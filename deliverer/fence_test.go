@@ -75,6 +75,11 @@ func TestFencedZombieCannotHoldAKey(t *testing.T) {
 	if !zombie.park(zctx, rec2, &z2, heldZ) || !zombie.writeHold(zctx, y, heldY) {
 		t.Fatal("the zombie's writes were refused by the broker")
 	}
+	// The owner's table has read them (a stale record it has not read yet
+	// is written over at the slot's next assignment, below).
+	waitFor(t, 10*time.Second, "the zombie's records read and ignored", func() bool {
+		return owner.holds.table.Rejected(string(z)) && owner.holds.table.Rejected(string(y))
+	})
 	// The owner's next delivery of z is attempted, and z's stale record
 	// is written over.
 	z3 := newDelivery(sub, "z3")
