@@ -104,9 +104,15 @@ func benchAttempts(n int) []topics.Attempt {
 }
 
 // rawInsert creates the recorder's schema in db and inserts the rows with
-// plain clickhouse-go batches (PrepareBatch, Append row by row, Send), one
-// after another; it returns rows per second.
+// plain clickhouse-go batches (insertRows); it returns rows per second.
 func rawInsert(b *testing.B, e *env, conn driver.Conn, db string, as []topics.Attempt, batchRows int) float64 {
+	b.Helper()
+	createSchema(b, e, db)
+	return insertRows(b, conn, db, as, batchRows)
+}
+
+// createSchema creates the recorder's schema in db.
+func createSchema(b *testing.B, e *env, db string) {
 	b.Helper()
 	cfg, err := recorder.LoadConfig(func(k string) string {
 		if k == "WEBHOOKS_CLICKHOUSE_DATABASE" {
@@ -117,10 +123,17 @@ func rawInsert(b *testing.B, e *env, conn driver.Conn, db string, as []topics.At
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := recorder.Migrate(ctx, cfg); err != nil {
+	if err := recorder.Migrate(context.Background(), cfg); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// insertRows inserts the rows into db's attempts table with plain
+// clickhouse-go batches (PrepareBatch, Append row by row, Send), one after
+// another; it returns rows per second.
+func insertRows(b *testing.B, conn driver.Conn, db string, as []topics.Attempt, batchRows int) float64 {
+	b.Helper()
+	ctx := context.Background()
 	q := "INSERT INTO " + db + ".attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, " +
 		"failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at)"
 	epoch := time.Unix(0, 0).UTC()
