@@ -548,7 +548,7 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	if c.Group != topics.GroupRecorder || !slices.Equal(c.ClickHouse, []string{"127.0.0.1:9000"}) || c.Database != "webhooks" ||
-		c.User != "default" || c.BatchRows != 5000 || c.BatchWait != time.Second || c.RetentionDays != 90 ||
+		c.User != "default" || c.BatchRows != 20000 || c.BatchWait != time.Second || c.RetentionDays != 90 ||
 		c.InsertTimeout != 30*time.Second || c.RetryMax != 5*time.Second || c.ShutdownTimeout != 10*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
