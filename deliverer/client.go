@@ -3,6 +3,7 @@ package deliverer
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -35,13 +36,15 @@ var errHTTPSRequired = fmt.Errorf("%w: endpoint is not https and WEBHOOKS_REQUIR
 type sender struct {
 	client *http.Client
 	// plain sends to http:// endpoints over HTTP/1.1 (all net/http speaks
-	// there too) at about half the CPU (ADR 0025); nil when the config
-	// replaces the transport.
-	plain        *http1.Transport
-	keys         keyCache
-	auth         *endpointAuth
-	requireHTTPS bool
-	maxBody      int64
+	// there too) at about half the CPU (ADR 0025), secure to https://
+	// endpoints without a client certificate, over HTTP/1.1 with TLS
+	// sessions resumed (ADR 0032); nil when the config replaces the
+	// transport.
+	plain, secure *http1.Transport
+	keys          keyCache
+	auth          *endpointAuth
+	requireHTTPS  bool
+	maxBody       int64
 }
 
 func newSender(c Config) *sender {
@@ -71,15 +74,18 @@ func newSender(c Config) *sender {
 		DisableCompression: true,
 	}
 	var rt http.RoundTripper = tr
-	var plain *http1.Transport
+	var plain, secure *http1.Transport
 	if c.transport != nil {
 		rt = c.transport
 	} else {
 		plain = &http1.Transport{Dial: dial, MaxIdlePerHost: c.MaxInFlight, IdleTimeout: tr.IdleConnTimeout}
+		secure = &http1.Transport{Dial: dial, MaxIdlePerHost: c.MaxInFlight, IdleTimeout: tr.IdleConnTimeout,
+			TLS: &tls.Config{ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}}
 	}
 	return &sender{
-		plain: plain,
-		auth:  newEndpointAuth(tr, c.RequireHTTPS),
+		plain:  plain,
+		secure: secure,
+		auth:   newEndpointAuth(tr, c.RequireHTTPS),
 		client: &http.Client{
 			Transport: rt,
 			// Redirects are failures: following one would send the payload
@@ -97,6 +103,7 @@ func (s *sender) closeIdle() {
 	s.client.CloseIdleConnections()
 	if s.plain != nil {
 		s.plain.CloseIdle()
+		s.secure.CloseIdle()
 	}
 }
 
@@ -188,6 +195,26 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	}
 }
 
+// sessionCacheSize is how many endpoints' TLS sessions are kept for
+// resumption.
+const sessionCacheSize = 4096
+
+// pool is the HTTP/1.1 pool for u, nil when the request goes through
+// client: an endpoint with a client certificate (its own transport), a
+// transport replaced by the config, a host that is not ASCII.
+func (s *sender) pool(client *http.Client, u *url.URL) *http1.Transport {
+	if client != s.client || s.plain == nil || !ascii(u.Host) {
+		return nil
+	}
+	switch u.Scheme {
+	case "http":
+		return s.plain
+	case "https":
+		return s.secure
+	}
+	return nil
+}
+
 // post makes one request.
 func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub *topics.Subscription, d *topics.Delivery,
 	b []byte, keys []*sign.Key, authz string, traced []kgo.RecordHeader) (response, error) {
@@ -195,9 +222,9 @@ func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub 
 	header := requestHeader(sub, d, b, keys, authz, traced, now)
 	var resp *http.Response
 	var err error
-	if client == s.client && s.plain != nil && u.Scheme == "http" && ascii(u.Host) {
+	if pool := s.pool(client, u); pool != nil {
 		// As client.Do, which never follows a redirect here either.
-		if resp, err = s.plain.Post(ctx, &http1.Request{URL: u, Header: header, Body: b}); err != nil {
+		if resp, err = pool.Post(ctx, &http1.Request{URL: u, Header: header, Body: b}); err != nil {
 			err = &url.Error{Op: "Post", URL: u.Redacted(), Err: err}
 		}
 	} else {

@@ -214,3 +214,26 @@ func TestWebhookctlDrivesThePipeline(t *testing.T) {
 	}
 	r.checkSignatures(t)
 }
+
+// TestHTTPSEndpoint: a deliverer process posts to an https endpoint whose
+// certificate comes from a CA the process trusts as a system root
+// (SSL_CERT_FILE), through its HTTP/1.1 pool with TLS (ADR 0032): every
+// event arrives, signed.
+func TestHTTPSEndpoint(t *testing.T) {
+	bin := filepath.Join(binaries(t), "deliverer")
+	e := newEnv(t)
+	r, ca := newReceiverProcessTLS(t)
+	s := e.subscribe(topics.Subscription{ID: "tls", URL: r.url("tls"), EventTypes: []string{"*"}, Enabled: true})
+	r.trust(s)
+	e.vars["SSL_CERT_FILE"] = ca
+	e.startDispatcher()
+	e.startProc(bin, "deliverer")
+	const n = 50
+	var evs []topics.Event
+	for i := range n {
+		evs = append(evs, topics.Event{ID: fmt.Sprintf("e%03d", i), Type: "order.created", Data: json.RawMessage(`{}`)})
+	}
+	e.publish(evs...)
+	wait(t, 60*time.Second, "every event over https", func() bool { return r.accepted("tls") >= n })
+	r.checkSignatures()
+}

@@ -1,14 +1,15 @@
 // Package http1 posts over pooled HTTP/1.1 keep-alive connections, one
 // request at a time on each, with no goroutine per connection: the request
 // is written and its answer read by the caller's goroutine. It is what
-// net/http's Transport does for plain http, less its two goroutines and
-// hand-offs per request and the header map (ADR 0025); answers are read
-// with net/http's parser.
+// net/http's Transport does for HTTP/1.1, less its two goroutines and
+// hand-offs per request and the header map (ADR 0025, and ADR 0032 for
+// https); answers are read with net/http's parser.
 package http1
 
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,12 +22,18 @@ import (
 	"time"
 )
 
-// Transport posts to http:// URLs. Redirects are answers like any other:
-// it never follows one.
+// Transport posts to http:// URLs, or with TLS set to https:// URLs.
+// Redirects are answers like any other: it never follows one.
 type Transport struct {
 	// Dial connects to "host:port"; the context holds the request's
 	// deadline.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TLS, when set, makes this a transport for https:// URLs: each
+	// connection Dial makes is wrapped in TLS with this config (its
+	// ServerName the URL's host unless set) and offers only http/1.1 by
+	// ALPN. Give it a ClientSessionCache so that new connections to a
+	// host resume its session instead of a full handshake.
+	TLS *tls.Config
 	// MaxIdlePerHost is how many idle connections are kept per host:port.
 	MaxIdlePerHost int
 	// IdleTimeout closes a connection idle that long.
@@ -53,7 +60,8 @@ type conn struct {
 // check); CR, LF and NUL in its value are sent as spaces.
 type Field struct{ Name, Value string }
 
-// Request is one POST of Body to URL (http://, an ASCII host), with
+// Request is one POST of Body to URL (http:// or, with TLS, https://; an
+// ASCII host), with
 // Header after Host and Content-Length.
 type Request struct {
 	URL    *url.URL
@@ -116,12 +124,16 @@ func (e closedByPeer) Unwrap() error { return e.err }
 // means the endpoint did not take it, and a delivery that got no answer is
 // sent again anyway.
 func (t *Transport) Post(ctx context.Context, r *Request) (*http.Response, error) {
-	if r.URL.Scheme != "http" {
-		return nil, fmt.Errorf("http1: scheme %q: only http", r.URL.Scheme)
+	scheme, port := "http", "80"
+	if t.TLS != nil {
+		scheme, port = "https", "443"
+	}
+	if r.URL.Scheme != scheme {
+		return nil, fmt.Errorf("http1: scheme %q: only %s", r.URL.Scheme, scheme)
 	}
 	addr := r.URL.Host
 	if r.URL.Port() == "" {
-		addr = net.JoinHostPort(r.URL.Hostname(), "80")
+		addr = net.JoinHostPort(r.URL.Hostname(), port)
 	}
 	for fresh := false; ; fresh = true {
 		c, reused, err := t.get(ctx, addr, fresh)
@@ -171,7 +183,7 @@ func (t *Transport) get(ctx context.Context, addr string, fresh bool) (c *conn, 
 		return c, true, nil
 	}
 	// A connection whose timer had fired is being closed by it: dial.
-	nc, err := t.Dial(ctx, "tcp", addr)
+	nc, err := t.dial(ctx, addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -180,6 +192,25 @@ func (t *Transport) get(ctx context.Context, addr string, fresh bool) (c *conn, 
 	c.timer = time.AfterFunc(time.Hour, c.expire)
 	c.timer.Stop()
 	return c, false, nil
+}
+
+// dial connects to addr, with a TLS handshake when t.TLS is set.
+func (t *Transport) dial(ctx context.Context, addr string) (net.Conn, error) {
+	nc, err := t.Dial(ctx, "tcp", addr)
+	if err != nil || t.TLS == nil {
+		return nc, err
+	}
+	cfg := t.TLS.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // put keeps c for the next request to its host, or closes it when the
