@@ -127,26 +127,34 @@ func start(tb testing.TB, args ...string) *Server {
 		testkit.NeedService(tb, "redis-server is not installed (apt-get install redis-server)")
 	}
 	s := &Server{tb: tb, args: args, dir: tb.TempDir()}
-	// The port is free when chosen, but another process may bind it
-	// before redis-server does: then another one is tried.
+	s.startOnFreePort(func() {})
+	return s
+}
+
+// startOnFreePort starts s on a free port, calling prepare once the port
+// is chosen; it is killed when the test ends. The port is free when
+// chosen, but another process may bind it before redis-server does: then
+// another one is tried.
+func (s *Server) startOnFreePort(prepare func()) {
+	s.tb.Helper()
 	for try := 1; ; try++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			tb.Fatal(err)
+			s.tb.Fatal(err)
 		}
 		s.Port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
+		prepare()
 		err = s.start()
 		if err == nil {
 			break
 		}
 		if try == 3 {
-			tb.Fatal(err)
+			s.tb.Fatal(err)
 		}
-		tb.Logf("%v; trying another port", err)
+		s.tb.Logf("%v; trying another port", err)
 	}
-	tb.Cleanup(s.Kill)
-	return s
+	s.tb.Cleanup(s.Kill)
 }
 
 // URL is the server's URL, database 0.
@@ -330,26 +338,13 @@ func (c *Cluster) SubsOnTwoMasters(tb testing.TB, key func(sub string) string) (
 func StartSentinel(tb testing.TB, master *Server, name string) *Server {
 	tb.Helper()
 	s := &Server{tb: tb, dir: tb.TempDir()}
-	for try := 1; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		s.Port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		s.conf = filepath.Join(s.dir, "sentinel.conf")
+	s.conf = filepath.Join(s.dir, "sentinel.conf")
+	// Written before each try: a Sentinel rewrites its config file.
+	s.startOnFreePort(func() {
 		conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", name, master.Port, name)
 		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 			tb.Fatal(err)
 		}
-		if err = s.start(); err == nil {
-			break
-		}
-		if try == 3 {
-			tb.Fatal(err)
-		}
-		tb.Logf("%v; trying another port", err)
-	}
-	tb.Cleanup(s.Kill)
+	})
 	return s
 }
