@@ -36,8 +36,7 @@ import (
 const (
 	chart   = "../../charts/webhooks"
 	release = "hooks"
-	// kubeVersion: a helm built from source defaults to an old one, below
-	// the chart's kubeVersion constraint.
+	// kubeVersion: a helm built from source defaults to an old one.
 	kubeVersion = "1.30.0"
 )
 
@@ -1167,5 +1166,23 @@ func TestTracing(t *testing.T) {
 	if _, err := template(t, "config.extra.OTEL_EXPORTER_OTLP_HEADERS=x"); err == nil ||
 		!strings.Contains(err.Error(), "looks like a secret") {
 		t.Errorf("a collector token in config.extra rendered (err %v)", err)
+	}
+}
+
+// TestPlainTemplate: helm template without --kube-version renders (for
+// helm's default version, older than 1.27: no unhealthyPodEvictionPolicy),
+// and with 1.27 the PodDisruptionBudgets have it.
+func TestPlainTemplate(t *testing.T) {
+	out, err := run(t, "template", release, chart)
+	if err != nil {
+		t.Fatalf("plain helm template: %v", err)
+	}
+	if !strings.Contains(out, "kind: PodDisruptionBudget") || strings.Contains(out, "unhealthyPodEvictionPolicy") {
+		t.Errorf("for helm's default version: PodDisruptionBudget %v, unhealthyPodEvictionPolicy %v",
+			strings.Contains(out, "kind: PodDisruptionBudget"), strings.Contains(out, "unhealthyPodEvictionPolicy"))
+	}
+	out, err = run(t, "template", release, chart, "--kube-version", "1.27.0")
+	if err != nil || !strings.Contains(out, "unhealthyPodEvictionPolicy: AlwaysAllow") {
+		t.Errorf("for 1.27: %v, unhealthyPodEvictionPolicy %v", err, strings.Contains(out, "unhealthyPodEvictionPolicy"))
 	}
 }
