@@ -70,6 +70,11 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// make killed (SIGKILL) cannot stop the stack: its death does, with
+	// SIGTERM, so the children are stopped in order too.
+	if err := stopWithParent(); err != nil {
+		fmt.Fprintln(os.Stderr, "stack: asking for SIGTERM when the parent dies:", err)
+	}
 	go func() {
 		<-ctx.Done()
 		stop() // a second Ctrl-C kills the runner at once
@@ -285,8 +290,8 @@ func startDemo(ctx context.Context, brokers []string, names topics.Names, keys *
 	return func() string {
 		s := recv.Stats()
 		secs := max(time.Since(start).Seconds(), 1)
-		return fmt.Sprintf("published %d | delivered %d (%.0f/s) | retried %d | dead %d | bad signatures %d | p50 %v p99 %v",
-			prod.Published.Load(), s.Received, float64(s.Received)/secs, outcomes.Retry.Load(), outcomes.Dead.Load(),
-			s.Invalid, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond))
+		return fmt.Sprintf("published %d | delivered %d (%.0f/s) | first attempts p50 %v p99 %v | retried %d, delivered after a retry %d (p50 %v) | dead %d | bad signatures %d",
+			prod.Published.Load(), s.Received, float64(s.Received)/secs, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond),
+			outcomes.Retry.Load(), s.Retried, s.RetriedP50.Round(10*time.Millisecond), outcomes.Dead.Load(), s.Invalid)
 	}, nil
 }

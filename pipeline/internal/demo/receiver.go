@@ -26,8 +26,12 @@ type Receiver struct {
 
 	mu        sync.Mutex
 	verifiers map[string]*standardwebhooks.Webhook
-	latencies []time.Duration // publish-to-receipt, a ring of the last 4096
-	next      int
+	// first and retried are publish-to-receipt times of deliveries taken
+	// at their first attempt and after a retry, apart: a retry waits for
+	// its tier (seconds), which would hide the first attempts' tail.
+	first, retried ring
+	refused        map[string]bool // "<subscription>/<webhook-id>" answered 503, not yet taken
+	retriedN       atomic.Int64
 
 	srv *http.Server
 	ln  net.Listener
@@ -39,7 +43,7 @@ func NewReceiver(addr string) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Receiver{verifiers: map[string]*standardwebhooks.Webhook{}, ln: ln}
+	r := &Receiver{verifiers: map[string]*standardwebhooks.Webhook{}, refused: map[string]bool{}, ln: ln}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
 	return r, nil
@@ -77,49 +81,79 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
+	key := sub + "/" + req.Header.Get("webhook-id")
 	if r.FailOneIn > 0 && n%r.FailOneIn == 0 {
 		r.failed.Add(1)
+		r.mu.Lock()
+		r.refused[key] = true
+		r.mu.Unlock()
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
 	var msg struct {
 		Timestamp time.Time `json:"timestamp"`
 	}
+	r.mu.Lock()
+	again := r.refused[key]
+	delete(r.refused, key)
 	if json.Unmarshal(body, &msg) == nil && !msg.Timestamp.IsZero() {
-		r.observe(time.Since(msg.Timestamp))
+		if again {
+			r.retried.add(time.Since(msg.Timestamp))
+		} else {
+			r.first.add(time.Since(msg.Timestamp))
+		}
+	}
+	r.mu.Unlock()
+	if again {
+		r.retriedN.Add(1)
 	}
 	r.received.Add(1)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (r *Receiver) observe(d time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.latencies) < 4096 {
-		r.latencies = append(r.latencies, d)
+// ring keeps the last 4096 durations.
+type ring struct {
+	d    []time.Duration
+	next int
+}
+
+func (g *ring) add(d time.Duration) {
+	if len(g.d) < 4096 {
+		g.d = append(g.d, d)
 		return
 	}
-	r.latencies[r.next] = d
-	r.next = (r.next + 1) % len(r.latencies)
+	g.d[g.next] = d
+	g.next = (g.next + 1) % len(g.d)
+}
+
+// quantiles are the p50 and p99 of the durations kept.
+func (g *ring) quantiles() (p50, p99 time.Duration) {
+	lat := slices.Clone(g.d)
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	slices.Sort(lat)
+	return lat[len(lat)*50/100], lat[len(lat)*99/100]
 }
 
 // Stats is what the receiver saw.
 type Stats struct {
 	Received, Invalid, Failed int64
-	P50, P99                  time.Duration // over the last 4096 deliveries
+	// Retried counts the deliveries taken after this receiver had refused
+	// them once.
+	Retried int64
+	// P50 and P99 are over the last 4096 deliveries taken at their first
+	// attempt, RetriedP50 over the last 4096 taken after a retry.
+	P50, P99, RetriedP50 time.Duration
 }
 
 // Stats returns the counts and recent latency quantiles.
 func (r *Receiver) Stats() Stats {
+	s := Stats{Received: r.received.Load(), Invalid: r.invalid.Load(), Failed: r.failed.Load(), Retried: r.retriedN.Load()}
 	r.mu.Lock()
-	lat := slices.Clone(r.latencies)
-	r.mu.Unlock()
-	s := Stats{Received: r.received.Load(), Invalid: r.invalid.Load(), Failed: r.failed.Load()}
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		s.P50 = lat[len(lat)*50/100]
-		s.P99 = lat[len(lat)*99/100]
-	}
+	defer r.mu.Unlock()
+	s.P50, s.P99 = r.first.quantiles()
+	s.RetriedP50, _ = r.retried.quantiles()
 	return s
 }
 

@@ -34,8 +34,12 @@ func Start(name, bin string, args, env []string, logDir string) (*Process, error
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = f, f
 	// Own process group: a Ctrl-C in the terminal reaches only the runner,
-	// which then stops children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// which then stops children in order. The parent-death signal stops
+	// them when the runner dies without doing so (SIGKILL, a crash).
+	// (The kernel sends it when the thread that started the child exits;
+	// Go ends a thread only when a goroutine locked to it exits, and no
+	// goroutine that starts children here is locked.)
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
