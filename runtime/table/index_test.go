@@ -193,3 +193,24 @@ func TestWaitApplied(t *testing.T) {
 		t.Fatalf("WaitApplied listed end offsets %d times", n)
 	}
 }
+
+// TestMatchAllocatesOnlyItsResult: matching an event (the dispatcher does
+// it for every one) allocates nothing but the slice it returns, with
+// tenant and type names as long as real ones (a concatenated index key of
+// over 32 bytes was allocated on every lookup).
+func TestMatchAllocatesOnlyItsResult(t *testing.T) {
+	e := newTableEnv(t, 1)
+	s := sub(t, "acme", "order.fulfilment.*")
+	s.Tenant = "acme-corporation-eu-west"
+	e.putSub(t, s)
+	tbl := e.startTable(t)
+	waitCaughtUp(t, tbl)
+	none := &topics.Event{ID: "evt_1", Type: "invoice.payment.succeeded", Tenant: "acme-corporation-eu-west"}
+	if n := testing.AllocsPerRun(100, func() { tbl.Match(none) }); n != 0 {
+		t.Errorf("an event matching nothing: %.0f allocations, want 0", n)
+	}
+	one := &topics.Event{ID: "evt_2", Type: "order.fulfilment.shipped", Tenant: "acme-corporation-eu-west"}
+	if n := testing.AllocsPerRun(100, func() { tbl.Match(one) }); n != 1 {
+		t.Errorf("an event matching one subscription: %.0f allocations, want 1 (the result)", n)
+	}
+}

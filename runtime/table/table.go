@@ -286,24 +286,26 @@ func (t *Table) Match(e *topics.Event) []*topics.Subscription {
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	for _, tenant := range tenantsOf(e) {
-		add(t.match[matchKey(tenant, e.Type)])
-		add(t.match[matchKey(tenant, "*")])
+	// The keys are built in one buffer and looked up as string(key), which
+	// allocates nothing (a concatenation over 32 bytes did): this runs for
+	// every event the dispatcher reads.
+	var buf [128]byte
+	lookup := func(tenant, pattern, suffix string) {
+		k := append(append(append(append(buf[:0], tenant...), 0), pattern...), suffix...)
+		add(t.match[string(k)])
+	}
+	for i, tenant := range [2]string{e.Tenant, ""} {
+		if i == 1 && e.Tenant == "" {
+			break // an event without a tenant: its tenant is the tenant-less one
+		}
+		lookup(tenant, e.Type, "")
+		lookup(tenant, "*", "")
 		// "a.*" and "a.b.*" for an event of type "a.b.c".
-		for i := 0; i < len(e.Type)-1; i++ {
-			if e.Type[i] == '.' {
-				add(t.match[matchKey(tenant, e.Type[:i+1]+"*")])
+		for j := 0; j < len(e.Type)-1; j++ {
+			if e.Type[j] == '.' {
+				lookup(tenant, e.Type[:j+1], "*")
 			}
 		}
 	}
 	return out
-}
-
-// tenantsOf are the tenants whose subscriptions may take e: its own and
-// none.
-func tenantsOf(e *topics.Event) []string {
-	if e.Tenant == "" {
-		return []string{""}
-	}
-	return []string{e.Tenant, ""}
 }
