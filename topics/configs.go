@@ -1,6 +1,7 @@
 package topics
 
 import (
+	"slices"
 	"strconv"
 	"time"
 )
@@ -10,10 +11,11 @@ const day = 24 * time.Hour
 // TopicConfigs returns the configs a topic is created with.
 func (n Names) TopicConfigs(topic string) map[string]*string {
 	ms := func(d time.Duration) *string { s := strconv.FormatInt(d.Milliseconds(), 10); return &s }
-	switch topic {
-	case n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants():
+	if slices.Contains(n.Compacted(), topic) {
 		compact := "compact"
 		return map[string]*string{"cleanup.policy": &compact}
+	}
+	switch topic {
 	case n.Parked():
 		// A key can be held for the whole retry schedule (about 28 h) and
 		// then some; parked records must outlive any hold.

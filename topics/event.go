@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxEventBytes is the largest event value accepted by default.
@@ -63,6 +64,12 @@ func DecodeEvent(b []byte, maxBytes int) (Event, error) {
 	}
 	if len(b) > maxBytes {
 		return Event{}, invalid("event", "", "%d bytes is over the %d byte limit", len(b), maxBytes)
+	}
+	// RFC 8259 section 8.1: JSON exchanged between systems is UTF-8. The
+	// decoder would replace invalid bytes in strings, but data is kept
+	// byte for byte, and strict receivers could not parse it.
+	if !utf8.Valid(b) {
+		return Event{}, invalid("event", "", "not valid UTF-8 (RFC 8259 section 8.1)")
 	}
 	var e Event
 	if err := decodeStrict("event", b, &e); err != nil {

@@ -96,6 +96,10 @@ func (n Names) APIKeys() string { return n.Prefix + "apikeys" }
 // Tenants is the compacted topic of per-tenant quotas: tenant -> Tenant.
 func (n Names) Tenants() string { return n.Prefix + "tenants" }
 
+// EventTypes is the compacted topic of the event catalog: type name ->
+// EventType.
+func (n Names) EventTypes() string { return n.Prefix + "event-types" }
+
 // Operations is the compacted, one-partition topic of the API's bulk
 // operations.
 func (n Names) Operations() string { return n.Prefix + "operations" }
@@ -129,9 +133,14 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 	return tier
 }
 
+// Compacted lists the compacted topics: tables keyed by id.
+func (n Names) Compacted() []string {
+	return []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes()}
+}
+
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DeliveriesHigh(), n.DeliveriesLow(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DeliveriesHigh(), n.DeliveriesLow(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes()}
 	return append(out, n.RetryTopics()...)
 }
 

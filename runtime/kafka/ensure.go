@@ -46,7 +46,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 			continue
 		}
 		parts := l.Partitions
-		if t == n.Subscriptions() || t == n.Operations() {
+		if t == n.Subscriptions() || t == n.Operations() || t == n.EventTypes() {
 			parts = 1
 		}
 		r, err := adm.CreateTopic(ctx, parts, l.ReplicationFactor, n.TopicConfigs(t), t)
@@ -62,7 +62,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 			res.Created = append(res.Created, t)
 		}
 	}
-	for _, t := range []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants()} {
+	for _, t := range n.Compacted() {
 		if err := verifyCompacted(ctx, adm, t); err != nil {
 			return res, err
 		}

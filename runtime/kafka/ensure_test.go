@@ -68,14 +68,14 @@ func TestEnsure(t *testing.T) {
 					t.Fatalf("topic %s missing after Ensure: %v", topic, d.Err)
 				}
 				want := int(tc.parts)
-				if topic == n.Subscriptions() || topic == n.Operations() {
+				if topic == n.Subscriptions() || topic == n.Operations() || topic == n.EventTypes() {
 					want = 1
 				}
 				if got := len(d.Partitions); got != want {
 					t.Errorf("%s has %d partitions, want %d", topic, got, want)
 				}
 			}
-			for _, topic := range []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations()} {
+			for _, topic := range n.Compacted() {
 				if v, _ := topicConfig(t, adm, topic, "cleanup.policy"); v != "compact" {
 					t.Errorf("%s cleanup.policy = %q, want compact", topic, v)
 				}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -17,29 +14,23 @@ import (
 // TenantTable is a materialised view of the compacted tenants topic: the
 // quotas of the tenants that override the defaults.
 type TenantTable struct {
-	v   *view
-	log *zap.Logger
-
-	mu   sync.RWMutex
-	byID map[string]*topics.Tenant
+	*Keyed[*topics.Tenant]
 }
 
 // NewTenantTable starts consuming the tenants topic; Run applies records.
 func NewTenantTable(base []kgo.Opt, topic string, log *zap.Logger) (*TenantTable, error) {
-	t := &TenantTable{log: log.Named("tenants"), byID: map[string]*topics.Tenant{}}
-	v, err := newView(base, topic, t.apply)
+	k, err := NewKeyed(base, topic, log.Named("tenants"), func(id string, b []byte) (*topics.Tenant, error) {
+		t, err := topics.DecodeTenant(b)
+		if err == nil && t.ID != id {
+			err = fmt.Errorf("tenant record %q under key %q", t.ID, id)
+		}
+		return &t, err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("tenant table: %w", err)
+		return nil, err
 	}
-	t.v = v
-	return t, nil
+	return &TenantTable{k}, nil
 }
-
-// Run applies records until ctx is done.
-func (t *TenantTable) Run(ctx context.Context) { t.v.run(ctx, t.log) }
-
-// Close stops the table's client.
-func (t *TenantTable) Close() { t.v.close() }
 
 // WaitCaughtUp returns once every record written before the call has been
 // applied, or ctx is done. A nil table has nothing to wait for.
@@ -47,7 +38,7 @@ func (t *TenantTable) WaitCaughtUp(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	return t.v.waitCaughtUp(ctx)
+	return t.Keyed.WaitCaughtUp(ctx)
 }
 
 // Get returns a tenant's overrides, nil when it has none (the defaults
@@ -57,39 +48,8 @@ func (t *TenantTable) Get(id string) *topics.Tenant {
 	if t == nil {
 		return nil
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.byID[id]
-}
-
-// All returns every tenant with overrides, by id.
-func (t *TenantTable) All() []topics.Tenant {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	out := make([]topics.Tenant, 0, len(t.byID))
-	for _, v := range t.byID {
-		out = append(out, *v)
-	}
-	slices.SortFunc(out, func(a, b topics.Tenant) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
-func (t *TenantTable) apply(recs []*kgo.Record) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, r := range recs {
-		id := string(r.Key)
-		delete(t.byID, id)
-		if r.Value == nil {
-			continue
-		}
-		v, err := topics.DecodeTenant(r.Value)
-		if err != nil || v.ID != id {
-			t.log.Warn("ignoring invalid tenant record", zap.String("tenant", id), zap.Error(err))
-			continue
-		}
-		t.byID[id] = &v
-	}
+	v, _ := t.Keyed.Get(id)
+	return v
 }
 
 // ErrSubscriptionLimit refuses a subscription whose tenant has its most.

@@ -86,7 +86,7 @@ func tenantsSetQuotaCmd(fs *flag.FlagSet) runFunc {
 		if _, err := k.produce(ctx, rec); err != nil {
 			return err
 		}
-		return c.printTenants([]topics.Tenant{ten})
+		return c.printTenants([]*topics.Tenant{&ten})
 	}
 }
 
@@ -106,7 +106,7 @@ func tenantsListCmd(*flag.FlagSet) runFunc {
 }
 
 // printTenants shows tenants' overrides: JSON as stored, or a table.
-func (c *cli) printTenants(ts []topics.Tenant) error {
+func (c *cli) printTenants(ts []*topics.Tenant) error {
 	if c.output == outputJSON {
 		return c.printJSON(ts)
 	}
