@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -21,6 +22,9 @@ const (
 	EnvMaxEventBytes = "WEBHOOKS_MAX_EVENT_BYTES"
 	// EnvDedupWindow is how long an idempotency key is remembered.
 	EnvDedupWindow = "WEBHOOKS_DEDUP_WINDOW"
+	// EnvUnknownEventTypes says what to do with events of types not in
+	// the catalog.
+	EnvUnknownEventTypes = "WEBHOOKS_UNKNOWN_EVENT_TYPES"
 	// EnvShutdownTimeout is the shutdown budget shared by every component.
 	EnvShutdownTimeout = "WEBHOOKS_SHUTDOWN_TIMEOUT"
 )
@@ -54,6 +58,9 @@ type Config struct {
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
 	// Pprof serves Go's profiles on HTTPAddr.
 	Pprof bool `env:"WEBHOOKS_PPROF" desc:"Serve Go's profiles under /debug/pprof/ on WEBHOOKS_HTTP_ADDR (off by default; keep that port private)."`
+	// UnknownEventTypes is what happens to an event whose type is not in
+	// the event catalog (package runtime/catalog).
+	UnknownEventTypes string `env:"WEBHOOKS_UNKNOWN_EVENT_TYPES" envDefault:"accept" desc:"An event whose type is not in the event catalog: accept (deliver it), warn (deliver it and count it as unknown) or reject (dead-letter it with category schema)."`
 	// Redis holds the idempotency keys of event dedup (package
 	// redisstate); an empty URL means no dedup.
 	Redis redisstate.Config `env:"-"`
@@ -92,6 +99,9 @@ func (c *Config) defaults() {
 	if c.DedupWindow == 0 {
 		c.DedupWindow = 24 * time.Hour
 	}
+	if c.UnknownEventTypes == "" {
+		c.UnknownEventTypes = catalog.UnknownAccept
+	}
 	c.Redis.Defaults()
 }
 
@@ -108,6 +118,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvShutdownTimeout, c.ShutdownTimeout))
+	}
+	if err := catalog.ValidateUnknown(c.UnknownEventTypes); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", EnvUnknownEventTypes, err))
 	}
 	if c.TransactionTimeout < 0 {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: must not be negative", c.TransactionTimeout))

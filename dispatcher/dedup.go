@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"bytes"
 	"context"
 	"strconv"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
-	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Event dedup (docs/design.md, "Endpoint protection"): an event whose
@@ -55,7 +53,6 @@ return 0
 type dedup struct {
 	g             *redisstate.Guard
 	window        time.Duration
-	maxEventBytes int
 	log           *zap.Logger
 	dropped       atomic.Uint64
 }
@@ -65,7 +62,7 @@ func newDedup(cfg Config, log *zap.Logger) (*dedup, error) {
 	if err != nil || g == nil {
 		return nil, err
 	}
-	return &dedup{g: g, window: cfg.DedupWindow, maxEventBytes: cfg.MaxEventBytes, log: log}, nil
+	return &dedup{g: g, window: cfg.DedupWindow, log: log}, nil
 }
 
 func (d *dedup) close() {
@@ -94,10 +91,9 @@ func (d *dedup) register(reg prometheus.Registerer) {
 		func() float64 { return float64(d.DroppedTotal()) }))
 }
 
-var idempotencyField = []byte(`"idempotency_key"`)
-
-// duplicates returns the records of fs that repeat an idempotency key.
-func (d *dedup) duplicates(ctx context.Context, fs kgo.Fetches) map[*kgo.Record]bool {
+// duplicates returns the records of a batch that repeat an idempotency
+// key.
+func (d *dedup) duplicates(ctx context.Context, batch []polled) map[*kgo.Record]bool {
 	if d == nil {
 		return nil
 	}
@@ -108,18 +104,17 @@ func (d *dedup) duplicates(ctx context.Context, fs kgo.Fetches) map[*kgo.Record]
 		cmd   *redis.Cmd
 	}
 	var claims []claim
-	for r := range fs.RecordsAll() {
-		if !bytes.Contains(r.Value, idempotencyField) {
+	for i := range batch {
+		p := &batch[i]
+		// Only events fanned out claim a key: one dead-lettered (invalid,
+		// or refused by its schema) must not make a later valid one, or
+		// its own redrive, a duplicate.
+		if p.refused() || p.ev.IdempotencyKey == "" {
 			continue
 		}
-		// Only valid events claim a key: an invalid one is dead-lettered
-		// and must not make a later valid one a duplicate.
-		ev, err := topics.DecodeEvent(r.Value, d.maxEventBytes)
-		if err != nil || ev.IdempotencyKey == "" {
-			continue
-		}
-		claims = append(claims, claim{r: r, key: d.g.Keys().Dedup(ev.Tenant, ev.IdempotencyKey),
-			value: strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10) + "/" + ev.ID})
+		r := p.r
+		claims = append(claims, claim{r: r, key: d.g.Keys().Dedup(p.ev.Tenant, p.ev.IdempotencyKey),
+			value: strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10) + "/" + p.ev.ID})
 	}
 	if len(claims) == 0 {
 		return nil

@@ -140,7 +140,7 @@ func testDedupAtomicAcrossReplicas(t *testing.T, rc redisstate.Config) {
 			Value: idemEvent(t, fmt.Sprintf("e%d", i), "acme", "same")}
 		fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "events", Partitions: []kgo.FetchPartition{{Partition: int32(i), Records: []*kgo.Record{r}}}}}}}
 		wg.Go(func() {
-			if !d.duplicates(context.Background(), fs)[r] {
+			if !d.duplicates(context.Background(), polledBatch(fs))[r] {
 				wins <- string(r.Value)
 			}
 		})
@@ -168,16 +168,16 @@ func testDedupWindowExpires(t *testing.T, rc redisstate.Config) {
 		return kgo.Fetches{{Topics: []kgo.FetchTopic{{Partitions: []kgo.FetchPartition{{Records: []*kgo.Record{r}}}}}}}, r
 	}
 	fs, _ := batch(1, "a")
-	if len(d.duplicates(context.Background(), fs)) != 0 {
+	if len(d.duplicates(context.Background(), polledBatch(fs))) != 0 {
 		t.Fatal("first use of the key is a duplicate")
 	}
 	fs, r := batch(2, "b")
-	if !d.duplicates(context.Background(), fs)[r] {
+	if !d.duplicates(context.Background(), polledBatch(fs))[r] {
 		t.Fatal("second use within the window is not a duplicate")
 	}
 	wait(t, 5*time.Second, func() bool {
 		fs, r := batch(3, "c")
-		return !d.duplicates(context.Background(), fs)[r]
+		return !d.duplicates(context.Background(), polledBatch(fs))[r]
 	})
 }
 

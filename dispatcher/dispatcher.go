@@ -8,6 +8,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -65,7 +67,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	n := cfg.Kafka.Names
-	err = kafka.WaitReady(ctx, ready, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DLQ()}, log)
+	err = kafka.WaitReady(ctx, ready, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.EventTypes(), n.Deliveries(), n.DLQ()}, log)
 	ready.Close()
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -77,9 +79,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer table.Close()
 	table.Register(reg)
+	cat, err := catalog.New(base, n.EventTypes(), cfg.UnknownEventTypes, log)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
 	tableCtx, stopTable := context.WithCancel(ctx)
 	var tableDone sync.WaitGroup
 	tableDone.Go(func() { table.Run(tableCtx) })
+	tableDone.Go(func() { cat.Run(tableCtx) })
 	defer tableDone.Wait()
 	defer stopTable()
 
@@ -97,7 +105,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer dd.close()
 	dd.register(reg)
-	d := &dispatcher{cfg: cfg, sess: sess, table: table, m: m, dedup: dd, filters: filter.NewCache(),
+	d := &dispatcher{cfg: cfg, sess: sess, table: table, catalog: cat, m: m, dedup: dd, filters: filter.NewCache(),
 		tracer: tracing.For(ctx, "github.com/hookpipe/hookpipe/dispatcher"),
 		log:    log.With(zap.String("transactional_id", cfg.TransactionalID))}
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
@@ -141,6 +149,7 @@ type dispatcher struct {
 	cfg     Config
 	sess    *kgo.GroupTransactSession
 	table   subscriptionTable
+	catalog *catalog.Catalog
 	log     *zap.Logger
 	m       *metrics
 	dedup   *dedup // nil without Redis
@@ -168,9 +177,11 @@ func (d *dispatcher) run(ctx context.Context) error {
 		if fs.NumRecords() == 0 {
 			continue
 		}
-		// Match against every subscription written before these events
-		// were polled, so an event produced after a subscription was
-		// created is matched against it.
+		// Match against every subscription, and judge by every event
+		// type, written before these events were polled, so an event
+		// produced after a subscription was created is matched against
+		// it, and one redriven after its schema was relaxed is judged by
+		// the new schema.
 		if !d.catchUp(ctx) {
 			return nil
 		}
@@ -180,12 +191,14 @@ func (d *dispatcher) run(ctx context.Context) error {
 	}
 }
 
-// catchUp waits for the subscription table, retrying on errors; false
-// means ctx is done. The polled batch is kept meanwhile: dropping it would
-// let a later commit skip its events.
+// catchUp waits for the subscription table and the catalog (at once),
+// retrying on errors; false means ctx is done. The polled batch is kept
+// meanwhile: dropping it would let a later commit skip its events.
 func (d *dispatcher) catchUp(ctx context.Context) bool {
 	for {
-		err := d.table.WaitCaughtUp(ctx)
+		types := make(chan error, 1)
+		go func() { types <- d.catalog.WaitCaughtUp(ctx) }()
+		err := errors.Join(d.table.WaitCaughtUp(ctx), <-types)
 		if err == nil {
 			return true
 		}
@@ -226,24 +239,32 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 		}
 	}
 	now := time.Now()
-	dups := d.dedup.duplicates(work, fs)
-	var events, deliveries, dead, filterErrors int
+	batch := make([]polled, 0, fs.NumRecords())
+	for r := range fs.RecordsAll() {
+		batch = append(batch, judge(r, d.catalog, d.cfg.MaxEventBytes))
+	}
+	dups := d.dedup.duplicates(work, batch)
+	var deliveries, filterErrors int
+	var dead dead
+	validated := validationCounts{}
 	filterFailed := func(sub *topics.Subscription, err error) {
 		filterErrors++
 		d.log.Debug("filter failed on an event: not matched", zap.String("subscription", sub.ID), zap.Error(err))
 	}
-	for r := range fs.RecordsAll() {
-		events++
+	for i := range batch {
+		p := &batch[i]
+		r := p.r
 		if dups[r] {
 			continue // its idempotency key was used by another event (dedup.go)
 		}
+		validated.add(p)
 		tctx, span := d.tracer.Start(d.tracer.Extract(work, r.Headers), tracing.SpanFanOut, trace.SpanKindConsumer)
-		out, invalid := fanOut(tctx, r, d.table, d.filters, d.cfg.Kafka.Names, d.cfg.MaxEventBytes, now, filterFailed)
+		out, refused := fanOut(tctx, p, d.table, d.filters, d.cfg.Kafka.Names, now, filterFailed)
 		span.End()
-		if invalid != nil {
-			dead++
-			d.log.Warn("dead-lettering invalid event", zap.String("topic", r.Topic),
-				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(invalid))
+		if refused != nil {
+			dead.add(p)
+			d.log.Warn("dead-lettering an event", zap.String("topic", r.Topic),
+				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(refused))
 		} else {
 			deliveries += len(out)
 		}
@@ -276,10 +297,13 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 			return fmt.Errorf("abort transaction of %s: %w", d.cfg.TransactionalID, err)
 		}
 	}
-	d.m.transaction(committed, events, deliveries, dead, filterErrors, time.Since(now))
+	d.m.transaction(committed, len(batch), deliveries, dead, filterErrors, time.Since(now))
+	if committed {
+		d.m.validated(validated)
+	}
 	switch {
 	case committed:
-		d.log.Debug("dispatched", zap.Int("events", events), zap.Int("deliveries", deliveries), zap.Int("dead_letters", dead))
+		d.log.Debug("dispatched", zap.Int("events", len(batch)), zap.Int("deliveries", deliveries), zap.Int("dead_letters", dead.invalid+dead.schema))
 	case err == nil && end == kgo.TryCommit:
 		d.log.Info("transaction aborted by a rebalance; its events will be dispatched again")
 	default:

@@ -159,6 +159,7 @@ func TestInvalidEvents(t *testing.T) {
 		"trailing":     {`{"id":"b6","type":"t","data":{}} {}`, "after top-level value"},
 		"oversize":     {`{"id":"b7","type":"t","data":"` + strings.Repeat("x", 1100) + `"}`, "over the 1024 byte limit"},
 		"empty":        {``, "EOF"},
+		"not utf-8":    {"{\"id\":\"b8\",\"type\":\"t\",\"data\":\"caf\xe9\"}", "not valid UTF-8"},
 	}
 	var values [][]byte
 	var goodIDs []string

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
@@ -19,31 +21,62 @@ type matcher interface {
 	Match(e *topics.Event) []*topics.Subscription
 }
 
+// polled is an event record as the dispatcher judged it, decoded once
+// for dedup and fan-out.
+type polled struct {
+	r  *kgo.Record
+	ev topics.Event
+	// bad is why the record is not a valid event (it is dead-lettered as
+	// invalid).
+	bad error
+	// verdict is the catalog's on a valid event.
+	verdict catalog.Verdict
+}
+
+// judge decodes an event record and asks the catalog about its data.
+func judge(r *kgo.Record, cat *catalog.Catalog, maxEventBytes int) polled {
+	p := polled{r: r}
+	p.ev, p.bad = topics.DecodeEvent(r.Value, maxEventBytes)
+	if p.bad == nil {
+		p.verdict = cat.Judge(p.ev.Type, p.ev.Data)
+	}
+	return p
+}
+
+// refused reports whether the event is dead-lettered rather than fanned
+// out: not a valid event, or refused by the catalog.
+func (p *polled) refused() bool { return p.bad != nil || p.verdict.Refuse }
+
 // fanOut turns one event record into the records it causes: one delivery
 // per matching subscription whose filter (if any) takes it, or, when the
-// event is invalid, one dead letter and the reason, which the caller logs.
+// event is invalid or its type's schema refuses it, one dead letter and
+// the reason, which the caller logs.
 // A filter that fails on the event does not take it; filterFailed hears of
 // it. now stamps dead letters. Every record made carries the trace context
 // of ctx (the fan-out span), or the event's trace headers when tracing is
 // off; the span in ctx, when recording, gets the event's type and tenant
 // and the number of deliveries.
-func fanOut(ctx context.Context, r *kgo.Record, subs matcher, filters *filter.Cache, names topics.Names, maxEventBytes int,
+func fanOut(ctx context.Context, p *polled, subs matcher, filters *filter.Cache, names topics.Names,
 	now time.Time, filterFailed func(*topics.Subscription, error)) ([]*kgo.Record, error) {
 	span := trace.SpanFromContext(ctx)
-	ev, err := topics.DecodeEvent(r.Value, maxEventBytes)
-	if err != nil {
-		span.SetStatus(codes.Error, topics.FailureInvalid)
-		dl := deadLetter(r, err, names, now)
+	r, ev := p.r, &p.ev
+	if p.refused() {
+		category, err := topics.FailureInvalid, p.bad
+		if err == nil {
+			category, err = topics.FailureSchema, errors.New(p.verdict.Reason(ev.Type))
+		}
+		span.SetStatus(codes.Error, category)
+		dl := deadLetter(r, err, category, names, now)
 		tracing.Carry(ctx, &dl.Headers, r.Headers)
 		return []*kgo.Record{dl}, err
 	}
-	matched := subs.Match(&ev)
+	matched := subs.Match(ev)
 	out := make([]*kgo.Record, 0, len(matched))
 	var in *filter.Input // the event as filters see it, made for the first filter
 	for _, sub := range matched {
 		if sub.Filter != "" {
 			if in == nil {
-				in = filter.NewInput(&ev)
+				in = filter.NewInput(ev)
 			}
 			ok, err := filters.Matches(sub, in)
 			if err != nil {
@@ -53,7 +86,7 @@ func fanOut(ctx context.Context, r *kgo.Record, subs matcher, filters *filter.Ca
 				continue
 			}
 		}
-		rec := topics.DeliveryRecord(r, &ev, sub, names)
+		rec := topics.DeliveryRecord(r, ev, sub, names)
 		tracing.Carry(ctx, &rec.Headers, r.Headers)
 		out = append(out, rec)
 	}
@@ -64,14 +97,15 @@ func fanOut(ctx context.Context, r *kgo.Record, subs matcher, filters *filter.Ca
 	return out, nil
 }
 
-// deadLetter wraps an event that cannot be dispatched. The raw value is
-// copied when it fits in a record; a larger one stays readable at Source
-// for the events topic's retention.
-func deadLetter(r *kgo.Record, reason error, names topics.Names, now time.Time) *kgo.Record {
+// deadLetter wraps an event that cannot be dispatched: invalid, or
+// refused by its type's schema (category). The raw value is copied when it
+// fits in a record; a larger one stays readable at Source for the events
+// topic's retention.
+func deadLetter(r *kgo.Record, reason error, category string, names topics.Names, now time.Time) *kgo.Record {
 	dl := topics.DeadLetter{
 		RawEvent:        r.Value,
 		Reason:          reason.Error(),
-		FailureCategory: topics.FailureInvalid,
+		FailureCategory: category,
 		DeadAt:          now.UTC(),
 		Source:          topics.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
 	}

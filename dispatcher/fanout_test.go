@@ -27,7 +27,7 @@ func TestDeadLetterRawLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := bytes.Repeat([]byte("x"), tc.size)
 			r := &kgo.Record{Topic: names.Events(), Partition: 2, Offset: 7, Key: []byte("k"), Value: raw}
-			out := deadLetter(r, errors.New("too big"), names, time.Now())
+			out := deadLetter(r, errors.New("too big"), topics.FailureInvalid, names, time.Now())
 			if out.Topic != names.DLQ() || string(out.Key) != "k" {
 				t.Errorf("record to %s keyed %q", out.Topic, out.Key)
 			}

@@ -83,7 +83,8 @@ func TestFanOutReportsFilterErrors(t *testing.T) {
 		ev := e.ev
 		ev.Data = json.RawMessage(e.data)
 		b, _ := json.Marshal(ev)
-		out, err := fanOut(context.Background(), &kgo.Record{Value: b, Timestamp: time.Now()}, fixedMatcher(filterSubs), filter.NewCache(), names, 0, time.Now(),
+		p := judge(&kgo.Record{Value: b, Timestamp: time.Now()}, nil, 0)
+		out, err := fanOut(context.Background(), &p, fixedMatcher(filterSubs), filter.NewCache(), names, time.Now(),
 			func(sub *topics.Subscription, _ error) { failed[sub.ID+"/"+e.ev.ID]++ })
 		if err != nil || len(out) != len(e.subs) {
 			t.Fatalf("%s: %d deliveries (%v), want %d", e.ev.ID, len(out), err, len(e.subs))

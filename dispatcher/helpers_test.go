@@ -335,3 +335,12 @@ func testKeys(tb testing.TB) *topics.Keyring {
 	}
 	return k
 }
+
+// polledBatch judges every record of fs without a catalog, as a batch.
+func polledBatch(fs kgo.Fetches) []polled {
+	var b []polled
+	for r := range fs.RecordsAll() {
+		b = append(b, judge(r, nil, 0))
+	}
+	return b
+}

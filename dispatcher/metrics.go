@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -19,6 +20,35 @@ type metrics struct {
 	transactions *prometheus.CounterVec
 	duration     prometheus.Histogram
 	filterErrors prometheus.Counter
+	schemaDead   prometheus.Counter
+	validation   *prometheus.CounterVec
+}
+
+// dead counts a batch's dead letters by category.
+type dead struct{ invalid, schema int }
+
+func (d *dead) add(p *polled) {
+	if p.bad != nil {
+		d.invalid++
+	} else {
+		d.schema++
+	}
+}
+
+// validationCounts counts a batch's events by type and catalog outcome;
+// unchecked events are not counted, and unknown types are counted under
+// the type "" (event types are not bounded, the catalog is).
+type validationCounts map[[2]string]int
+
+func (v validationCounts) add(p *polled) {
+	if p.bad != nil || p.verdict.Outcome == "" || p.verdict.Outcome == catalog.OutcomeUnchecked {
+		return
+	}
+	typ := ""
+	if p.verdict.Known {
+		typ = p.ev.Type
+	}
+	v[[2]string{typ, p.verdict.Outcome}]++
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,8 +59,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "events_total", Help: "Events consumed, in committed transactions."}),
 		deliveries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
 			Name: "deliveries_total", Help: "Delivery records produced (one per matching subscription), in committed transactions."}),
-		// Undecodable events are the dispatcher's only dead letters.
+		// Undecodable events and the events their schemas refuse are
+		// the dispatcher's only dead letters.
 		deadLetters: dlq.WithLabelValues(topics.FailureInvalid),
+		schemaDead:  dlq.WithLabelValues(topics.FailureSchema),
+		validation: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
+			Name: "events_validated_total", Help: "Events checked against the event catalog, in committed transactions, by type and outcome " +
+				"(valid, invalid, unknown: a type not in the catalog, with WEBHOOKS_UNKNOWN_EVENT_TYPES warn or reject, counted under type \"\")."},
+			[]string{"type", "outcome"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
 			Name: "transactions_total", Help: "Transactions ended, by result: committed, or aborted (the batch is dispatched again)."},
 			[]string{"result"}),
@@ -44,12 +80,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		filterErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
 			Name: "filter_errors_total", Help: "Subscription filters that failed on an event (a missing field, a type they did not expect, the cost limit): the event was not delivered to that subscription."}),
 	}
-	reg.MustRegister(m.events, m.deliveries, dlq, m.transactions, m.duration, m.filterErrors)
+	reg.MustRegister(m.events, m.deliveries, dlq, m.transactions, m.duration, m.filterErrors, m.validation)
 	return m
 }
 
 // transaction records how a transaction ended.
-func (m *metrics) transaction(committed bool, events, deliveries, dead, filterErrors int, took time.Duration) {
+func (m *metrics) transaction(committed bool, events, deliveries int, dead dead, filterErrors int, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -60,7 +96,18 @@ func (m *metrics) transaction(committed bool, events, deliveries, dead, filterEr
 	m.transactions.WithLabelValues("committed").Inc()
 	m.events.Add(float64(events))
 	m.deliveries.Add(float64(deliveries))
-	m.deadLetters.Add(float64(dead))
+	m.deadLetters.Add(float64(dead.invalid))
+	m.schemaDead.Add(float64(dead.schema))
 	m.filterErrors.Add(float64(filterErrors))
 	m.duration.Observe(took.Seconds())
+}
+
+// validated counts a committed batch's catalog outcomes.
+func (m *metrics) validated(v validationCounts) {
+	if m == nil {
+		return
+	}
+	for k, n := range v {
+		m.validation.WithLabelValues(k[0], k[1]).Add(float64(n))
+	}
 }

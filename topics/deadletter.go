@@ -28,6 +28,28 @@ type DeadLetter struct {
 	Source              Source    `json:"source"`
 }
 
+// Event decodes the dead letter's raw event; false when it holds none, or
+// one that is not a valid event.
+func (d *DeadLetter) Event() (Event, bool) {
+	if len(d.RawEvent) == 0 {
+		return Event{}, false
+	}
+	e, err := DecodeEvent(d.RawEvent, maxDeadLetterEvent)
+	return e, err == nil
+}
+
+// Redrivable reports whether a redrive can send the dead letter back: a
+// delivery, to the deliveries topic; an event its type's schema refused
+// (category schema), with its raw value, to the events topic, to be judged
+// again. An undecodable event cannot be.
+func (d *DeadLetter) Redrivable() bool {
+	return d.Delivery != nil || (d.FailureCategory == FailureSchema && len(d.RawEvent) > 0)
+}
+
+// maxDeadLetterEvent bounds a raw event read back from a dead letter: the
+// most a dispatcher copies.
+const maxDeadLetterEvent = 512 << 10
+
 // Source locates the record a dead letter came from.
 type Source struct {
 	Topic     string `json:"topic"`

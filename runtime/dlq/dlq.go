@@ -29,17 +29,24 @@ type Filter struct {
 	Since, Until time.Time
 }
 
-// Matches reports whether a dead letter passes the filter. Dead letters
-// without a delivery (undecodable records) have neither subscription nor
-// type nor tenant, so those filters exclude them.
+// Matches reports whether a dead letter passes the filter. A dead event
+// (one the dispatcher refused) has a type and a tenant when it decodes,
+// but no subscription; an undecodable record has none of them, so those
+// filters exclude it.
 func (f *Filter) Matches(dl *topics.DeadLetter) bool {
-	if (f.Subscription != "" || f.Type != "" || f.Tenant != "") && dl.Delivery == nil {
+	var typ, tenant string
+	switch ev, ok := dl.Event(); {
+	case dl.Delivery != nil:
+		typ, tenant = dl.Delivery.EventType, dl.Delivery.Tenant
+	case f.Subscription != "" || ((f.Type != "" || f.Tenant != "") && !ok):
 		return false
+	default:
+		typ, tenant = ev.Type, ev.Tenant
 	}
 	switch {
 	case f.Subscription != "" && dl.Delivery.SubscriptionID != f.Subscription,
-		f.Type != "" && !topics.MatchType(f.Type, dl.Delivery.EventType),
-		f.Tenant != "" && dl.Delivery.Tenant != f.Tenant,
+		f.Type != "" && !topics.MatchType(f.Type, typ),
+		f.Tenant != "" && tenant != f.Tenant,
 		f.Category != "" && dl.FailureCategory != f.Category && dl.LastFailureCategory != f.Category,
 		!f.Since.IsZero() && dl.DeadAt.Before(f.Since),
 		!f.Until.IsZero() && !dl.DeadAt.Before(f.Until):
