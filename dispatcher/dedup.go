@@ -51,10 +51,10 @@ return 0
 
 // dedup finds the duplicate events of a batch; nil without Redis.
 type dedup struct {
-	g             *redisstate.Guard
-	window        time.Duration
-	log           *zap.Logger
-	dropped       atomic.Uint64
+	g       *redisstate.Guard
+	window  time.Duration
+	log     *zap.Logger
+	dropped atomic.Uint64
 }
 
 func newDedup(cfg Config, log *zap.Logger) (*dedup, error) {
