@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/table"
@@ -49,7 +50,10 @@ type Server struct {
 	ops    *table.OpTable     // nil: no bulk operations
 	tenant *table.TenantTable // the tenants' quota overrides; nil: the defaults
 	holds  *table.HoldTable   // the ordered keys held; nil: not shown
-	signer signer             // of dashboard sessions and portal links
+	// catalog is the event catalog; nil: empty, every type unknown and
+	// accepted.
+	catalog *catalog.Catalog
+	signer  signer // of dashboard sessions and portal links
 }
 
 // WithClickHouse gives the API the recorder's ClickHouse, where the message
@@ -62,6 +66,13 @@ func (s *Server) WithClickHouse(ch clickhouseConn) *Server {
 // WithTenants gives the API the tenants' quota overrides (running: Run).
 func (s *Server) WithTenants(t *table.TenantTable) *Server {
 	s.tenant = t
+	return s
+}
+
+// WithCatalog gives the API the event catalog (running: Run), which it
+// serves and judges published events by.
+func (s *Server) WithCatalog(c *catalog.Catalog) *Server {
+	s.catalog = c
 	return s
 }
 
@@ -92,6 +103,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerKeys()
 	s.registerSubscriptions()
 	s.registerEvents()
+	s.registerEventTypes()
 	s.registerTestSend()
 	s.registerMessages()
 	s.registerMessageList()
@@ -208,8 +220,9 @@ func (s *Server) principal(key string) (principal, bool) {
 
 // metrics are the API's Prometheus metrics.
 type metrics struct {
-	requests *prometheus.CounterVec   // operation, status
-	duration *prometheus.HistogramVec // operation
+	requests  *prometheus.CounterVec   // operation, status
+	duration  *prometheus.HistogramVec // operation
+	validated *prometheus.CounterVec   // type, outcome
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -219,8 +232,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ops.Namespace, Subsystem: "api", Name: "request_duration_seconds",
 			Help:    "Time to answer an API request, by operation.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 15}}, []string{"operation"}),
+		validated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "api", Name: "events_validated_total",
+			Help: "Published events checked against the event catalog, by type and outcome (valid, invalid, unknown: counted under type \"\"); " +
+				"refused ones included."}, []string{"type", "outcome"}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.validated)
 	return m
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -115,17 +116,22 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	cat, err := catalog.New(base, c.names.EventTypes(), cfg.UnknownEventTypes, log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go subs.Run(ctx)
 	go keys.Run(ctx)
 	go opTable.Run(ctx)
 	go tenants.Run(ctx)
 	go holds.Run(ctx)
+	go cat.Run(ctx)
 	g, err := redisstate.Open(cfg.Redis, log)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds)
+	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds).WithCatalog(cat)
 	running := make(chan struct{})
 	go func() {
 		defer close(running)
@@ -143,6 +149,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		opTable.Close()
 		tenants.Close()
 		holds.Close()
+		cat.Close()
 		cl.Close()
 		if g != nil {
 			_ = g.Close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/recorder"
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -58,6 +59,9 @@ type Config struct {
 	recorder.Conn
 	// ShutdownTimeout bounds the requests in progress after SIGTERM.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long requests in progress may finish after SIGTERM."`
+	// UnknownEventTypes is what POST /v1/events does with an event whose
+	// type is not in the event catalog.
+	UnknownEventTypes string `env:"WEBHOOKS_UNKNOWN_EVENT_TYPES" envDefault:"accept" desc:"An event whose type is not in the event catalog: accept, warn (accept it, count it as unknown and say so in the answer) or reject (422); the dispatcher reads it too."`
 	// RequestTimeout bounds one request, the broker's acknowledgement
 	// included.
 	RequestTimeout time.Duration `env:"WEBHOOKS_API_REQUEST_TIMEOUT" envDefault:"15s" desc:"Bounds one request, waiting for the broker included."`
@@ -105,6 +109,9 @@ func (c *Config) validate() error {
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.RequestTimeout)))
+	}
+	if err := catalog.ValidateUnknown(c.UnknownEventTypes); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", config.Name(c, &c.UnknownEventTypes), err))
 	}
 	return errors.Join(errs...)
 }

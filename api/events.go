@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -25,19 +27,33 @@ type Event struct {
 }
 
 type publishInput struct {
-	Body Event
+	Body    Event
+	RawBody []byte
 }
 
 type publishBatchInput struct {
 	Body struct {
 		Events []Event `json:"events" minItems:"1" maxItems:"500" doc:"Up to 500 events, published in this order."`
 	}
+	RawBody []byte
 }
 
 type publishOutput struct {
 	Body struct {
 		IDs []string `json:"ids" doc:"The events' ids, in order."`
+		// Warnings name the accepted events that the catalog would refuse
+		// if their types were enforced.
+		Warnings []PublishWarning `json:"warnings,omitempty" doc:"Accepted events whose data their type's schema refuses (the type's validation is warn), or whose type is not in the catalog (WEBHOOKS_UNKNOWN_EVENT_TYPES=warn)."`
 	}
+}
+
+// PublishWarning is an accepted event the catalog found fault with.
+type PublishWarning struct {
+	Index   int    `json:"index" doc:"The event's place in the request, from 0."`
+	Type    string `json:"type"`
+	Pointer string `json:"pointer,omitempty" doc:"JSON pointer of the failing value in data."`
+	Keyword string `json:"keyword,omitempty" doc:"The schema keyword that failed, or unknown_type."`
+	Message string `json:"message"`
 }
 
 func (s *Server) registerEvents() {
@@ -46,14 +62,30 @@ func (s *Server) registerEvents() {
 		Summary: "Publish an event", Description: "Validated as the dispatcher validates, produced to the events topic keyed by its ordering key; " +
 			"202 once the broker acknowledged it.", Tags: tags, Security: secured, DefaultStatus: http.StatusAccepted},
 		func(ctx context.Context, in *publishInput) (*publishOutput, error) {
+			if err := utf8Body(in.RawBody); err != nil {
+				return nil, err
+			}
 			return s.publish(ctx, []Event{in.Body}, "")
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "publish-events", Method: http.MethodPost, Path: "/v1/events/batch",
 		Summary: "Publish up to 500 events", Description: "All or none are accepted: one invalid event refuses the batch, naming it.",
 		Tags: tags, Security: secured, DefaultStatus: http.StatusAccepted, MaxBodyBytes: 500 * topics.DefaultMaxEventBytes},
 		func(ctx context.Context, in *publishBatchInput) (*publishOutput, error) {
+			if err := utf8Body(in.RawBody); err != nil {
+				return nil, err
+			}
 			return s.publish(ctx, in.Body.Events, "events")
 		})
+}
+
+// utf8Body refuses a body that is not UTF-8 (RFC 8259 section 8.1): the
+// JSON decoder would quietly replace the bytes in strings, and keep them in
+// data, which strict receivers could not parse.
+func utf8Body(b []byte) error {
+	if utf8.Valid(b) {
+		return nil
+	}
+	return huma.Error400BadRequest("the body is not valid UTF-8 (RFC 8259 section 8.1: JSON between systems is UTF-8)")
 }
 
 // publish validates every event, then produces them all and waits for the
@@ -84,6 +116,14 @@ func (s *Server) publish(ctx context.Context, events []Event, field string) (*pu
 		if _, err := topics.DecodeEvent(value, 0); err != nil {
 			return nil, s.invalid(err, prefix)
 		}
+		v := s.catalog.Judge(e.Type, e.Data)
+		s.countValidated(e.Type, v)
+		if v.Refuse {
+			return nil, schemaRefused(v, e.Type, prefix)
+		}
+		if w, ok := warning(i, e.Type, v); ok {
+			out.Body.Warnings = append(out.Body.Warnings, w)
+		}
 		r := &kgo.Record{Topic: s.names.Events(), Value: value}
 		if e.Key != "" {
 			r.Key = []byte(e.Key)
@@ -95,4 +135,28 @@ func (s *Server) publish(ctx context.Context, events []Event, field string) (*pu
 		return nil, err
 	}
 	return out, nil
+}
+
+// warning is what an accepted event's answer says of a verdict that is
+// not clean: invalid data under warn, an unknown type under warn.
+func warning(i int, eventType string, v catalog.Verdict) (PublishWarning, bool) {
+	switch v.Outcome {
+	case catalog.OutcomeInvalid:
+		return PublishWarning{Index: i, Type: eventType, Pointer: v.Violation.Pointer, Keyword: v.Violation.Keyword, Message: v.Violation.Message}, true
+	case catalog.OutcomeUnknown:
+		return PublishWarning{Index: i, Type: eventType, Keyword: "unknown_type", Message: "not in the event catalog"}, true
+	}
+	return PublishWarning{}, false
+}
+
+// countValidated counts a published event's verdict (unknown types under
+// the type "", unchecked events not at all).
+func (s *Server) countValidated(eventType string, v catalog.Verdict) {
+	if v.Outcome == catalog.OutcomeUnchecked {
+		return
+	}
+	if !v.Known {
+		eventType = ""
+	}
+	s.m.validated.WithLabelValues(eventType, v.Outcome).Inc()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -43,7 +44,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations(), n.Tenants()}, log); err != nil || ctx.Err() != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes()}, log); err != nil || ctx.Err() != nil {
 		return err
 	}
 	subs, err := table.NewTable(base, n.Subscriptions(), cfg.Secrets, log)
@@ -72,6 +73,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer holds.Close()
+	cat, err := catalog.New(base, n.EventTypes(), cfg.UnknownEventTypes, log)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
 	tables, stopTables := context.WithCancel(context.Background())
 	defer stopTables()
 	go subs.Run(tables)
@@ -79,7 +85,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	go ops.Run(tables)
 	go tenants.Run(tables)
 	go holds.Run(tables)
-	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp, tenants.WaitCaughtUp} {
+	go cat.Run(tables)
+	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp, tenants.WaitCaughtUp, cat.WaitCaughtUp} {
 		if err := wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -103,7 +110,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer ch.Close()
-	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants).WithHolds(holds)
+	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants).WithHolds(holds).WithCatalog(cat)
 	opsCtx, stopOps := context.WithCancel(ctx)
 	running := make(chan struct{})
 	go func() {

@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -60,6 +62,42 @@ func New(base []kgo.Opt, topic, unknown string, log *zap.Logger) (*Catalog, erro
 		return nil, err
 	}
 	return &Catalog{Keyed: k, unknown: unknown}, nil
+}
+
+// Get returns a type by name; a nil catalog has none.
+func (c *Catalog) Get(name string) (*Type, bool) {
+	if c == nil {
+		return nil, false
+	}
+	return c.Keyed.Get(name)
+}
+
+// All returns every type, by name; a nil catalog has none.
+func (c *Catalog) All() []*Type {
+	if c == nil {
+		return nil
+	}
+	return c.Keyed.All()
+}
+
+// WaitCaughtUp returns once every record written before the call has been
+// applied, or ctx is done; a nil catalog has nothing to wait for.
+func (c *Catalog) WaitCaughtUp(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	return c.Keyed.WaitCaughtUp(ctx)
+}
+
+// ErrNoCatalog is what writing through a nil catalog waits for in vain.
+var ErrNoCatalog = errors.New("no event catalog")
+
+// WaitApplied returns once the record r (as produced) has been applied.
+func (c *Catalog) WaitApplied(ctx context.Context, r *kgo.Record) error {
+	if c == nil {
+		return ErrNoCatalog
+	}
+	return c.Keyed.WaitApplied(ctx, r)
 }
 
 // ValidateUnknown checks an unknown-type policy.

@@ -1,0 +1,189 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/runtime/catalog"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// EventTypeBody is what an admin writes of an event type.
+type EventTypeBody struct {
+	Description string            `json:"description,omitempty" maxLength:"4096" doc:"What the event means, shown to tenants."`
+	Schema      json.RawMessage   `json:"schema,omitempty" doc:"A JSON Schema (draft 2020-12 unless its $schema says otherwise) for the events' data; absent: any data. No $ref outside itself; patterns in RE2 syntax."`
+	Examples    []json.RawMessage `json:"examples,omitempty" maxItems:"10" doc:"Data values the schema accepts, shown to tenants and sent by test-send."`
+	Deprecated  bool              `json:"deprecated,omitempty" doc:"Still delivered; shown as deprecated to tenants."`
+	Validation  string            `json:"validation,omitempty" enum:"off,warn,enforce" doc:"What an event whose data the schema refuses gets: off (not checked), warn (delivered and counted; the default), enforce (refused: 422 here, the dlq with category schema from Kafka)."`
+}
+
+// EventType is an entry of the event catalog.
+type EventType struct {
+	Name string `json:"name" doc:"The events' type, dotted: invoice.paid."`
+	EventTypeBody
+	Version   int       `json:"version" doc:"1 when created, one more at each update."`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func eventTypeOut(t *catalog.Type) EventType {
+	et := t.EventType
+	return EventType{Name: et.Name, Version: et.Version, UpdatedAt: et.UpdatedAt, EventTypeBody: EventTypeBody{
+		Description: et.Description, Schema: et.Schema, Examples: et.Examples, Deprecated: et.Deprecated, Validation: et.Mode()}}
+}
+
+type eventTypeNameInput struct {
+	Name string `path:"name" doc:"The type's name."`
+}
+
+type eventTypeOutput struct {
+	Body EventType
+}
+
+type eventTypeListOutput struct {
+	Body struct {
+		Data []EventType `json:"data" doc:"Every event type, by name."`
+	}
+}
+
+type createEventTypeInput struct {
+	Body struct {
+		Name string `json:"name" doc:"The events' type, dotted: segments of [a-zA-Z0-9_-] separated by single dots."`
+		EventTypeBody
+	}
+}
+
+type updateEventTypeInput struct {
+	Name  string `path:"name" doc:"The type's name."`
+	Force bool   `query:"force" doc:"Write a change that would refuse data the current version accepts (see the 409 it answers otherwise)."`
+	Body  EventTypeBody
+}
+
+func (s *Server) registerEventTypes() {
+	tags := []string{"Event types"}
+	admin := map[string]any{adminOnly: true}
+	huma.Register(s.api, huma.Operation{OperationID: "list-event-types", Method: http.MethodGet, Path: "/v1/event-types",
+		Summary: "List the event catalog", Description: "Every event type with its schema and examples; tenant keys read it too.",
+		Tags: tags, Security: secured},
+		func(context.Context, *struct{}) (*eventTypeListOutput, error) {
+			out := &eventTypeListOutput{}
+			out.Body.Data = []EventType{}
+			for _, t := range s.catalog.All() {
+				out.Body.Data = append(out.Body.Data, eventTypeOut(t))
+			}
+			return out, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "get-event-type", Method: http.MethodGet, Path: "/v1/event-types/{name}",
+		Summary: "Get an event type", Tags: tags, Security: secured},
+		func(_ context.Context, in *eventTypeNameInput) (*eventTypeOutput, error) {
+			t, ok := s.catalog.Get(in.Name)
+			if !ok {
+				return nil, huma.Error404NotFound("no event type " + in.Name)
+			}
+			return &eventTypeOutput{Body: eventTypeOut(t)}, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "create-event-type", Method: http.MethodPost, Path: "/v1/event-types",
+		Summary: "Add an event type", Description: "Admin only. The schema must compile and accept every example. 409 when the type exists.",
+		Tags: tags, Security: secured, Metadata: admin, DefaultStatus: http.StatusCreated},
+		func(ctx context.Context, in *createEventTypeInput) (*eventTypeOutput, error) {
+			if _, ok := s.catalog.Get(in.Body.Name); ok {
+				return nil, huma.Error409Conflict("event type " + in.Body.Name + " exists: update it with PUT /v1/event-types/" + in.Body.Name)
+			}
+			t, err := s.compileEventType(in.Body.Name, in.Body.EventTypeBody, 1)
+			if err != nil {
+				return nil, err
+			}
+			return s.putEventType(ctx, t)
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "update-event-type", Method: http.MethodPut, Path: "/v1/event-types/{name}",
+		Summary: "Change an event type", Description: "Admin only. Replaces the type as a new version. A schema that would refuse data " +
+			"the current version accepts (a new required property, a narrower type, an enum value dropped, a tighter bound, an old example " +
+			"refused, or a change that cannot be judged) answers 409 listing why, unless force is set; or publish under a new type name.",
+		Tags: tags, Security: secured, Metadata: admin},
+		func(ctx context.Context, in *updateEventTypeInput) (*eventTypeOutput, error) {
+			prev, ok := s.catalog.Get(in.Name)
+			if !ok {
+				return nil, huma.Error404NotFound("no event type " + in.Name + ": create it with POST /v1/event-types")
+			}
+			next, err := s.compileEventType(in.Name, in.Body, prev.Version+1)
+			if err != nil {
+				return nil, err
+			}
+			if why := catalog.Breaking(prev, next); len(why) > 0 && !in.Force {
+				details := make([]error, len(why))
+				for i, w := range why {
+					details[i] = &huma.ErrorDetail{Location: "body.schema", Message: w}
+				}
+				return nil, huma.Error409Conflict("this change would refuse data that version "+strconv.Itoa(prev.Version)+
+					" accepts: set force=true to write it anyway, or publish under a new type name", details...)
+			}
+			return s.putEventType(ctx, next)
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "delete-event-type", Method: http.MethodDelete, Path: "/v1/event-types/{name}",
+		Summary: "Remove an event type", Description: "Admin only. Its events become unknown (WEBHOOKS_UNKNOWN_EVENT_TYPES decides their fate).",
+		Tags: tags, Security: secured, Metadata: admin, DefaultStatus: http.StatusNoContent},
+		func(ctx context.Context, in *eventTypeNameInput) (*struct{}, error) {
+			if _, ok := s.catalog.Get(in.Name); !ok {
+				return nil, huma.Error404NotFound("no event type " + in.Name)
+			}
+			r := &kgo.Record{Topic: s.names.EventTypes(), Key: []byte(in.Name)}
+			return nil, s.writeCatalog(ctx, r)
+		})
+}
+
+// compileEventType builds and compiles a version of a type; a 422 names
+// the field at fault.
+func (s *Server) compileEventType(name string, b EventTypeBody, version int) (*catalog.Type, error) {
+	t, err := catalog.Compile(topics.EventType{Name: name, Description: b.Description, Schema: b.Schema, Examples: b.Examples,
+		Deprecated: b.Deprecated, Validation: b.Validation, Version: version, UpdatedAt: time.Now().UTC()})
+	if err != nil {
+		var ie *topics.InvalidError
+		if errors.As(err, &ie) && ie.Field == "name" {
+			return nil, huma.Error422UnprocessableEntity("invalid event type", &huma.ErrorDetail{Location: "body.name", Message: ie.Reason, Value: name})
+		}
+		return nil, s.invalid(err, "")
+	}
+	return t, nil
+}
+
+func (s *Server) putEventType(ctx context.Context, t *catalog.Type) (*eventTypeOutput, error) {
+	r := &kgo.Record{Topic: s.names.EventTypes(), Key: []byte(t.Name), Value: t.Encode()}
+	if err := s.writeCatalog(ctx, r); err != nil {
+		return nil, err
+	}
+	return &eventTypeOutput{Body: eventTypeOut(t)}, nil
+}
+
+// writeCatalog produces a record of the event-types topic and waits until
+// this replica's catalog applied it (read your writes).
+func (s *Server) writeCatalog(ctx context.Context, r *kgo.Record) error {
+	if err := s.produce(ctx, r); err != nil {
+		return err
+	}
+	if err := s.catalog.WaitApplied(ctx, r); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return huma.Error503ServiceUnavailable("written, but not yet read back in time")
+		}
+		return s.internal(err)
+	}
+	return nil
+}
+
+// schemaRefused answers an event its type's schema refuses (or whose type
+// is unknown where unknown types are rejected): a 422 naming the event's
+// place in the body, the JSON pointer within its data and the keyword.
+func schemaRefused(v catalog.Verdict, eventType, prefix string) error {
+	if v.Violation == nil {
+		return huma.Error422UnprocessableEntity("unknown event type",
+			&huma.ErrorDetail{Location: "body." + prefix + "type", Message: "not in the event catalog, and unknown types are rejected", Value: eventType})
+	}
+	return huma.Error422UnprocessableEntity("event data does not match the schema of "+eventType,
+		&huma.ErrorDetail{Location: "body." + prefix + "data" + v.Violation.Pointer,
+			Message: v.Violation.Keyword + ": " + v.Violation.Message})
+}
