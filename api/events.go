@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/topics"
@@ -117,7 +119,7 @@ func (s *Server) publish(ctx context.Context, events []Event, field string) (*pu
 			return nil, s.invalid(err, prefix)
 		}
 		v := s.catalog.Judge(e.Type, e.Data)
-		s.countValidated(e.Type, v)
+		s.countValidated(ctx, e.Type, v)
 		if v.Refuse {
 			return nil, schemaRefused(v, e.Type, prefix)
 		}
@@ -150,8 +152,9 @@ func warning(i int, eventType string, v catalog.Verdict) (PublishWarning, bool) 
 }
 
 // countValidated counts a published event's verdict (unknown types under
-// the type "", unchecked events not at all).
-func (s *Server) countValidated(eventType string, v catalog.Verdict) {
+// the type "", unchecked events not at all), and the invalid and unknown
+// ones in Redis too, for the dashboard.
+func (s *Server) countValidated(ctx context.Context, eventType string, v catalog.Verdict) {
 	if v.Outcome == catalog.OutcomeUnchecked {
 		return
 	}
@@ -159,4 +162,9 @@ func (s *Server) countValidated(eventType string, v catalog.Verdict) {
 		eventType = ""
 	}
 	s.m.validated.WithLabelValues(eventType, v.Outcome).Inc()
+	if s.guard != nil && (v.Outcome == catalog.OutcomeInvalid || v.Outcome == catalog.OutcomeUnknown) {
+		if err := s.guard.CountSchema(ctx, time.Now(), map[[2]string]int{{eventType, v.Outcome}: 1}); err != nil {
+			s.log.Debug("counting an invalid event in Redis", zap.Error(err))
+		}
+	}
 }

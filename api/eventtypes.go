@@ -1,11 +1,14 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -65,6 +68,21 @@ type updateEventTypeInput struct {
 	Body  EventTypeBody
 }
 
+// EventTypeFaults are a type's events the catalog found fault with in the
+// last 24 hours, at the API and at the dispatcher.
+type EventTypeFaults struct {
+	Type    string `json:"type" doc:"The type; empty for the unknown types together."`
+	Invalid int64  `json:"invalid" doc:"Events whose data the type's schema refused (warned or refused)."`
+	Unknown int64  `json:"unknown" doc:"Events of types not in the catalog (counted under warn and reject only)."`
+}
+
+type eventTypeFaultsOutput struct {
+	Body struct {
+		Available bool              `json:"available" doc:"False without Redis, where the counts are kept (the Prometheus metrics events_validated_total have them too)."`
+		Types     []EventTypeFaults `json:"types" doc:"The types with faults, most first."`
+	}
+}
+
 func (s *Server) registerEventTypes() {
 	tags := []string{"Event types"}
 	admin := map[string]any{adminOnly: true}
@@ -76,6 +94,24 @@ func (s *Server) registerEventTypes() {
 			out.Body.Data = []EventType{}
 			for _, t := range s.catalog.All() {
 				out.Body.Data = append(out.Body.Data, eventTypeOut(t))
+			}
+			return out, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "event-type-faults", Method: http.MethodGet, Path: "/v1/stats/event-types",
+		Summary: "Invalid events by type", Description: "Admin only. Events whose data their type's schema refused, and events of unknown types, " +
+			"in the last 24 hours, counted at the API and the dispatcher. Kept in Redis.",
+		Tags: tags, Security: secured, Metadata: admin},
+		func(ctx context.Context, _ *struct{}) (*eventTypeFaultsOutput, error) {
+			out := &eventTypeFaultsOutput{}
+			out.Body.Types = []EventTypeFaults{}
+			if s.guard == nil {
+				return out, nil
+			}
+			// Redis down: the counts are unavailable, which the answer
+			// says; not an error of the request.
+			counts, err := s.guard.SchemaCounts(ctx, time.Now())
+			if out.Body.Available = err == nil; out.Body.Available {
+				out.Body.Types = faultsByType(counts)
 			}
 			return out, nil
 		})
@@ -186,4 +222,31 @@ func schemaRefused(v catalog.Verdict, eventType, prefix string) error {
 	return huma.Error422UnprocessableEntity("event data does not match the schema of "+eventType,
 		&huma.ErrorDetail{Location: "body." + prefix + "data" + v.Violation.Pointer,
 			Message: v.Violation.Keyword + ": " + v.Violation.Message})
+}
+
+// faultsByType folds counts by [type, outcome] into one row per type, the
+// most faults first.
+func faultsByType(counts map[[2]string]int64) []EventTypeFaults {
+	rows := map[string]*EventTypeFaults{}
+	for k, n := range counts {
+		r := rows[k[0]]
+		if r == nil {
+			r = &EventTypeFaults{Type: k[0]}
+			rows[k[0]] = r
+		}
+		switch k[1] {
+		case catalog.OutcomeInvalid:
+			r.Invalid += n
+		case catalog.OutcomeUnknown:
+			r.Unknown += n
+		}
+	}
+	out := make([]EventTypeFaults, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b EventTypeFaults) int {
+		return cmp.Or(cmp.Compare(b.Invalid+b.Unknown, a.Invalid+a.Unknown), strings.Compare(a.Type, b.Type))
+	})
+	return out
 }

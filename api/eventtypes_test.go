@@ -1,11 +1,15 @@
 package api
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hookpipe/hookpipe/runtime/catalog"
+	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 )
 
 var orderSchema = map[string]any{
@@ -124,5 +128,39 @@ func TestPublishValidation(t *testing.T) {
 	}
 	if n := len(c.records(c.names.Events())); n != 2 {
 		t.Fatalf("%d events produced, want the 2 accepted", n)
+	}
+}
+
+// TestEventTypeFaults: invalid and unknown events published are counted
+// by type in Redis for the dashboard; without Redis the answer says the
+// counts are unavailable.
+func TestEventTypeFaults(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	var out struct {
+		Available bool
+		Types     []EventTypeFaults
+	}
+	c.replica().must(http.StatusOK, "GET", "/v1/stats/event-types", adminKey, nil, &out)
+	if out.Available || len(out.Types) != 0 {
+		t.Fatalf("without Redis: %+v", out)
+	}
+
+	url, prefix := redistest.Shared(t)
+	env := maps.Clone(c.env)
+	env[redisstate.EnvURL], env[redisstate.EnvKeyPrefix], env["WEBHOOKS_UNKNOWN_EVENT_TYPES"] = url, prefix, catalog.UnknownWarn
+	r := c.replicaWith(env)
+	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.created", "schema": orderSchema, "validation": "enforce"}, nil)
+	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.noted", "schema": orderSchema}, nil)
+	r.must(http.StatusUnprocessableEntity, "POST", "/v1/events", adminKey, map[string]any{"type": "order.created", "data": map[string]any{}}, nil)
+	r.must(http.StatusUnprocessableEntity, "POST", "/v1/events", adminKey, map[string]any{"type": "order.created", "data": map[string]any{}}, nil)
+	r.must(http.StatusAccepted, "POST", "/v1/events", adminKey, map[string]any{"type": "order.noted", "data": map[string]any{}}, nil)
+	r.must(http.StatusAccepted, "POST", "/v1/events", adminKey, map[string]any{"type": "order.noted", "data": map[string]any{"id": 1}}, nil)
+	r.must(http.StatusAccepted, "POST", "/v1/events", adminKey, map[string]any{"type": "who.knows", "data": map[string]any{}}, nil)
+	r.must(http.StatusForbidden, "GET", "/v1/stats/event-types", r.tenantKey("acme"), nil, nil)
+	r.must(http.StatusOK, "GET", "/v1/stats/event-types", adminKey, nil, &out)
+	want := []EventTypeFaults{{Type: "order.created", Invalid: 2}, {Type: "", Unknown: 1}, {Type: "order.noted", Invalid: 1}}
+	if !out.Available || !slices.Equal(out.Types, want) {
+		t.Fatalf("faults %+v, want %+v", out, want)
 	}
 }

@@ -28,19 +28,35 @@ type testSendOutput struct {
 	}
 }
 
+type testSendInput struct {
+	ID   string `path:"id" doc:"The subscription's id."`
+	Body *struct {
+		EventType string `json:"event_type,omitempty" doc:"Send this catalog type's example instead of a webhook.test event."`
+		Example   int    `json:"example,omitempty" minimum:"0" doc:"Which of the type's examples, from 0."`
+	} `required:"false"`
+}
+
 func (s *Server) registerTestSend() {
 	huma.Register(s.api, huma.Operation{OperationID: "test-subscription", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/test",
-		Summary: "Send a test event", Description: "Sends a signed " + TestEventType + " event to the endpoint now, through the same HTTP " +
-			"client, SSRF guard and signing as the deliverer, and answers what the endpoint did. Nothing is recorded or retried.",
+		Summary: "Send a test event", Description: "Sends a signed " + TestEventType + " event (or, with event_type, an example of that " +
+			"catalog type) to the endpoint now, through the same HTTP client, SSRF guard and signing as the deliverer, and answers what " +
+			"the endpoint did. Nothing is recorded or retried.",
 		Tags: []string{"Subscriptions"}, Security: secured},
-		func(ctx context.Context, in *subscriptionIDInput) (*testSendOutput, error) {
+		func(ctx context.Context, in *testSendInput) (*testSendOutput, error) {
 			sub, err := s.visible(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
 			now := time.Now().UTC()
+			typ := TestEventType
 			data, _ := json.Marshal(map[string]string{"subscription_id": sub.ID, "message": "a test event from hookpipe"})
-			del := topics.Delivery{SubscriptionID: sub.ID, EventID: topics.NewID("evt_test_"), EventType: TestEventType,
+			if in.Body != nil && in.Body.EventType != "" {
+				typ = in.Body.EventType
+				if data, err = s.example(typ, in.Body.Example); err != nil {
+					return nil, err
+				}
+			}
+			del := topics.Delivery{SubscriptionID: sub.ID, EventID: topics.NewID("evt_test_"), EventType: typ,
 				Tenant: sub.Tenant, Timestamp: now.Format(time.RFC3339Nano), Data: data, Attempt: 1, PublishedAt: now}
 			res := s.prober.Probe(ctx, sub, &del)
 			out := &testSendOutput{}
@@ -49,6 +65,20 @@ func (s *Server) registerTestSend() {
 			out.Body.FailureCategory, out.Body.Error, out.Body.ResponseBody = res.Category, res.Error, res.Body
 			return out, nil
 		})
+}
+
+// example is a catalog type's example i; a 422 names what is missing.
+func (s *Server) example(eventType string, i int) ([]byte, error) {
+	t, ok := s.catalog.Get(eventType)
+	if !ok {
+		return nil, huma.Error422UnprocessableEntity("no such event type",
+			&huma.ErrorDetail{Location: "body.event_type", Message: "not in the event catalog", Value: eventType})
+	}
+	if i >= len(t.Examples) {
+		return nil, huma.Error422UnprocessableEntity("no such example",
+			&huma.ErrorDetail{Location: "body.example", Message: fmt.Sprintf("%s has %d examples", eventType, len(t.Examples)), Value: i})
+	}
+	return t.Examples[i], nil
 }
 
 // VerifyEventType is the type of the event that verifies an endpoint.

@@ -19,10 +19,10 @@ import (
 // deliverer; another tenant's subscription answers 404.
 func TestTestSend(t *testing.T) {
 	t.Parallel()
-	var verified, got string
+	var verified, got, gotBody string
 	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		got = r.Header.Get("webhook-id")
+		got, gotBody = r.Header.Get("webhook-id"), string(body)
 		wh, err := standardwebhooks.NewWebhook(verified)
 		if err == nil {
 			err = wh.Verify(body, r.Header)
@@ -53,6 +53,20 @@ func TestTestSend(t *testing.T) {
 	r.must(http.StatusOK, "POST", "/v1/subscriptions/"+sub.ID+"/test", adminKey, nil, &res)
 	if !res.Delivered || res.Status != http.StatusAccepted || res.ResponseBody != `{"ok":true}` || res.DurationMS <= 0 || res.EventID != got {
 		t.Fatalf("test-send answered %+v (the endpoint saw %q)", res, got)
+	}
+	// A catalog type's example, signed like the rest.
+	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "webhook.test", "schema": map[string]any{"type": "object"},
+		"examples": []any{map[string]any{"n": 0}, map[string]any{"n": 1, "type": "example"}}}, nil)
+	r.must(http.StatusOK, "POST", "/v1/subscriptions/"+sub.ID+"/test", adminKey, map[string]any{"event_type": "webhook.test", "example": 1}, &res)
+	if !res.Delivered || !strings.Contains(gotBody, `"data":{"n":1,"type":"example"}`) {
+		t.Fatalf("test-send of an example answered %+v; the endpoint saw %s", res, gotBody)
+	}
+	for body, location := range map[string]string{`{"event_type": "nope.nope"}`: "body.event_type", `{"event_type": "webhook.test", "example": 2}`: "body.example"} {
+		var p problem
+		r.must(http.StatusUnprocessableEntity, "POST", "/v1/subscriptions/"+sub.ID+"/test", adminKey, body, &p)
+		if len(p.Errors) != 1 || p.Errors[0].Location != location {
+			t.Fatalf("test-send %s answered %+v, want %s", body, p, location)
+		}
 	}
 	other := r.tenantKey("globex")
 	if a := r.do("POST", "/v1/subscriptions/"+sub.ID+"/test", other, nil); a.status != http.StatusNotFound {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
@@ -157,4 +158,22 @@ func (d *dedup) duplicates(ctx context.Context, batch []polled) map[*kgo.Record]
 	}
 	d.dropped.Add(uint64(len(dups)))
 	return dups
+}
+
+// countSchema adds a committed batch's invalid and unknown events to the
+// counts Redis keeps for the dashboard (best effort: Redis down loses them,
+// the metrics keep them).
+func (d *dedup) countSchema(ctx context.Context, now time.Time, v validationCounts) {
+	if d == nil {
+		return
+	}
+	faults := map[[2]string]int{}
+	for k, n := range v {
+		if k[1] == catalog.OutcomeInvalid || k[1] == catalog.OutcomeUnknown {
+			faults[k] = n
+		}
+	}
+	if err := d.g.CountSchema(ctx, now, faults); err != nil {
+		d.log.Debug("counting invalid events in Redis", zap.Error(err))
+	}
 }

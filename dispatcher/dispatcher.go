@@ -300,6 +300,7 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 	d.m.transaction(committed, len(batch), deliveries, dead, filterErrors, time.Since(now))
 	if committed {
 		d.m.validated(validated)
+		d.dedup.countSchema(work, now, validated)
 	}
 	switch {
 	case committed:

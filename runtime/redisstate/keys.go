@@ -3,6 +3,7 @@ package redisstate
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 )
 
 // Keys is the key layout, under a prefix (WEBHOOKS_REDIS_KEY_PREFIX,
@@ -65,6 +66,12 @@ func (k Keys) Recovering() string { return k.Prefix + "recovering" }
 // OpenBreakers is the sorted set of the breakers not closed, scored by
 // when they opened (unix ms): for the metrics.
 func (k Keys) OpenBreakers() string { return k.Prefix + "breakers:open" }
+
+// SchemaCounts is the hash of one hour's events the event catalog found
+// fault with: "<outcome> <type>" -> count.
+func (k Keys) SchemaCounts(hour time.Time) string {
+	return k.Prefix + "schema:" + hour.UTC().Format("2006010215")
+}
 
 // maxDedupKey bounds the idempotency key kept verbatim in a key name;
 // longer ones are hashed.

@@ -322,3 +322,34 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("master killed: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestSchemaCounts: counts add up by type and outcome over the last 24
+// hours; older hours are not summed.
+func TestSchemaCounts(t *testing.T) { redistest.Topologies(t, testSchemaCounts) }
+
+func testSchemaCounts(t *testing.T, cfg redisstate.Config) {
+	cfg.Timeout, cfg.RetryInterval = time.Second, time.Second
+	g, err := redisstate.Open(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 26, 12, 30, 0, 0, time.UTC)
+	for at, counts := range map[time.Time]map[[2]string]int{
+		now:                     {{"order.created", "invalid"}: 2, {"", "unknown"}: 1},
+		now.Add(-23 * time.Hour): {{"order.created", "invalid"}: 3},
+		now.Add(-25 * time.Hour): {{"order.created", "invalid"}: 100},
+	} {
+		if err := g.CountSchema(ctx, at, counts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := g.SchemaCounts(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[[2]string{"order.created", "invalid"}] != 5 || got[[2]string{"", "unknown"}] != 1 {
+		t.Fatalf("SchemaCounts = %v, want 5 invalid order.created and 1 unknown", got)
+	}
+}

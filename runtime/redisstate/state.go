@@ -201,3 +201,51 @@ func (g *Guard) ForceBreaker(ctx context.Context, sub, control string, d time.Du
 		return rdb.ZRem(ctx, g.keys.OpenBreakers(), sub).Err()
 	})
 }
+
+// SchemaWindow is how far back SchemaCounts sums.
+const SchemaWindow = 24 * time.Hour
+
+// CountSchema adds to now's hour the events the event catalog found fault
+// with, by [type, outcome] (the type "" for unknown types). Each hour's
+// hash is kept a little longer than SchemaWindow.
+func (g *Guard) CountSchema(ctx context.Context, now time.Time, counts map[[2]string]int) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	key := g.keys.SchemaCounts(now)
+	return g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
+		p := rdb.Pipeline()
+		for k, n := range counts {
+			p.HIncrBy(ctx, key, k[1]+" "+k[0], int64(n))
+		}
+		p.Expire(ctx, key, SchemaWindow+time.Hour)
+		_, err := p.Exec(ctx)
+		return err
+	})
+}
+
+// SchemaCounts sums the counts of the last SchemaWindow up to now, by
+// [type, outcome].
+func (g *Guard) SchemaCounts(ctx context.Context, now time.Time) (map[[2]string]int64, error) {
+	hours := int(SchemaWindow / time.Hour)
+	out := map[[2]string]int64{}
+	err := g.Do(ctx, func(ctx context.Context, rdb redis.UniversalClient) error {
+		p := rdb.Pipeline()
+		res := make([]*redis.MapStringStringCmd, hours)
+		for i := range res {
+			res[i] = p.HGetAll(ctx, g.keys.SchemaCounts(now.Add(-time.Duration(i)*time.Hour)))
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+		for _, r := range res {
+			for field, v := range r.Val() {
+				outcome, typ, _ := strings.Cut(field, " ")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out[[2]string{typ, outcome}] += n
+			}
+		}
+		return nil
+	})
+	return out, err
+}
