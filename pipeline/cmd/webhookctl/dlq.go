@@ -117,6 +117,8 @@ func (c *cli) printDeadLetters(dls []*deadLetter, redrivenColumn bool) error {
 		var sub, event, typ string
 		if d := dl.Delivery; d != nil {
 			sub, event, typ = d.SubscriptionID, d.EventID, d.EventType
+		} else if ev, ok := dl.Event(); ok {
+			event, typ = ev.ID, ev.Type
 		}
 		status := "-"
 		if dl.HTTPStatus != 0 {

@@ -19,8 +19,9 @@ const redriveReason = "redriven by webhookctl"
 // is the JSON shape of its output.
 type redriveSummary struct {
 	DryRun bool `json:"dry_run"`
-	// ToRedrive counts the matching dead letters that have a delivery and
-	// were not redriven before.
+	// ToRedrive counts the matching dead letters that can be sent back (a
+	// delivery, or an event its schema refused) and were not redriven
+	// before.
 	ToRedrive int `json:"to_redrive"`
 	// Redriven counts those sent back (0 with --dry-run).
 	Redriven int `json:"redriven"`
@@ -28,7 +29,8 @@ type redriveSummary struct {
 	// redrive marker points at them.
 	AlreadyRedriven int `json:"already_redriven"`
 	// Undecodable counts matching dead letters skipped because they hold
-	// no delivery (an event or record that could not be decoded).
+	// neither a delivery nor an event a schema refused (an event or record
+	// that could not be decoded).
 	Undecodable int `json:"undecodable"`
 	// DeadLetters are the ones to redrive, oldest first; redriven is true
 	// for those sent back.

@@ -64,7 +64,7 @@ var commands = []command{
 		example: "webhookctl replay --subscription sub_0123456789abcdefghij --since 2h --until 1h --rate 100"},
 	{name: "dlq list", summary: "list dead letters (redriven ones hidden unless --all)", setup: dlqListCmd,
 		example: "webhookctl dlq list --subscription sub_0123456789abcdefghij --category timeout --since 24h"},
-	{name: "dlq redrive", summary: "send dead letters back to the deliverer, each at most once", long: true, setup: redriveCmd,
+	{name: "dlq redrive", summary: "send dead letters back, each at most once: deliveries to the deliverer, events their schema refused to the dispatcher", long: true, setup: redriveCmd,
 		example: "webhookctl dlq redrive --subscription sub_0123456789abcdefghij --rate 50\nwebhookctl dlq redrive --category exhausted --dry-run"},
 	{name: "lag", summary: "consumer lag per group and topic; held records and oldest due time on retry tiers", setup: lagCmd,
 		example: "webhookctl lag --group webhooks-deliverer -o json"},
