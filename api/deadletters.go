@@ -93,6 +93,9 @@ func deadLetterOf(e *dlq.Entry) DeadLetter {
 		LastFailureCategory: dl.LastFailureCategory, HTTPStatus: dl.HTTPStatus, Attempts: dl.Attempts, Redriven: e.Redriven}
 	if d := dl.Delivery; d != nil {
 		out.EventID, out.EventType, out.Tenant, out.SubscriptionID, out.Data = d.EventID, d.EventType, d.Tenant, d.SubscriptionID, d.Data
+	} else if ev, ok := dl.Event(); ok {
+		// An event the dispatcher refused (its schema): no subscription.
+		out.EventID, out.EventType, out.Tenant, out.Data = ev.ID, ev.Type, ev.Tenant, ev.Data
 	}
 	return out
 }

@@ -67,4 +67,23 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("exhausted: %v", got)
 	}
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/dlq?event_type=a.*.b", adminKey, nil, nil)
+
+	// An event its schema refused: its tenant sees it, with its type and
+	// data, and no subscription.
+	refused := topics.DeadLetter{RawEvent: []byte(`{"id":"evt_4","type":"order.created","tenant":"acme","data":{"n":-1}}`),
+		Reason: "data does not match the schema at /n: minimum", FailureCategory: topics.FailureSchema, DeadAt: time.Now().UTC(),
+		Source: topics.Source{Topic: c.names.Events()}}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: c.names.DLQ(), Value: refused.Encode(), Partition: 0}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	l = list{}
+	r.must(http.StatusOK, "GET", "/v1/dlq?category=schema", r.tenantKey("acme"), nil, &l)
+	if len(l.Data) != 1 || l.Data[0].EventID != "evt_4" || l.Data[0].EventType != "order.created" || l.Data[0].SubscriptionID != "" ||
+		string(l.Data[0].Data) != `{"n":-1}` {
+		t.Fatalf("acme's refused events: %+v", l.Data)
+	}
+	r.must(http.StatusOK, "GET", "/v1/dlq?category=schema", r.tenantKey("globex"), nil, &l)
+	if len(l.Data) != 0 {
+		t.Fatalf("globex sees acme's refused event: %+v", l.Data)
+	}
 }
