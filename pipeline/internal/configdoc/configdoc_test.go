@@ -50,11 +50,12 @@ func TestEveryVariableDescribed(t *testing.T) {
 // shared are the variables several components have: each its own ops
 // address, profiles switch and shutdown budget; the deliverer's HTTP client settings, which
 // the API's test-send shares; the recorder's ClickHouse, where the API's
-// message log reads.
+// message log reads; the policy for event types not in the catalog, which
+// the dispatcher and the API's POST /v1/events both apply.
 var shared = map[string]bool{"WEBHOOKS_HTTP_ADDR": true, "WEBHOOKS_PPROF": true, "WEBHOOKS_SHUTDOWN_TIMEOUT": true,
 	"WEBHOOKS_ALLOW_CIDRS": true, "WEBHOOKS_REQUIRE_HTTPS": true, "WEBHOOKS_CONNECT_TIMEOUT": true, "WEBHOOKS_EGRESS_PROXY": true,
 	"WEBHOOKS_CLICKHOUSE_ADDR": true, "WEBHOOKS_CLICKHOUSE_DATABASE": true, "WEBHOOKS_CLICKHOUSE_USER": true,
-	"WEBHOOKS_CLICKHOUSE_PASSWORD": true}
+	"WEBHOOKS_CLICKHOUSE_PASSWORD": true, "WEBHOOKS_UNKNOWN_EVENT_TYPES": true}
 
 // TestConstantsNameVariables: each exported Env constant names a variable
 // its package's configuration reads, so a constant cannot drift from the
