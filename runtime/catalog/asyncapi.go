@@ -33,9 +33,9 @@ import (
 // the $id, $anchor and $schema that would make them resolve elsewhere
 // (TestAsyncAPIValidates runs the parser on the result).
 
-// AsyncAPIVersion is the version of the AsyncAPI specification AsyncAPI
+// asyncAPIVersion is the version of the AsyncAPI specification AsyncAPI
 // renders.
-const AsyncAPIVersion = "3.0.0"
+const asyncAPIVersion = "3.0.0"
 
 // The names of the document's parts: the channel and operation every
 // message belongs to, and the trait holding the Standard Webhooks headers.
@@ -68,7 +68,7 @@ func AsyncAPI(types []*Type, title, version string) ([]byte, error) {
 	sorted := slices.SortedFunc(slices.Values(types), func(a, b *Type) int { return strings.Compare(a.Name, b.Name) })
 	channel := map[string]apiRef{}
 	doc := apiDocument{
-		AsyncAPI: AsyncAPIVersion,
+		AsyncAPI: asyncAPIVersion,
 		Info: apiInfo{Title: title, Version: version, Description: "What a hookpipe subscription's endpoint receives: " +
 			"each event as an HTTP POST whose JSON body is `{\"id\", \"type\", \"timestamp\", \"data\"}`, `data` " +
 			"exactly as the event was published, signed per [Standard Webhooks](https://www.standardwebhooks.com). " +

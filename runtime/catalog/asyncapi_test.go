@@ -16,10 +16,10 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// EnvAsyncAPIValidator names the directory where `make asyncapi-validator`
+// envAsyncAPIValidator names the directory where `make asyncapi-validator`
 // installed the official AsyncAPI parser and validate.mjs
 // (testdata/asyncapi), which TestAsyncAPIValidates runs with node.
-const EnvAsyncAPIValidator = "WEBHOOKS_TEST_ASYNCAPI_VALIDATOR"
+const envAsyncAPIValidator = "WEBHOOKS_TEST_ASYNCAPI_VALIDATOR"
 
 // sampleCatalog is a catalog of every kind of type the document renders:
 // with and without a schema, deprecated, with examples, a schema of nested
@@ -355,9 +355,9 @@ func TestAsyncAPIValidates(t *testing.T) {
 // error diagnostic.
 func validate(t *testing.T, doc []byte) {
 	t.Helper()
-	dir := os.Getenv(EnvAsyncAPIValidator)
+	dir := os.Getenv(envAsyncAPIValidator)
 	if dir == "" {
-		testkit.NeedService(t, EnvAsyncAPIValidator+" is not set (make asyncapi-validator installs the parser; make test sets it)")
+		testkit.NeedService(t, envAsyncAPIValidator+" is not set (make asyncapi-validator installs the parser; make test sets it)")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
