@@ -44,7 +44,7 @@ BROKER_FAULTS := TestBrokerKilledMidStream
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
             ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack ./api/cmd/api
 
-.PHONY: build run test bench lint deps fuzz helm docs assets
+.PHONY: build run test bench lint deps fuzz helm docs assets asyncapi-validator
 
 # Every binary says its version (--version): git describe, or dev.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
@@ -119,6 +119,23 @@ helm: $(HELM)
 $(HELM):
 	GOBIN=$(dir $(HELM)) GOWORK=off CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
+# The official AsyncAPI parser that TestAsyncAPIValidates (runtime/catalog)
+# runs the event catalog's document through: the package.json and
+# package-lock.json of runtime/catalog/testdata/asyncapi pin it and every
+# dependency with its integrity; npm ci installs exactly those, without
+# their install scripts, next to validate.mjs, once (again when one of the
+# three changes). make test passes the directory to the tests as
+# WEBHOOKS_TEST_ASYNCAPI_VALIDATOR. npm comes with node (make deps).
+ASYNCAPI_SRC       := runtime/catalog/testdata/asyncapi
+ASYNCAPI_VALIDATOR := $(CURDIR)/.build/asyncapi-validator
+asyncapi-validator: $(ASYNCAPI_VALIDATOR)/.installed
+$(ASYNCAPI_VALIDATOR)/.installed: $(ASYNCAPI_SRC)/package.json $(ASYNCAPI_SRC)/package-lock.json $(ASYNCAPI_SRC)/validate.mjs
+	@command -v npm >/dev/null 2>&1 || { echo "asyncapi-validator: npm is missing (make deps installs it)" >&2; exit 1; }
+	@mkdir -p $(ASYNCAPI_VALIDATOR)
+	cp $^ $(ASYNCAPI_VALIDATOR)/
+	cd $(ASYNCAPI_VALIDATOR) && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
 # Starts a throwaway redis-server, Redis Cluster and clickhouse-server for the tests and
 # stops them whatever the outcome. WEBHOOKS_TEST_REQUIRE_SERVICES makes a
 # test that would skip for want of a service fail instead.
@@ -135,7 +152,7 @@ $(HELM):
 # A third pass runs the tiers of APACHE_TESTS again on Apache Kafka
 # (services.sh fetches it from Maven Central once, into .build/), each test
 # in topics and groups of its own (runtime/testkit.ApacheKafka).
-test: deps assets lint fuzz helm
+test: deps assets lint fuzz helm asyncapi-validator
 	@set -euo pipefail; \
 	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_REDIS_CLUSTER); $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA)' EXIT; \
 	  $(SERVICES) start redis $(TEST_REDIS_PORT) $(TESTDIR)/redis; \
@@ -146,6 +163,7 @@ test: deps assets lint fuzz helm
 	    WEBHOOKS_TEST_REDIS_CLUSTER_ADDRS=127.0.0.1:$(TEST_REDIS_CLUSTER_PORT),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+1)),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+2)) \
 	    WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
 	    WEBHOOKS_TEST_REQUIRE_SERVICES=1 \
+	    WEBHOOKS_TEST_ASYNCAPI_VALIDATOR=$(ASYNCAPI_VALIDATOR) \
 	    HELM=$(HELM); \
 	  $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual' work; \
 	  $(GO) test -tags synctests -count=1 -timeout 20m -run '^TestVirtual' work; \

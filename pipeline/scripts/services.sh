@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Local services (Redis, ClickHouse, kcat, and an Apache Kafka broker for the
 # tests that need a real one) for `make run`, `make test` and CI, and the tools
-# the tests use (chromium for the browser tests, curl for the npm assets).
+# the tests use (chromium for the browser tests, curl for the npm assets, node
+# and npm for the AsyncAPI parser).
 #
 # Usage:
 #   services.sh install
@@ -129,12 +130,15 @@ install_services() {
 	have chromium || need+=(chromium)
 	have curl || need+=(curl ca-certificates)
 	have openssl || need+=(openssl)
+	# For the official AsyncAPI parser (make asyncapi-validator).
+	have node || need+=(nodejs)
+	have npm || need+=(npm)
 	# For the Apache Kafka broker (install-kafka, start kafka).
 	have java || need+=(openjdk-17-jre-headless)
 	have mvn || need+=(maven)
 
 	if ((${#need[@]} == 0)); then
-		log "install: redis-server, clickhouse-server, clickhouse-client, kcat, chromium, curl, java and mvn are already installed"
+		log "install: redis-server, clickhouse-server, clickhouse-client, kcat, chromium, curl, node, npm, java and mvn are already installed"
 		return 0
 	fi
 
@@ -165,7 +169,7 @@ install_services() {
 	fi
 
 	local c
-	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat chromium curl openssl java mvn; do
+	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat chromium curl openssl node npm java mvn; do
 		have "$c" || die "install: $c still missing after apt-get install"
 	done
 	log "install: done"

@@ -107,13 +107,13 @@ func compare(prev, next any, path string, out *[]string) {
 			}
 		}
 	}
-	compareProperties(pm, nm, path, at, out)
+	compareProperties(pm, nm, path, out)
 }
 
 // compareProperties compares an object's named and other properties: a
 // property new to the schema constrains what prev's additionalProperties
 // allowed, and one dropped falls under next's additionalProperties.
-func compareProperties(pm, nm map[string]any, path, at string, out *[]string) {
+func compareProperties(pm, nm map[string]any, path string, out *[]string) {
 	pp, _ := pm["properties"].(map[string]any)
 	np, _ := nm["properties"].(map[string]any)
 	pa, hadPA := pm["additionalProperties"]

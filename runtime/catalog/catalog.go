@@ -62,7 +62,7 @@ func Compile(et topics.EventType) (*Type, error) {
 		c.AssertFormat()
 		c.UseLoader(noRemote{})
 		c.UseRegexpEngine(boundedRegexp)
-		url := "https://hookpipe.invalid/event-types/" + et.Name + ".json"
+		url := schemaURL(et.Name)
 		if err := c.AddResource(url, doc); err != nil {
 			return nil, invalid("schema", "%v", err)
 		}
@@ -78,6 +78,12 @@ func Compile(et topics.EventType) (*Type, error) {
 		}
 	}
 	return t, nil
+}
+
+// schemaURL is the base URL of a type's schema: relative references in it
+// resolve against it (and nothing is ever fetched from it).
+func schemaURL(name string) string {
+	return "https://hookpipe.invalid/event-types/" + name + ".json"
 }
 
 // Violation is why data does not match its type's schema: the first
@@ -142,12 +148,15 @@ func violation(ve *jsonschema.ValidationError) *Violation {
 	return v
 }
 
+// tokenEscaper escapes a reference token of a JSON pointer (RFC 6901).
+var tokenEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // pointer renders an instance location as a JSON pointer.
 func pointer(loc []string) string {
 	var b strings.Builder
 	for _, tok := range loc {
 		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(tok))
+		b.WriteString(tokenEscaper.Replace(tok))
 	}
 	return b.String()
 }

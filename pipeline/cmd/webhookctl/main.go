@@ -1,6 +1,7 @@
 // Command webhookctl manages the webhook pipeline through its Kafka topics:
 // it creates the topics, manages subscriptions on the compacted
-// subscriptions topic, publishes test events, lists and redrives dead
+// subscriptions topic and the event catalog on the event-types topic
+// (exported as an AsyncAPI document), publishes test events, lists and redrives dead
 // letters, replays events to one subscription, and reads delivery stats
 // from ClickHouse. Its command tree is built with cobra (root.go): --help
 // with examples on every command, shell completion, and `webhookctl

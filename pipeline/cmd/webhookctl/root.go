@@ -58,6 +58,18 @@ var commands = []command{
 		example: "webhookctl tenants set-quota acme --rate 50 --max-subscriptions 20\nwebhookctl tenants set-quota acme --rate default"},
 	{name: "tenants list", summary: "list the tenants with quotas of their own", setup: tenantsListCmd,
 		example: "webhookctl tenants list -o json"},
+	{name: "event-types list", summary: "list the event catalog's types", setup: eventTypesListCmd,
+		example: "webhookctl event-types list -o json"},
+	{name: "event-types get", args: []string{"NAME"}, summary: "show an event type with its schema and examples", setup: eventTypesGetCmd,
+		example: "webhookctl event-types get invoice.paid"},
+	{name: "event-types put", args: []string{"NAME"}, summary: "create or update an event type (a change that may refuse events needs --force)",
+		setup: eventTypesPutCmd,
+		example: "webhookctl event-types put invoice.paid --schema invoice.schema.json --example paid.json --description 'An invoice was paid.'\n" +
+			"webhookctl event-types put invoice.paid --validation enforce\nwebhookctl event-types put invoice.paid --deprecated"},
+	{name: "event-types delete", args: []string{"NAME"}, summary: "remove an event type from the catalog (tombstone)", setup: eventTypesDeleteCmd,
+		example: "webhookctl event-types delete invoice.paid"},
+	{name: "event-types export", summary: "the catalog as an AsyncAPI 3.0.0 document (JSON) of what endpoints receive", setup: eventTypesExportCmd,
+		example: "webhookctl event-types export > asyncapi.json"},
 	{name: "publish", summary: "publish one event (for testing)", setup: publishCmd,
 		example: "webhookctl publish --type order.created --tenant acme --key order-42 --data '{\"total\": 12}'"},
 	{name: "replay", summary: "re-dispatch events in a time range to one subscription", long: true, setup: replayCmd,
@@ -82,6 +94,7 @@ var groups = map[string]string{
 	"clickhouse":    "the recorder's ClickHouse tables",
 	"apikeys":       "keys of the HTTP API (docs/api.md)",
 	"tenants":       "per-tenant quotas",
+	"event-types":   "the event catalog: types, their schemas and examples",
 }
 
 // root builds the command tree of one invocation, bound to c.

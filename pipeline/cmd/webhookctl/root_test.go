@@ -62,6 +62,9 @@ func TestBadInput(t *testing.T) {
 		{"argument to version", []string{"version", "2"}, `unknown command "2"`},
 		{"the old --timeout of a subscription is the command's", []string{"subscriptions", "update", "sub_1", "--timeout", "-1s"},
 			"--timeout -1s: must be positive"},
+		{"unknown event-types subcommand", []string{"event-types", "create"},
+			`unknown command "event-types create" (event-types takes list, get, put, delete, export)`},
+		{"bad validation mode", []string{"event-types", "put", "invoice.paid", "--validation", "strict"}, `--validation "strict": want off, warn or enforce`},
 		{"bad completion shell", []string{"completion", "tcsh"}, `unknown command "completion tcsh" (completion takes bash, fish, powershell, zsh)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
