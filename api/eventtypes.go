@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/catalog"
+	"github.com/hookpipe/hookpipe/runtime/version"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -83,6 +85,11 @@ type eventTypeFaultsOutput struct {
 	}
 }
 
+type asyncAPIOutput struct {
+	ContentType string `header:"Content-Type"`
+	Body        []byte
+}
+
 func (s *Server) registerEventTypes() {
 	tags := []string{"Event types"}
 	admin := map[string]any{adminOnly: true}
@@ -114,6 +121,17 @@ func (s *Server) registerEventTypes() {
 				out.Body.Types = faultsByType(counts)
 			}
 			return out, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "event-types-asyncapi", Method: http.MethodGet, Path: "/v1/event-types/asyncapi.json",
+		Summary: "The catalog as AsyncAPI", Description: "The event catalog as an AsyncAPI 3.0 document: what a subscription's endpoint " +
+			"receives, one message per type (the body with the type's schema for data, the Standard Webhooks headers). " +
+			"As `webhookctl event-types export`.", Tags: tags, Security: secured},
+		func(context.Context, *struct{}) (*asyncAPIOutput, error) {
+			doc, err := catalog.AsyncAPI(s.catalog.All(), catalog.AsyncAPITitle, version.Version)
+			if err != nil {
+				return nil, s.internal(fmt.Errorf("rendering the catalog as AsyncAPI: %w", err))
+			}
+			return &asyncAPIOutput{ContentType: "application/json", Body: doc}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "get-event-type", Method: http.MethodGet, Path: "/v1/event-types/{name}",
 		Summary: "Get an event type", Tags: tags, Security: secured},

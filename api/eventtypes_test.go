@@ -77,6 +77,15 @@ func TestEventTypes(t *testing.T) {
 	if et.Version != 3 || et.Validation != "enforce" {
 		t.Fatalf("after a loosening update: %+v, want version 3, enforced", et)
 	}
+	a := r.do("GET", "/v1/event-types/asyncapi.json", tenant, nil)
+	var doc struct {
+		AsyncAPI   string                            `json:"asyncapi"`
+		Components struct{ Messages map[string]any } `json:"components"`
+	}
+	a.decode(t, &doc)
+	if a.status != http.StatusOK || doc.AsyncAPI != "3.0.0" || len(doc.Components.Messages) != 1 {
+		t.Fatalf("asyncapi.json: %d %s", a.status, a.body)
+	}
 	r.must(http.StatusNotFound, "PUT", "/v1/event-types/order.missing", adminKey, map[string]any{}, nil)
 	r.must(http.StatusNoContent, "DELETE", "/v1/event-types/order.created", adminKey, nil, nil)
 	r.must(http.StatusNotFound, "GET", "/v1/event-types/order.created", tenant, nil, nil)

@@ -95,9 +95,12 @@ func (t *EventType) Validate() error {
 	if len(t.Examples) > MaxEventTypeExamples {
 		return invalid("event type", "examples", "more than %d", MaxEventTypeExamples)
 	}
-	for _, ex := range t.Examples {
+	for i, ex := range t.Examples {
 		if len(ex) > DefaultMaxEventBytes {
-			return invalid("event type", "examples", "an example of %d bytes is over the %d byte limit", len(ex), DefaultMaxEventBytes)
+			return invalid("event type", "examples", "example %d: %d bytes is over the %d byte limit", i, len(ex), DefaultMaxEventBytes)
+		}
+		if !json.Valid(ex) {
+			return invalid("event type", "examples", "example %d is not JSON", i)
 		}
 	}
 	if t.Version < 1 {

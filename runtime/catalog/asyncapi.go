@@ -59,6 +59,10 @@ const (
 // ASCII without spaces or '/'.
 const idPattern = "^[!-.0-~]+$"
 
+// AsyncAPITitle is the title of the catalog's document, as the API serves
+// it and webhookctl event-types export prints it.
+const AsyncAPITitle = "hookpipe events"
+
 // AsyncAPI renders types as an AsyncAPI 3.0.0 document (indented JSON)
 // titled title, at version version: what a subscription's endpoint
 // receives, one message per type, sorted by name so that the same catalog

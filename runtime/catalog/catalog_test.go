@@ -41,6 +41,7 @@ func TestCompileRefusesBadSchemas(t *testing.T) {
 		{"huge repetition", `{"pattern": "(a{1000}){1000}"}`, "", "schema", "pattern"},
 		{"nested too deep", deep, "", "schema", "nested 65 deep"},
 		{"example refused", `{"type": "object", "required": ["id"]}`, `{"amount": 1}`, "examples", "example 0 does not match the schema"},
+		{"example not JSON", `{"type": "object"}`, `{"amount": `, "examples", "example 0 is not JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			et := topics.EventType{Name: "invoice.paid", Schema: json.RawMessage(tc.schema), Version: 1}

@@ -20,9 +20,6 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// asyncAPITitle is the title of the document event-types export prints.
-const asyncAPITitle = "hookpipe events"
-
 func eventTypesPutCmd(fs *flag.FlagSet) runFunc {
 	schema := fs.String("schema", "", "file holding the JSON Schema of the events' data (draft 2020-12 unless its $schema says otherwise)")
 	examples := fs.StringArray("example", nil, "file holding an example of the events' data, which the schema must accept; repeatable; replaces the examples")
@@ -241,7 +238,7 @@ func eventTypesExportCmd(*flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		doc, err := catalog.AsyncAPI(cat.All(), asyncAPITitle, version.Version)
+		doc, err := catalog.AsyncAPI(cat.All(), catalog.AsyncAPITitle, version.Version)
 		if err != nil {
 			return err
 		}
