@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,11 +14,12 @@ import (
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// TestSchemaEnforcedFromKcat: an enforced event type, two events produced
-// with kcat (librdkafka): the valid one is delivered, the invalid one lands
-// in the dlq with category schema and the failing pointer; once the schema
-// is relaxed, webhookctl redrives it and it is delivered, its idempotency
-// key not taken by its first, refused, passage.
+// TestSchemaEnforcedFromKcat: an event type enforced with webhookctl, two
+// events produced with kcat (librdkafka): the valid one is delivered, the
+// invalid one lands in the dlq with category schema and the failing
+// pointer; once webhookctl relaxed the schema, it redrives the event, which
+// is delivered, its idempotency key not taken by its first, refused,
+// passage.
 func TestSchemaEnforcedFromKcat(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -30,11 +31,25 @@ func TestSchemaEnforcedFromKcat(t *testing.T) {
 	e.withRedis(url, prefix, nil)
 	r := newReceiver(t)
 	r.trust(e.subscribe(topics.Subscription{ID: "orders", URL: r.url("orders"), EventTypes: []string{"order.*"}, Enabled: true}))
-	putType := func(version int, schema string) {
-		et := topics.EventType{Name: "order.created", Schema: json.RawMessage(schema), Validation: topics.ValidationEnforce, Version: version}
-		e.produce(&kgo.Record{Topic: e.names.EventTypes(), Key: []byte(et.Name), Value: et.Encode()})
+	webhookctl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(ctl, args...)
+		cmd.Env = e.environ()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("webhookctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
 	}
-	putType(1, `{"type": "object", "required": ["amount"], "properties": {"amount": {"type": "integer", "minimum": 0}}}`)
+	putType := func(schema string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "schema.json")
+		if err := os.WriteFile(file, []byte(schema), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		webhookctl("event-types", "put", "order.created", "--schema", file, "--validation", topics.ValidationEnforce)
+	}
+	putType(`{"type": "object", "required": ["amount"], "properties": {"amount": {"type": "integer", "minimum": 0}}}`)
 	e.startDispatcher()
 	e.startDeliverer()
 
@@ -63,11 +78,9 @@ func TestSchemaEnforcedFromKcat(t *testing.T) {
 		t.Fatalf("delivered %v, want evt_valid only", got)
 	}
 
-	putType(2, `{"type": "object", "required": ["amount"], "properties": {"amount": {"type": "integer"}}}`)
-	redrive := exec.Command(ctl, "dlq", "redrive", "--category", topics.FailureSchema)
-	redrive.Env = e.environ()
-	if out, err := redrive.CombinedOutput(); err != nil || !strings.Contains(string(out), "redriven 1,") {
-		t.Fatalf("webhookctl dlq redrive: %v\n%s", err, out)
+	putType(`{"type": "object", "required": ["amount"], "properties": {"amount": {"type": "integer"}}}`)
+	if out := webhookctl("dlq", "redrive", "--category", topics.FailureSchema); !strings.Contains(out, "redriven 1,") {
+		t.Fatalf("webhookctl dlq redrive: %s", out)
 	}
 	wait(t, 60*time.Second, "the redriven event", func() bool { return r.count() >= 2 })
 	if got := r.got(); got[1].ID != "evt_refund" || string(got[1].Data) != `{"amount":-5}` {
