@@ -114,6 +114,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerLag()
 	s.registerDeadLetters()
 	s.registerOperations()
+	s.registerRecover()
 	s.registerRetry()
 	s.registerPortalSessions()
 	s.registerUI()

@@ -72,6 +72,7 @@ func newCluster(t *testing.T) *cluster {
 type replica struct {
 	t   *testing.T
 	c   *cluster
+	env map[string]string // its configuration
 	srv *httptest.Server
 	s   *Server
 	// stop stops the replica as SIGTERM would (the test's cleanup does).
@@ -156,7 +157,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		}
 	})
 	c.t.Cleanup(stop)
-	return &replica{t: c.t, c: c, srv: srv, s: s, stop: stop}
+	return &replica{t: c.t, c: c, env: env, srv: srv, s: s, stop: stop}
 }
 
 // answer is one HTTP answer.

@@ -17,7 +17,7 @@ import (
 // Operation is a bulk operation as the API shows it.
 type Operation struct {
 	ID             string    `json:"id"`
-	Kind           string    `json:"kind" enum:"redrive,replay"`
+	Kind           string    `json:"kind" enum:"redrive,replay,recover"`
 	State          string    `json:"state" enum:"pending,running,done,failed"`
 	Error          string    `json:"error,omitempty" doc:"Why it failed."`
 	Tenant         string    `json:"tenant,omitempty"`

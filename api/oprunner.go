@@ -148,6 +148,9 @@ func (s *Server) runOperation(ctx context.Context, id string) error {
 		}
 		defer tx.Close()
 		run = func(r *opRun) error { return s.replay(ctx, r, tx) }
+		if o.Kind == topics.OperationRecover {
+			run = func(r *opRun) error { return s.recoverFailed(ctx, r, tx) }
+		}
 		commit = func(rec *kgo.Record) error { return tx.Commit(ctx, rec) }
 	}
 	// The producer above fenced any earlier runner: what that one committed
@@ -240,23 +243,55 @@ func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error 
 // batch in a transaction with the progress (the offsets read so far).
 func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 	o := &r.o
+	sub, err := s.operationSubscription(o)
+	if err != nil {
+		return err
+	}
+	if o.State == topics.OperationPending {
+		if err := s.startWindow(ctx, o, o.Since, o.Until); err != nil {
+			return err
+		}
+	}
+	filters := filter.NewCache()
+	return s.sendEvents(ctx, r, tx, sub, func(ev *topics.Event) bool {
+		// As the dispatcher matches: types, tenant, filter.
+		ok, _ := filters.Matches(sub, filter.NewInput(ev))
+		return ok && (o.EventType == "" || topics.MatchType(o.EventType, ev.Type))
+	})
+}
+
+// operationSubscription is the subscription an operation sends to, which
+// must still exist and be enabled.
+func (s *Server) operationSubscription(o *topics.Operation) (*topics.Subscription, error) {
 	sub, ok := s.subs.Get(o.Subscription)
 	switch {
 	case !ok:
-		return fmt.Errorf("subscription %s was deleted", o.Subscription)
+		return nil, fmt.Errorf("subscription %s was deleted", o.Subscription)
 	case !sub.Enabled:
-		return fmt.Errorf("subscription %s was disabled", o.Subscription)
+		return nil, fmt.Errorf("subscription %s was disabled", o.Subscription)
 	}
-	if o.State == topics.OperationPending {
-		w, err := kafka.ReadWindow(ctx, kadm.NewClient(s.cl), s.names.Events(), o.Since, o.Until)
-		if err != nil {
-			return fmt.Errorf("reading the events: %w", err)
-		}
-		o.Next, o.Stop, o.Matched = w.Start, w.Stop, 0
-		for p, stop := range w.Stop {
-			o.Matched += int(max(0, stop-w.Start[p]))
-		}
+	return sub, nil
+}
+
+// startWindow sets a pending operation's window of the events topic: the
+// offsets of the records published from since to until, and how many.
+func (s *Server) startWindow(ctx context.Context, o *topics.Operation, since, until time.Time) error {
+	w, err := kafka.ReadWindow(ctx, kadm.NewClient(s.cl), s.names.Events(), since, until)
+	if err != nil {
+		return fmt.Errorf("reading the events: %w", err)
 	}
+	o.Next, o.Stop, o.Matched = w.Start, w.Stop, 0
+	for p, stop := range w.Stop {
+		o.Matched += int(max(0, stop-w.Start[p]))
+	}
+	return nil
+}
+
+// sendEvents reads the operation's window of the events topic from where
+// it left off and sends the events take keeps to sub as new deliveries,
+// each batch in a transaction with the progress (the offsets read so far).
+func (s *Server) sendEvents(ctx context.Context, r *opRun, tx *kafka.Tx, sub *topics.Subscription, take func(*topics.Event) bool) error {
+	o := &r.o
 	var (
 		batch   []*kgo.Record
 		pending int // records read since the last commit
@@ -272,21 +307,15 @@ func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 		return nil
 	}
 	w := kafka.Window{Topic: s.names.Events(), Start: o.Next, Stop: o.Stop}
-	filters := filter.NewCache()
 	err := kafka.Scan(ctx, s.cfg.Kafka.ClientOpts(), w, func(rec *kgo.Record) error {
 		o.Done++
 		o.Next[rec.Partition] = rec.Offset + 1
 		pending++
 		ev, err := topics.DecodeEvent(rec.Value, topics.DefaultMaxEventBytes)
-		var ok bool
-		if err == nil {
-			// As the dispatcher matches: types, tenant, filter.
-			ok, _ = filters.Matches(sub, filter.NewInput(&ev))
-		}
 		switch {
 		case err != nil:
 			o.Failed++
-		case !ok || (o.EventType != "" && !topics.MatchType(o.EventType, ev.Type)):
+		case !take(&ev):
 			o.Skipped++
 		default:
 			o.Sent++

@@ -12,12 +12,14 @@ import (
 // runs operations resumes it after a restart.
 type Operation struct {
 	ID   string `json:"id"`
-	Kind string `json:"kind"` // OperationRedrive or OperationReplay
+	Kind string `json:"kind"` // OperationRedrive, OperationReplay or OperationRecover
 	// Tenant, when set, limits the operation to that tenant's records (the
 	// tenant key that started it).
 	Tenant string `json:"tenant,omitempty"`
 	// What it works on: the dead letters (redrive) or the events published
-	// (replay, to this one subscription) that pass these filters.
+	// (replay, to this one subscription) that pass these filters; for a
+	// recover, the events of the subscription whose last attempt between
+	// Since and Until failed.
 	Subscription string    `json:"subscription_id,omitempty"`
 	EventType    string    `json:"event_type,omitempty"`
 	Category     string    `json:"category,omitempty"`
@@ -43,7 +45,7 @@ type Operation struct {
 	Skipped int `json:"skipped"`
 	Failed  int `json:"failed"`
 	// Next and Stop are, per partition of the events topic, the next
-	// offset a replay reads and the one it stops before.
+	// offset a replay or recover reads and the one it stops before.
 	Next      map[int32]int64 `json:"next,omitempty"`
 	Stop      map[int32]int64 `json:"stop,omitempty"`
 	CreatedAt time.Time       `json:"created_at"`
@@ -60,6 +62,7 @@ type Position struct {
 const (
 	OperationRedrive = "redrive"
 	OperationReplay  = "replay"
+	OperationRecover = "recover"
 
 	OperationPending = "pending"
 	OperationRunning = "running"
@@ -89,10 +92,10 @@ func DecodeOperation(b []byte) (Operation, error) {
 		return Operation{}, err
 	}
 	switch {
-	case o.Kind != OperationRedrive && o.Kind != OperationReplay:
+	case o.Kind != OperationRedrive && o.Kind != OperationReplay && o.Kind != OperationRecover:
 		return Operation{}, invalid("operation", "kind", "%q is not an operation kind", o.Kind)
-	case o.Kind == OperationReplay && o.Subscription == "":
-		return Operation{}, invalid("operation", "subscription_id", "a replay needs its subscription")
+	case o.Kind != OperationRedrive && o.Subscription == "":
+		return Operation{}, invalid("operation", "subscription_id", "a %s needs its subscription", o.Kind)
 	case o.Kind != OperationRedrive && len(o.DeadLetters) > 0:
 		return Operation{}, invalid("operation", "dead_letters", "only a redrive names dead letters")
 	case !(o.Rate > 0):

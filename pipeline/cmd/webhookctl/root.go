@@ -44,6 +44,8 @@ var commands = []command{
 		example: "webhookctl subscriptions enable sub_0123456789abcdefghij"},
 	{name: "subscriptions disable", args: []string{"ID"}, summary: "disable a subscription", setup: disableCmd,
 		example: "webhookctl subscriptions disable sub_0123456789abcdefghij --reason 'endpoint migration'"},
+	{name: "subscriptions recover", args: []string{"ID"}, summary: "send again, once, the events whose last attempt in a window failed (an API operation)",
+		setup: recoverCmd, example: "webhookctl subscriptions recover sub_0123456789abcdefghij --since 2026-11-26T08:00:00Z --until 2026-11-26T09:00:00Z"},
 	{name: "subscriptions delete", args: []string{"ID"}, summary: "delete a subscription (tombstone)", setup: deleteCmd,
 		example: "webhookctl subscriptions delete sub_0123456789abcdefghij"},
 	{name: "subscriptions rotate-secret", args: []string{"ID"}, summary: "new secret; the old one signs for 24h more", setup: rotateCmd,
