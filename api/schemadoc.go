@@ -34,9 +34,10 @@ type schemaField struct {
 // schemaDoc is a schema as the event type page shows it.
 type schemaDoc struct {
 	Rows []schemaField
-	// Root are the constraints of the data itself (an object's "no other
-	// properties").
-	Root []string
+	// RootType and Root are the type and constraints of the data itself
+	// ("object", "no other properties") when its properties are the rows.
+	RootType string
+	Root     []string
 	// Truncated: more than maxSchemaRows rows.
 	Truncated bool
 }
@@ -145,7 +146,7 @@ func readSchema(raw json.RawMessage) (schemaDoc, error) {
 	o, _, leave := w.enter(root)
 	defer leave()
 	if props, _ := w.properties(o); len(props) > 0 {
-		w.doc.Root = append([]string{"type: " + w.typeOf(root, 0)}, constraints(o)...)
+		w.doc.RootType, w.doc.Root = w.typeOf(root, 0), constraints(o)
 		w.children(o, "", 0)
 	} else {
 		w.field(schemaField{Name: "(the data)"}, root)
