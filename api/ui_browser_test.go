@@ -157,7 +157,7 @@ func TestDashboardInBrowser(t *testing.T) {
 // Every page keeps to its Content-Security-Policy.
 func TestEventCatalogInBrowser(t *testing.T) {
 	got := make(chan string, 10)
-	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		got <- string(b)
 	}))

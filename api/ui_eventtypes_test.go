@@ -257,7 +257,7 @@ func TestEndpointFormsOfferTheCatalog(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var got []string
-	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		got = append(got, string(b))
