@@ -146,14 +146,7 @@ func (s *Server) registerEventTypes() {
 		Summary: "Add an event type", Description: "Admin only. The schema must compile and accept every example. 409 when the type exists.",
 		Tags: tags, Security: secured, Metadata: admin, DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *createEventTypeInput) (*eventTypeOutput, error) {
-			if _, ok := s.catalog.Get(in.Body.Name); ok {
-				return nil, huma.Error409Conflict("event type " + in.Body.Name + " exists: update it with PUT /v1/event-types/" + in.Body.Name)
-			}
-			t, err := s.compileEventType(in.Body.Name, in.Body.EventTypeBody, 1)
-			if err != nil {
-				return nil, err
-			}
-			return s.putEventType(ctx, t)
+			return s.createEventType(ctx, in.Body.Name, in.Body.EventTypeBody)
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "update-event-type", Method: http.MethodPut, Path: "/v1/event-types/{name}",
 		Summary: "Change an event type", Description: "Admin only. Replaces the type as a new version. A schema that would refuse data " +
@@ -161,23 +154,7 @@ func (s *Server) registerEventTypes() {
 			"refused, or a change that cannot be judged) answers 409 listing why, unless force is set; or publish under a new type name.",
 		Tags: tags, Security: secured, Metadata: admin},
 		func(ctx context.Context, in *updateEventTypeInput) (*eventTypeOutput, error) {
-			prev, ok := s.catalog.Get(in.Name)
-			if !ok {
-				return nil, huma.Error404NotFound("no event type " + in.Name + ": create it with POST /v1/event-types")
-			}
-			next, err := s.compileEventType(in.Name, in.Body, prev.Version+1)
-			if err != nil {
-				return nil, err
-			}
-			if why := catalog.Breaking(prev, next); len(why) > 0 && !in.Force {
-				details := make([]error, len(why))
-				for i, w := range why {
-					details[i] = &huma.ErrorDetail{Location: "body.schema", Message: w}
-				}
-				return nil, huma.Error409Conflict("this change would refuse data that version "+strconv.Itoa(prev.Version)+
-					" accepts: set force=true to write it anyway, or publish under a new type name", details...)
-			}
-			return s.putEventType(ctx, next)
+			return s.updateEventType(ctx, in.Name, in.Body, in.Force)
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "delete-event-type", Method: http.MethodDelete, Path: "/v1/event-types/{name}",
 		Summary: "Remove an event type", Description: "Admin only. Its events become unknown (WEBHOOKS_UNKNOWN_EVENT_TYPES decides their fate).",
@@ -189,6 +166,43 @@ func (s *Server) registerEventTypes() {
 			r := &kgo.Record{Topic: s.names.EventTypes(), Key: []byte(in.Name)}
 			return nil, s.writeCatalog(ctx, r)
 		})
+}
+
+// createEventType adds a type as version 1; 409 when it exists. The API
+// and the dashboard's form both write through it.
+func (s *Server) createEventType(ctx context.Context, name string, b EventTypeBody) (*eventTypeOutput, error) {
+	if _, ok := s.catalog.Get(name); ok {
+		return nil, huma.Error409Conflict("event type " + name + " exists: update it with PUT /v1/event-types/" + name)
+	}
+	t, err := s.compileEventType(name, b, 1)
+	if err != nil {
+		return nil, err
+	}
+	return s.putEventType(ctx, t)
+}
+
+// updateEventType writes the next version of a type. A change that would
+// refuse data the current version accepts answers 409 with one detail per
+// reason (catalog.Breaking) unless force is set. The API and the
+// dashboard's form both write through it.
+func (s *Server) updateEventType(ctx context.Context, name string, b EventTypeBody, force bool) (*eventTypeOutput, error) {
+	prev, ok := s.catalog.Get(name)
+	if !ok {
+		return nil, huma.Error404NotFound("no event type " + name + ": create it with POST /v1/event-types")
+	}
+	next, err := s.compileEventType(name, b, prev.Version+1)
+	if err != nil {
+		return nil, err
+	}
+	if why := catalog.Breaking(prev, next); len(why) > 0 && !force {
+		details := make([]error, len(why))
+		for i, w := range why {
+			details[i] = &huma.ErrorDetail{Location: "body.schema", Message: w}
+		}
+		return nil, huma.Error409Conflict("this change would refuse data that version "+strconv.Itoa(prev.Version)+
+			" accepts: set force=true to write it anyway, or publish under a new type name", details...)
+	}
+	return s.putEventType(ctx, next)
 }
 
 // compileEventType builds and compiles a version of a type; a 422 names

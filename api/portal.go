@@ -19,7 +19,7 @@ type portalSessionInput struct {
 
 type portalSessionOutput struct {
 	Body struct {
-		URL       string    `json:"url" doc:"The portal's path on this API, with its token: link to it or embed it in an iframe. Whoever holds it sees the tenant's endpoints, messages and dead letters until it expires."`
+		URL       string    `json:"url" doc:"The portal's path on this API, with its token: link to it or embed it in an iframe. Whoever holds it sees the tenant's endpoints, messages and dead letters, and the event catalog, until it expires."`
 		Tenant    string    `json:"tenant"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
@@ -28,7 +28,7 @@ type portalSessionOutput struct {
 func (s *Server) registerPortalSessions() {
 	huma.Register(s.api, huma.Operation{OperationID: "create-portal-session", Method: http.MethodPost, Path: "/v1/portal-sessions",
 		Summary: "Create a portal link", Description: "A short-lived signed link to the tenant portal: the tenant's endpoints " +
-			"(manage, test), messages and dead letters (retry, redrive), nothing of another tenant.",
+			"(manage, test), messages and dead letters (retry, redrive), the event catalog (read only), nothing of another tenant.",
 		Tags: []string{"Portal"}, Security: secured, DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *portalSessionInput) (*portalSessionOutput, error) {
 			tenant := in.Body.Tenant

@@ -35,6 +35,7 @@ var uiFiles embed.FS
 
 var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"join": func(s []string) string { return strings.Join(s, ", ") },
+	"list": func(s ...string) []string { return s },
 	"percent": func(v any) string {
 		switch f := v.(type) {
 		case *float64:
@@ -143,11 +144,18 @@ func (s *Server) registerUI() {
 			"GET /operations":                   s.operationsPage,
 			"GET /operations/{id}":              s.operationPage,
 			"GET /operations/{id}/progress":     s.operationProgress,
+			"GET /event-types":                  s.eventTypesPage,
+			"GET /event-types/{name}":           s.eventTypePage,
 		} {
 			method, path, _ := strings.Cut(pattern, " ")
 			s.mux.HandleFunc(method+" "+area.prefix+path, area.wrap(h))
 		}
 	}
+	// Admins write the catalog; tenants only read it.
+	s.mux.HandleFunc("POST /ui/event-types", s.admin(s.createEventTypeForm))
+	s.mux.HandleFunc("POST /ui/event-types/{name}/edit", s.admin(s.editEventTypeForm))
+	s.mux.HandleFunc("GET /ui/event-types/{name}/delete", s.admin(s.deleteEventTypePage))
+	s.mux.HandleFunc("POST /ui/event-types/{name}/delete", s.admin(s.deleteEventType))
 	s.mux.HandleFunc("GET /portal/{token}/{$}", s.portal(func(w http.ResponseWriter, r *http.Request, v *view) page {
 		http.Redirect(w, r, v.Base+"/subscriptions", http.StatusFound)
 		return page{}
@@ -363,6 +371,9 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 		LagError      string
 		Stats         []report.Row
 		StatsError    string
+		// TypeFaults are the event types with invalid (or unknown)
+		// events in the last 24 hours, the most first.
+		TypeFaults []EventTypeFaults
 	}{Chart: s.chartOf(ctx, v, window, ""), Windows: []string{"1h", "24h", "7d"}}
 	var subs subscriptionsOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?limit=1000", nil, &subs.Body); err == nil {
@@ -393,6 +404,8 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 		data.StatsError = problemText(err)
 	}
 	data.Stats = st.Body.Rows
+	faults, _ := s.typeFaults(ctx, v)
+	data.TypeFaults = faults[:min(len(faults), 5)]
 	return page{Title: "Overview", Section: "overview", Data: data, template: "overview"}
 }
 
@@ -431,7 +444,11 @@ func (s *Server) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vi
 		st := cmp.Or(states[sub.ID], redisstate.StateClosed)
 		rows = append(rows, row{Subscription: sub, Breaker: st, Sparkline: svg, Rate: rate})
 	}
-	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor}
+	pick := pickOf(s.catalogTypes(ctx, v), nil)
+	if len(pick.Types) == 0 {
+		pick.Other = "*"
+	}
+	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor, "Pick": pick}
 	return pg
 }
 
@@ -474,7 +491,7 @@ func sparkline(points []Point) (template.HTML, *float64) {
 }
 
 func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *view) page {
-	body := map[string]any{"url": r.PostFormValue("url"), "event_types": splitTypes(r.PostFormValue("event_types"))}
+	body := map[string]any{"url": r.PostFormValue("url"), "event_types": pickedTypes(r)}
 	if o := r.PostFormValue("ordering"); o != "" {
 		body["ordering"] = o
 	}
@@ -510,7 +527,9 @@ func (s *Server) renderSubscription(w http.ResponseWriter, r *http.Request, v *v
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id), nil, &sub); err != nil {
 		return notFound(w, "endpoint "+id)
 	}
-	data := map[string]any{"Sub": sub, "Test": test, "Chart": s.chartOf(ctx, v, windowOf(r), sub.ID), "Windows": []string{"1h", "24h", "7d"}}
+	types := s.catalogTypes(ctx, v)
+	data := map[string]any{"Sub": sub, "Test": test, "Chart": s.chartOf(ctx, v, windowOf(r), sub.ID), "Windows": []string{"1h", "24h", "7d"},
+		"Pick": pickOf(types, sub.EventTypes), "Examples": testChoices(types, sub.EventTypes)}
 	var h Health
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id)+"/health", nil, &h); err != nil {
 		data["HealthError"] = problemText(err)
@@ -530,7 +549,16 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 	switch action := r.PathValue("action"); action {
 	case "test":
 		var out testSendOutput
-		if _, err = s.call(ctx, v.p, "POST", path+"/test", nil, &out.Body); err == nil {
+		// A catalog type's example when one is picked, else webhook.test.
+		_, err = s.call(ctx, v.p, "POST", path+"/test", testBody(r.PostFormValue("example")), &out.Body)
+		if r.Header.Get("HX-Request") == "true" && err != nil && !notFoundErr(err) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			if err := pages.ExecuteTemplate(w, "test-error", problemText(err)); err != nil {
+				s.log.Error("rendering a test result", zap.Error(err))
+			}
+			return page{}
+		}
+		if err == nil {
 			if r.Header.Get("HX-Request") == "true" {
 				w.Header().Set("Content-Type", "text/html; charset=utf-8")
 				if err := pages.ExecuteTemplate(w, "test-result", out.Body); err != nil {
@@ -548,7 +576,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		_, err = s.call(ctx, v.p, "POST", path+"/rotate-secret", nil, &sub)
 		flash = "Secret rotated; the new one, shown this once: " + sub.Secret + " (the old one signs for 24 h more)."
 	case "edit":
-		body := map[string]any{"url": r.PostFormValue("url"), "event_types": splitTypes(r.PostFormValue("event_types")),
+		body := map[string]any{"url": r.PostFormValue("url"), "event_types": pickedTypes(r),
 			"filter": strings.TrimSpace(r.PostFormValue("filter"))}
 		if o := r.PostFormValue("ordering"); o != "" {
 			body["ordering"] = o
@@ -561,8 +589,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 	default:
 		return notFound(w, "action "+action)
 	}
-	var e *apiError
-	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+	if notFoundErr(err) {
 		return notFound(w, "endpoint "+id)
 	}
 	pg := s.renderSubscription(w, r, v, id, flash, nil)
@@ -570,6 +597,12 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		pg.Flash, pg.Error = "", problemText(err)
 	}
 	return pg
+}
+
+// notFoundErr reports whether an in-process API call answered 404.
+func notFoundErr(err error) bool {
+	var e *apiError
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
 }
 
 var messageStatuses = []string{"delivered", "retrying", "pending", "dead", "skipped"}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
@@ -146,5 +147,112 @@ func TestDashboardInBrowser(t *testing.T) {
 	)
 	if b := browsertest.Text(ctx, t, "body"); !strings.Contains(b, "not found") || strings.Contains(b, endpoint.URL+"/g") {
 		t.Fatalf("globex's endpoint in acme's portal: %q", b)
+	}
+}
+
+// TestEventCatalogInBrowser: in a real browser, a tenant opens the
+// portal's event types and a type's schema table, adds an endpoint
+// ticking that type and test-sends its example; an admin's breaking change
+// to the type shows every reason and is saved only after "save anyway".
+// Every page keeps to its Content-Security-Policy.
+func TestEventCatalogInBrowser(t *testing.T) {
+	got := make(chan string, 10)
+	endpoint := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+	}))
+	t.Cleanup(endpoint.Close)
+	ctx := browsertest.New(t)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	r := c.replicaWith(env)
+	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed", "description": "An order was placed.",
+		"schema": json.RawMessage(shopSchema), "examples": []any{map[string]any{"id": "ord_1", "lines": []any{map[string]any{"sku": "X"}}}}}, nil)
+	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "invoice.paid"}, nil)
+	base := r.srv.URL
+	portal := base + r.portalLink("acme")
+	// shows waits until the element sel has want in its text, read afresh
+	// each time: a page just loaded may still swap the document under the
+	// nodes chromedp found.
+	shows := func(sel, want string) {
+		t.Helper()
+		testkit.WaitEvery(t, 50*time.Millisecond, 30*time.Second, sel+" showing "+want, func() bool {
+			return strings.Contains(browsertest.Polled(ctx, t, sel), want)
+		})
+	}
+
+	browsertest.Do(ctx, t, "opening the portal's event types",
+		chromedp.Navigate(portal+"/event-types"),
+		chromedp.WaitVisible(chromedp.CSS(`#event-types`)),
+		chromedp.Click(chromedp.CSS(`a[href$="/event-types/order.placed"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#schema`)),
+	)
+	shows("#schema tbody tr:nth-child(4)", "customer.email")
+	shows("#schema tbody tr:nth-child(4)", "format: email")
+	shows("pre.example", "\"sku\": \"X\"")
+	browsertest.Screenshot(ctx, t, "portal-event-type")
+	browsertest.NoCSPViolations(ctx, t, "the portal's event type")
+
+	browsertest.Do(ctx, t, "adding an endpoint ticking a catalog type",
+		chromedp.Navigate(portal+"/subscriptions"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="url"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="url"]`), endpoint.URL+"/hooks"),
+		chromedp.Click(chromedp.CSS(`input[name="event_type"][value="order.placed"]`)),
+	)
+	browsertest.Screenshot(ctx, t, "portal-add-endpoint")
+	browsertest.Do(ctx, t, "adding the endpoint",
+		chromedp.Click(chromedp.CSS(`form[action$="/subscriptions"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	)
+	shows("#sub-event-types", "order.placed")
+	browsertest.Do(ctx, t, "test-sending the type's example",
+		chromedp.SetValue(chromedp.CSS(`#test-example`), "order.placed#0"),
+		chromedp.Click(chromedp.CSS(`#test-send`)),
+		chromedp.WaitVisible(chromedp.CSS(`#test-answer`)),
+	)
+	// The answer shown, the endpoint had the request.
+	select {
+	case body := <-got:
+		if !strings.Contains(body, `"type":"order.placed"`) || !strings.Contains(body, `"id":"ord_1"`) {
+			t.Fatalf("the endpoint got %s, want the example", body)
+		}
+	default:
+		t.Fatalf("test-send answered %q, and the endpoint got nothing", browsertest.Polled(ctx, t, "#test-result"))
+	}
+	browsertest.NoCSPViolations(ctx, t, "the portal's endpoint")
+
+	browsertest.Do(ctx, t, "signing in",
+		chromedp.Navigate(base+"/ui/login"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="key"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="key"]`), adminKey),
+		chromedp.Submit(chromedp.CSS(`input[name="key"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`header nav`)),
+	)
+	stricter := strings.Replace(shopSchema, `"required": ["id"]`, `"required": ["id", "status"]`, 1)
+	browsertest.Do(ctx, t, "a breaking change",
+		chromedp.Navigate(base+"/ui/event-types/order.placed"),
+		chromedp.WaitVisible(chromedp.CSS(`textarea[name="schema"]`)),
+		chromedp.SetValue(chromedp.CSS(`textarea[name="schema"]`), stricter),
+		chromedp.SetValue(chromedp.CSS(`textarea[name="examples"]`), `[{"id": "ord_1", "status": "paid"}]`),
+		chromedp.Click(chromedp.CSS(`#save-type`)),
+		chromedp.WaitVisible(chromedp.CSS(`#breaking`)),
+	)
+	shows("#breaking ul", `property "status" is now required`)
+	var et EventType
+	r.must(http.StatusOK, "GET", "/v1/event-types/order.placed", adminKey, nil, &et)
+	if et.Version != 1 {
+		t.Fatalf("version %d before saving anyway, want 1", et.Version)
+	}
+	browsertest.Screenshot(ctx, t, "ui-event-type-breaking")
+	browsertest.NoCSPViolations(ctx, t, "the breaking change")
+	browsertest.Do(ctx, t, "saving anyway",
+		chromedp.Click(chromedp.CSS(`#force`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	)
+	shows(".flash", "Saved as version 2.")
+	r.must(http.StatusOK, "GET", "/v1/event-types/order.placed", adminKey, nil, &et)
+	if et.Version != 2 || !strings.Contains(string(et.Schema), `"status"]`) {
+		t.Fatalf("after saving anyway: version %d, schema %s", et.Version, et.Schema)
 	}
 }

@@ -161,6 +161,22 @@ func TestUICSRF(t *testing.T) {
 			}
 		}
 	}
+	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed"}, nil)
+	typesBefore := len(c.records(c.names.EventTypes()))
+	for _, path := range []string{"/ui/event-types", "/ui/event-types/order.placed/edit", "/ui/event-types/order.placed/delete"} {
+		for name, token := range map[string]string{"no token": "", "another session's": otherToken} {
+			form := url.Values{"name": {"order.other"}, "validation": {"warn"}, "force": {"true"}}
+			if token != "" {
+				form.Set("_csrf", token)
+			}
+			if status, _ := admin.post(path, form); status != http.StatusForbidden {
+				t.Errorf("POST %s with %s: %d, want 403", path, name, status)
+			}
+		}
+	}
+	if n := len(c.records(c.names.EventTypes())); n != typesBefore {
+		t.Errorf("%d event type records written by forged forms", n-typesBefore)
+	}
 	if status, _ := admin.post("/ui/logout", nil); status != http.StatusForbidden {
 		t.Errorf("sign out without a token: %d, want 403", status)
 	}
