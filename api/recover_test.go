@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +103,34 @@ func TestRecoverOperation(t *testing.T) {
 		if id := fmt.Sprintf("evt_%03d", i); sent[id] != 1 {
 			t.Errorf("%s sent %d times, want once", id, sent[id])
 		}
+	}
+}
+
+// TestRecoverFromTheEndpointPage: the endpoint page's form starts a
+// recover of its window and shows the operation; a bad time is said.
+func TestRecoverFromTheEndpointPage(t *testing.T) {
+	t.Parallel()
+	r := recorded(t, nil)
+	var sub Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://a.example/",
+		"event_types": []string{"*"}}, &sub)
+	u := r.uiClient()
+	u.signIn(adminKey)
+	page := "/ui/subscriptions/" + sub.ID
+	token := u.csrf(page)
+	if status, body := u.post(page+"/recover", url.Values{"_csrf": {token}, "since": {"yesterday"}}); status != http.StatusOK ||
+		!strings.Contains(body, "since: yesterday is not a time") {
+		t.Fatalf("a bad time: %d %.300s", status, body)
+	}
+	since := time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04")
+	status, _ := u.post(page+"/recover", url.Values{"_csrf": {token}, "since": {since}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("recover from the endpoint page: %d, want 303 to the operation", status)
+	}
+	var list struct{ Data []Operation }
+	r.must(http.StatusOK, "GET", "/v1/operations", adminKey, nil, &list)
+	if len(list.Data) != 1 || list.Data[0].Kind != topics.OperationRecover || list.Data[0].SubscriptionID != sub.ID ||
+		list.Data[0].Since.Format("2006-01-02T15:04") != since {
+		t.Fatalf("operations %+v, want the recover of %s from %s", list.Data, sub.ID, since)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -135,9 +136,8 @@ func (s *Server) registerSeries() {
 				if err := rows.Scan(&k, &at, &q); err != nil {
 					return nil, s.internal(fmt.Errorf("series: %w", err))
 				}
-				if p := point(k, at); len(q) == 3 {
-					p.P50MS, p.P99MS = &q[0], &q[2]
-				}
+				p := point(k, at)
+				p.P50MS, p.P99MS = medianAndP99(q)
 			}
 			if err := rows.Err(); err != nil {
 				return nil, s.internal(fmt.Errorf("series: %w", err))
@@ -167,9 +167,7 @@ func (s *Server) registerSeries() {
 			}
 			for _, k := range order {
 				se := Series{Key: k, Points: make([]Point, 0, int(w.span/w.step))}
-				if q := whole[k]; len(q) == 3 {
-					se.P50MS, se.P99MS = &q[0], &q[2]
-				}
+				se.P50MS, se.P99MS = medianAndP99(whole[k])
 				for at := start; at.Before(end); at = at.Add(w.step) {
 					if p, ok := byKey[k][at.Unix()]; ok {
 						se.Points = append(se.Points, *p)
@@ -181,4 +179,14 @@ func (s *Server) registerSeries() {
 			}
 			return out, nil
 		})
+}
+
+// medianAndP99 reads the 0.5 and 0.99 of schema.Quantiles; nil for a
+// window without requests, whose quantiles ClickHouse answers as NaN (JSON
+// has no NaN).
+func medianAndP99(q []float64) (p50, p99 *float64) {
+	if len(q) != 3 || math.IsNaN(q[0]) || math.IsNaN(q[2]) {
+		return nil, nil
+	}
+	return &q[0], &q[2]
 }

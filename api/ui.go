@@ -586,6 +586,12 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 	case "breaker-reset":
 		_, err = s.call(ctx, v.p, "POST", path+"/breaker", map[string]any{"action": "reset"}, nil)
 		flash = "Breaker reset."
+	case "recover":
+		var op Operation
+		if op, err = s.recoverWindow(r, v, path); err == nil {
+			http.Redirect(w, r, v.Base+"/operations/"+op.ID, http.StatusSeeOther)
+			return page{}
+		}
 	default:
 		return notFound(w, "action "+action)
 	}
@@ -597,6 +603,26 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		pg.Flash, pg.Error = "", problemText(err)
 	}
 	return pg
+}
+
+// recoverWindow starts a recover of the endpoint at path for the window
+// the form gives (datetime-local fields, read as UTC).
+func (s *Server) recoverWindow(r *http.Request, v *view, path string) (Operation, error) {
+	body := map[string]any{}
+	for _, k := range []string{"since", "until"} {
+		x := r.PostFormValue(k)
+		if x == "" {
+			continue
+		}
+		t, err := time.Parse("2006-01-02T15:04", x)
+		if err != nil {
+			return Operation{}, &apiError{Status: http.StatusUnprocessableEntity, Detail: k + ": " + x + " is not a time"}
+		}
+		body[k] = t
+	}
+	var op Operation
+	_, err := s.call(r.Context(), v.p, "POST", path+"/recover", body, &op)
+	return op, err
 }
 
 // notFoundErr reports whether an in-process API call answered 404.
