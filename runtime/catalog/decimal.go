@@ -25,10 +25,12 @@ type decimal struct {
 	exp    int
 }
 
-// readDecimal reads the number at the start of b (JSON grammar, RFC 8259
-// section 6) and returns it with the length of its literal; ok is false
-// if b does not start with a number or the number is past the bounds.
-func readDecimal(b []byte) (d decimal, n int, ok bool) {
+// read sets d to the number at the start of b (JSON grammar, RFC 8259
+// section 6) and returns the length of its literal; -1 if b does not
+// start with a number or the number is past the bounds.
+func (d *decimal) read(b []byte) int {
+	*d = decimal{}
+	n := 0
 	if n < len(b) && b[n] == '-' {
 		d.neg = true
 		n++
@@ -40,14 +42,13 @@ func readDecimal(b []byte) (d decimal, n int, ok bool) {
 	case n < len(b) && '1' <= b[n] && b[n] <= '9':
 		n = digitsEnd(b, n)
 	default:
-		return d, n, false
+		return -1
 	}
 	d.hi = b[start:n]
 	if n < len(b) && b[n] == '.' {
 		start = n + 1
-		n = digitsEnd(b, start)
-		if n == start {
-			return d, n, false
+		if n = digitsEnd(b, start); n == start {
+			return -1
 		}
 		d.lo = b[start:n]
 	}
@@ -61,22 +62,22 @@ func readDecimal(b []byte) (d decimal, n int, ok bool) {
 		start = n
 		for n < len(b) && '0' <= b[n] && b[n] <= '9' {
 			if exp = exp*10 + int(b[n]-'0'); exp > maxNumberExponent {
-				return d, n, false
+				return -1
 			}
 			n++
 		}
 		if n == start {
-			return d, n, false
+			return -1
 		}
 		if neg {
 			exp = -exp
 		}
 	}
 	if len(d.hi)+len(d.lo) > maxNumberDigits {
-		return d, n, false
+		return -1
 	}
 	d.normalize(exp)
-	return d, n, true
+	return n
 }
 
 // digitsEnd is the index of the first byte at or after i in b that is
@@ -172,8 +173,8 @@ func ratDecimal(r *big.Rat) (decimal, bool) {
 		fives++
 	}
 	lit := []byte(r.FloatString(int(max(twos, fives))))
-	d, n, ok := readDecimal(lit)
-	return d, ok && n == len(lit)
+	var d decimal
+	return d, d.read(lit) == len(lit)
 }
 
 // multiple is a multipleOf divisor: mant × 10^exp, with mant below

@@ -23,9 +23,9 @@ func TestDecimalsAgreeWithBigRat(t *testing.T) {
 		return r
 	}
 	read := func(s string) decimal {
-		d, n, ok := readDecimal([]byte(s))
-		if !ok || n != len(s) {
-			t.Fatalf("readDecimal(%s) = %d, %v", s, n, ok)
+		var d decimal
+		if n := d.read([]byte(s)); n != len(s) {
+			t.Fatalf("read(%s) = %d", s, n)
 		}
 		return d
 	}

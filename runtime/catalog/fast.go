@@ -255,7 +255,8 @@ func (b *builder) literals(values []any) []literal {
 		case string:
 			out = append(out, literal{types: tString, str: v})
 		case json.Number:
-			if d, n, ok := readDecimal([]byte(v)); ok && n == len(v) {
+			var d decimal
+			if d.read([]byte(v)) == len(v) {
 				out = append(out, literal{types: tNumber, num: d})
 			}
 		case map[string]any, []any:
@@ -500,8 +501,9 @@ func (w *walker) word(n *node, i int) int {
 }
 
 func (w *walker) number(n *node, i int) int {
-	d, size, ok := readDecimal(w.data[i:])
-	if !ok {
+	var d decimal
+	size := d.read(w.data[i:])
+	if size < 0 {
 		return -1
 	}
 	t := tFrac
@@ -600,14 +602,14 @@ var plain = func() (t [256]bool) {
 
 // specials finds the bytes that are not plain in eight bytes of a
 // string, x read little-endian: the lowest set bit of the result is the
-// high bit of the first of them; 0 if all are plain. (x - ones*n) &^ x &
-// highs flags the bytes of x below n ≤ 0x80, the first exactly (Bit
-// Twiddling Hacks, "determine if a word has a byte less than n"); the
-// bytes equal to c are the bytes of x ^ ones*c below 1.
+// high bit of the first of them; 0 if all are plain. A byte from 0x80 up
+// has its high bit set; one below 0x20 sets it in x - ones*0x20, as a
+// byte equal to c does in (x ^ ones*c) - ones. A plain byte neither sets
+// it nor borrows from the byte above, so the first byte flagged is the
+// first that is not plain (the ones above it may be flagged falsely).
 func specials(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := x^ones*'"', x^ones*'\\'
-	return (x | (x-ones*0x20)&^x | (quote-ones)&^quote | (backslash-ones)&^backslash) & highs
+	return (x | (x - ones*0x20) | ((x ^ ones*'"') - ones) | ((x ^ ones*'\\') - ones)) & highs
 }
 
 // escapes maps the byte after a backslash to what it stands for; \u is
