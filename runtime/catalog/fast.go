@@ -56,7 +56,10 @@ type node struct {
 	s     *jsonschema.Schema // read as it is: lengths, counts, pattern, format
 	never bool               // the false schema
 	ref   *node              // $ref, checked on the same value first
-	types uint8
+	// onlyRef says $ref is all there is to check: the walk does not read
+	// the value a second time.
+	onlyRef bool
+	types   uint8
 	// enums must each hold the value: enum, and const as a list of one.
 	enums [][]literal
 
@@ -98,17 +101,20 @@ type literal struct {
 	num   decimal // of a number
 }
 
-// supportedFields are the exported fields of jsonschema.Schema that the
-// walk implements or that assert nothing (annotations, identifiers). A
-// schema with any other field set has no fast path, so a keyword that a
-// new version of the library adds is left to the library until the walk
-// implements it.
-var supportedFields = map[string]bool{
+// inert are the exported fields of jsonschema.Schema that assert
+// nothing: annotations, identifiers.
+var inert = map[string]bool{
 	"DraftVersion": true, "Location": true, "ID": true, "Anchor": true,
 	"DynamicAnchor": true, "RecursiveAnchor": true, "Title": true,
 	"Description": true, "Default": true, "Comment": true, "ReadOnly": true,
 	"WriteOnly": true, "Examples": true, "Deprecated": true,
+}
 
+// implemented are the fields of the keywords the walk implements. A
+// schema with any other field set has no fast path, so a keyword that a
+// new version of the library adds is left to the library until the walk
+// implements it.
+var implemented = map[string]bool{
 	"Bool": true, "Ref": true, "Types": true, "Enum": true, "Const": true,
 	"Format": true, "MinProperties": true, "MaxProperties": true,
 	"Required": true, "Properties": true, "AdditionalProperties": true,
@@ -118,20 +124,16 @@ var supportedFields = map[string]bool{
 	"MultipleOf": true,
 }
 
-// supported reports whether the walk implements every keyword of s
-// exactly, as draft 2020-12 means it (in earlier drafts $ref and items
-// mean other things).
-func supported(s *jsonschema.Schema) bool {
-	if s.DraftVersion != 2020 {
-		return false
-	}
+// keywords are the fields of the keywords of s that are set.
+func keywords(s *jsonschema.Schema) []string {
+	var out []string
 	v := reflect.ValueOf(s).Elem()
 	for i := range v.NumField() {
-		if f := v.Type().Field(i); f.IsExported() && !supportedFields[f.Name] && !v.Field(i).IsZero() {
-			return false
+		if f := v.Type().Field(i); f.IsExported() && !inert[f.Name] && !v.Field(i).IsZero() {
+			out = append(out, f.Name)
 		}
 	}
-	return true
+	return out
 }
 
 // fastPath derives the program of a compiled schema; nil if the schema
@@ -158,10 +160,13 @@ func (b *builder) node(s *jsonschema.Schema) *node {
 	}
 	n := &node{s: s, types: tAnything, additional: anything, items: anything}
 	b.nodes[s] = n
-	if !supported(s) {
+	// In drafts before 2020-12, $ref and items mean other things.
+	kw := keywords(s)
+	if s.DraftVersion != 2020 || slices.ContainsFunc(kw, func(k string) bool { return !implemented[k] }) {
 		b.failed = true
 		return n
 	}
+	n.onlyRef = slices.Equal(kw, []string{"Ref"})
 	if s.Bool != nil {
 		n.never = !*s.Bool
 		return n
@@ -312,7 +317,15 @@ type walker struct {
 
 // value checks the value at i against n.
 func (w *walker) value(n *node, i, depth int) int {
-	if depth > maxDataDepth || n.ref != nil && w.value(n.ref, i, depth) < 0 || n.never || i == len(w.data) {
+	if depth > maxDataDepth {
+		return -1
+	}
+	if n.ref != nil {
+		if end := w.value(n.ref, i, depth); end < 0 || n.onlyRef {
+			return end
+		}
+	}
+	if n.never || i == len(w.data) {
 		return -1
 	}
 	switch w.data[i] {
