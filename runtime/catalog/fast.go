@@ -15,16 +15,22 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// The fast path: Check first walks the data once, without decoding it,
-// against a program derived from the compiled schema, and only asks the
-// library when the walk does not find the data valid. The library decodes
-// the data into maps and reads every number through big.Rat, several
-// times the cost of the walk.
+// The fast path. Check first walks the data once, without decoding it,
+// against a program derived from the compiled schema; the library, which
+// decodes the data into maps and reads every number through big.Rat at
+// over ten times the cost, is asked only when the walk does not find the
+// data valid.
+//
+// The walk implements type, enum, const, format (by the library's own
+// checks), minimum, maximum, exclusiveMinimum, exclusiveMaximum,
+// multipleOf, minLength, maxLength, pattern, properties, required,
+// additionalProperties, minProperties, maxProperties, prefixItems, items,
+// minItems, maxItems, $ref within the schema and the boolean schemas, as
+// draft 2020-12 has them. A schema using another keyword gets no program.
 //
 // The walk only ever answers "valid", and must never do so when the
-// library would not: whatever it cannot judge exactly it refuses, and
-// the library then decides, and names the violation. A schema using a
-// keyword the walk does not implement gets no program at all.
+// library would not: what it cannot judge exactly it refuses, and the
+// library then decides, and names the violation.
 
 // maxDataDepth is the deepest nesting of objects and arrays the walk
 // reads; deeper data is left to the library (whose decoder stops at
@@ -154,6 +160,7 @@ type builder struct {
 	failed bool
 }
 
+// node is the node of s, made once.
 func (b *builder) node(s *jsonschema.Schema) *node {
 	if n, ok := b.nodes[s]; ok {
 		return n
@@ -283,7 +290,7 @@ func (b *builder) decimal(r *big.Rat) *decimal {
 }
 
 // refCycle reports whether following $ref alone, which reads no data,
-// comes back to a schema: the library refuses such a cycle, the walk
+// comes back to a schema: the library reports such a cycle, the walk
 // would not end.
 func refCycle(nodes map[*jsonschema.Schema]*node) bool {
 	for _, n := range nodes {
@@ -315,7 +322,9 @@ type walker struct {
 	buf  []byte // the contents of a string with escapes, unescaped
 }
 
-// value checks the value at i against n.
+// value checks the value at i against n. Where an enum, const or format
+// applies, an object or array is refused: the walk has no Go value of it
+// to compare or hand to the format's check.
 func (w *walker) value(n *node, i, depth int) int {
 	if depth > maxDataDepth {
 		return -1
@@ -433,6 +442,7 @@ func (n *node) index(name []byte, next int) (int, bool) {
 	return 0, false
 }
 
+// array checks an array: prefixItems, then items.
 func (w *walker) array(n *node, i, depth int) int {
 	count := 0
 	if i = w.space(i + 1); w.at(i) != ']' {
@@ -460,6 +470,8 @@ func (w *walker) array(n *node, i, depth int) int {
 	return i + 1
 }
 
+// string checks a string. Its contents are read as encoding/json decodes
+// them, and made a Go string only for a pattern or format.
 func (w *walker) string(n *node, i int) int {
 	end, escaped := w.str(i)
 	if end < 0 || n.types&tString == 0 {
@@ -513,6 +525,8 @@ func (w *walker) word(n *node, i int) int {
 	return i + len(text)
 }
 
+// number checks a number, read exactly; a format gets it as the library
+// does, a json.Number.
 func (w *walker) number(n *node, i int) int {
 	var d decimal
 	size := d.read(w.data[i:])
