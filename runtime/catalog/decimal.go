@@ -6,9 +6,9 @@ import (
 )
 
 // Bounds of the numbers the fast path reads; a number past them is left
-// to the library. Within them the library's big.Rat parses every literal
-// (it gives up past a power of ten of 1e6, and the keywords that need the
-// value then fail or panic), and reading one stays cheap.
+// to the library. Within them the library's big.Rat reads every literal
+// (it gives up on a power of ten past a million, and the keywords that
+// need the value then fail, or panic), and reading one stays cheap.
 const (
 	maxNumberDigits   = 1000
 	maxNumberExponent = 10000
@@ -174,7 +174,8 @@ func ratDecimal(r *big.Rat) (decimal, bool) {
 	}
 	lit := []byte(r.FloatString(int(max(twos, fives))))
 	var d decimal
-	return d, d.read(lit) == len(lit)
+	ok := d.read(lit) == len(lit)
+	return d, ok
 }
 
 // multiple is a multipleOf divisor: mant × 10^exp, with mant below
