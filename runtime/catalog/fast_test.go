@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/hookpipe/hookpipe/topics"
 )
 
 // fastSchema is a schema of the differential tests, with examples it
@@ -406,11 +404,7 @@ func TestFastPathCovers(t *testing.T) {
 		`{"$schema": "http://json-schema.org/draft-07/schema#", "type": "string"}`,
 		`{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}`,
 	} {
-		typ, err := Compile(topics.EventType{Name: "invoice.paid", Version: 1, Schema: json.RawMessage(schema)})
-		if err != nil {
-			continue // refused outright, as a $ref cycle may be
-		}
-		if typ.fast != nil {
+		if typeOf(t, schema).fast != nil {
 			t.Errorf("%s has a fast path", schema)
 		}
 	}
