@@ -553,8 +553,13 @@ func (w *walker) number(n *node, i int) int {
 }
 
 // holds reports whether every enum of n holds a value of type t (one
-// type bit): a number d, or else the string, boolean or null b.
+// type bit): a number d, or else the string, boolean or null b. It is
+// inlined: most nodes have no enum to look through.
 func (n *node) holds(t uint8, b []byte, d *decimal) bool {
+	return n.enums == nil || n.inEnums(t, b, d)
+}
+
+func (n *node) inEnums(t uint8, b []byte, d *decimal) bool {
 	for _, enum := range n.enums {
 		k := 0
 		for k < len(enum) && !enum[k].is(t, b, d) {
