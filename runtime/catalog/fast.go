@@ -584,17 +584,25 @@ func (e *literal) is(t uint8, b []byte, d *decimal) bool {
 
 // str reads the string at i, a quote: its contents are data[i+1:end] as
 // they are, and escaped says whether they hold escapes; end is -1 if it
-// is not a string that encoding/json reads unaltered.
+// is not a string that encoding/json reads unaltered. Most strings are
+// plain bytes to a quote, read eight at a time; the rest is strTail's.
 func (w *walker) str(i int) (end int, escaped bool) {
 	data := w.data
-	for i++; ; {
-		for i+8 <= len(data) {
-			if m := specials(binary.LittleEndian.Uint64(data[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) / 8
-				break
+	for i++; i+8 <= len(data); i += 8 {
+		if m := specials(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+			if i += bits.TrailingZeros64(m) / 8; data[i] == '"' {
+				return i, false
 			}
-			i += 8
+			break
 		}
+	}
+	return w.strTail(i)
+}
+
+// strTail is str from i, past its quote and plain bytes.
+func (w *walker) strTail(i int) (end int, escaped bool) {
+	data := w.data
+	for {
 		for i < len(data) && plain[data[i]] {
 			i++
 		}
