@@ -246,10 +246,10 @@ func (b *builder) object(n *node, s *jsonschema.Schema) {
 	for _, name := range slices.Sorted(slices.Values(s.Required)) {
 		add(name, n.additional)
 	}
-	n.required = make([]uint64, (len(n.children)+63)/64)
+	n.required = make([]uint64, (len(n.children)+63)>>6)
 	for _, name := range s.Required {
 		i := n.names[name]
-		n.required[i/64] |= 1 << (i % 64)
+		n.required[i>>6] |= 1 << (i & 63)
 	}
 }
 
@@ -388,7 +388,7 @@ func (w *walker) object(n *node, i, depth int) int {
 			child := n.additional
 			if k, ok := n.index(name, next); ok {
 				child, next = n.children[k], k+1
-				seen[k/64] |= 1 << (k % 64)
+				seen[k>>6] |= 1 << (k & 63)
 			} else {
 				others++
 			}
@@ -408,17 +408,23 @@ func (w *walker) object(n *node, i, depth int) int {
 			return -1
 		}
 	}
-	distinct := min(others, 1)
 	for k, r := range n.required {
 		if seen[k]&r != r {
 			return -1
 		}
 	}
-	for _, s := range seen {
-		distinct += bits.OnesCount64(s)
-	}
-	if s := n.s; s.MaxProperties != nil && members > *s.MaxProperties || s.MinProperties != nil && distinct < *s.MinProperties {
+	s := n.s
+	if s.MaxProperties != nil && members > *s.MaxProperties {
 		return -1
+	}
+	if s.MinProperties != nil {
+		distinct := min(others, 1)
+		for _, b := range seen {
+			distinct += bits.OnesCount64(b)
+		}
+		if distinct < *s.MinProperties {
+			return -1
+		}
 	}
 	return i + 1
 }
