@@ -363,6 +363,8 @@ func (w *walker) value(n *node, i, depth int) int {
 // by the count of members, and from below by the distinct names it knows
 // plus one if there are others.
 func (w *walker) object(n *node, i, depth int) int {
+	// seen has the bit of each name of n met; 256 names take no
+	// allocation.
 	var small [4]uint64
 	seen := small[:]
 	if len(n.required) > len(small) {
