@@ -37,6 +37,7 @@ const (
 type Type struct {
 	topics.EventType
 	schema *jsonschema.Schema // nil: any data is valid
+	fast   *node              // the schema's fast path; nil: it has none
 	doc    any                // the schema decoded, for Breaking
 }
 
@@ -70,7 +71,7 @@ func Compile(et topics.EventType) (*Type, error) {
 		if err != nil {
 			return nil, invalid("schema", "%s", compileMessage(err))
 		}
-		t.schema, t.doc = sch, doc
+		t.schema, t.doc, t.fast = sch, doc, fastPath(sch)
 	}
 	for i, ex := range et.Examples {
 		if v := t.Check(ex); v != nil {
@@ -107,11 +108,18 @@ func (v *Violation) Error() string {
 }
 
 // Check validates data against the type's schema; nil is valid. Data that
-// is not JSON is a violation at the root.
+// is not JSON is a violation at the root. The fast path (fast.go) finds
+// most valid data valid by itself; the library judges the rest, and
+// names the violation.
 func (t *Type) Check(data []byte) *Violation {
-	if t.schema == nil {
+	if t.schema == nil || t.fast != nil && t.fast.valid(data) {
 		return nil
 	}
+	return t.check(data)
+}
+
+// check is Check by the library alone.
+func (t *Type) check(data []byte) *Violation {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		return &Violation{Keyword: "json", Message: err.Error()}
