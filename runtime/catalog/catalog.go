@@ -118,8 +118,15 @@ func (t *Type) Check(data []byte) *Violation {
 	return t.check(data)
 }
 
-// check is Check by the library alone.
-func (t *Type) check(data []byte) *Violation {
+// check is Check by the library alone. A panic of the library (it has
+// one: a number past what big.Rat reads, 1e9999999, under a numeric
+// bound) is a violation of its own: an event must not stop the dispatcher.
+func (t *Type) check(data []byte) (out *Violation) {
+	defer func() {
+		if p := recover(); p != nil {
+			out = &Violation{Keyword: "unjudgeable", Message: fmt.Sprintf("the validator failed on this data (%v)", p)}
+		}
+	}()
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		return &Violation{Keyword: "json", Message: err.Error()}

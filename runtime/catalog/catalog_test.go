@@ -124,6 +124,19 @@ func TestCheckBoundedOnRecursiveSchemas(t *testing.T) {
 	}
 }
 
+// TestCheckSurvivesTheValidatorsPanic: a number past what the library
+// reads, under a numeric bound, panics in it; Check reports a violation
+// instead, and the dispatcher goes on.
+func TestCheckSurvivesTheValidatorsPanic(t *testing.T) {
+	typ := typeOf(t, `{"type": "object", "properties": {"n": {"type": "number", "minimum": 0}}}`)
+	if v := typ.Check([]byte(`{"n": 1e9999999}`)); v == nil || v.Keyword != "unjudgeable" {
+		t.Fatalf("Check = %v, want an unjudgeable violation", v)
+	}
+	if v := typ.Check([]byte(`{"n": 1}`)); v != nil {
+		t.Fatalf("Check of a plain number = %v", v)
+	}
+}
+
 func TestNoSchemaAcceptsAnyData(t *testing.T) {
 	typ, err := Compile(topics.EventType{Name: "free.form", Version: 1})
 	if err != nil {
