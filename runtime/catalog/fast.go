@@ -548,16 +548,22 @@ func (w *walker) number(n *node, i int) int {
 	if n.types&t == 0 {
 		return -1
 	}
-	if n.numbers && !(n.holds(t, nil, &d) &&
-		(n.minimum == nil || compareDecimals(d, *n.minimum) >= 0) &&
-		(n.maximum == nil || compareDecimals(d, *n.maximum) <= 0) &&
-		(n.exclusiveMinimum == nil || compareDecimals(d, *n.exclusiveMinimum) > 0) &&
-		(n.exclusiveMaximum == nil || compareDecimals(d, *n.exclusiveMaximum) < 0) &&
-		(n.multipleOf == nil || n.multipleOf.divides(d)) &&
-		(n.s.Format == nil || n.s.Format.Validate(json.Number(w.data[i:i+size])) == nil)) {
+	if n.numbers && !n.numberHolds(t, &d, w.data[i:i+size]) {
 		return -1
 	}
 	return i + size
+}
+
+// numberHolds reports whether a number (d, of type t, written lit) meets
+// the node's numeric keywords and format.
+func (n *node) numberHolds(t uint8, d *decimal, lit []byte) bool {
+	return n.holds(t, nil, d) &&
+		(n.minimum == nil || compareDecimals(*d, *n.minimum) >= 0) &&
+		(n.maximum == nil || compareDecimals(*d, *n.maximum) <= 0) &&
+		(n.exclusiveMinimum == nil || compareDecimals(*d, *n.exclusiveMinimum) > 0) &&
+		(n.exclusiveMaximum == nil || compareDecimals(*d, *n.exclusiveMaximum) < 0) &&
+		(n.multipleOf == nil || n.multipleOf.divides(*d)) &&
+		(n.s.Format == nil || n.s.Format.Validate(json.Number(lit)) == nil)
 }
 
 // holds reports whether every enum of n holds a value of type t (one
