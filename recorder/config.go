@@ -21,6 +21,10 @@ const (
 	EnvClickHouseDatabase = "WEBHOOKS_CLICKHOUSE_DATABASE"
 	EnvClickHouseUser     = "WEBHOOKS_CLICKHOUSE_USER"
 	EnvClickHousePassword = "WEBHOOKS_CLICKHOUSE_PASSWORD"
+	// EnvRetentionDays is the default retention of attempts, in days: the
+	// TTL where the server has TTL, and what webhookctl clickhouse expire
+	// applies to tenants without an override of their own.
+	EnvRetentionDays = "WEBHOOKS_CLICKHOUSE_RETENTION_DAYS"
 )
 
 // Defaults of the ClickHouse connection (the Config tags say the same).
