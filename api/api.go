@@ -115,6 +115,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerDeadLetters()
 	s.registerOperations()
 	s.registerRetry()
+	s.registerExpunge()
 	s.registerPortalSessions()
 	s.registerUI()
 	return s

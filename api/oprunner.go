@@ -214,6 +214,13 @@ func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error 
 		})
 	}
 	todo, already, undecodable := dlq.ToRedrive(found)
+	expunged, err := s.expungedAmong(ctx, eventIDs(todo))
+	if err != nil {
+		return err
+	}
+	n := len(todo)
+	todo = slices.DeleteFunc(todo, func(e *dlq.Entry) bool { return expunged[deadLetterOf(e).EventID] })
+	already += n - len(todo)
 	if o.State == topics.OperationPending {
 		o.Matched, o.Skipped, o.Failed = len(found), already, undecodable
 	}
@@ -257,6 +264,10 @@ func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 			o.Matched += int(max(0, stop-w.Start[p]))
 		}
 	}
+	expunged, err := s.expungedSince(ctx, o.Since)
+	if err != nil {
+		return err
+	}
 	var (
 		batch   []*kgo.Record
 		pending int // records read since the last commit
@@ -273,7 +284,7 @@ func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 	}
 	w := kafka.Window{Topic: s.names.Events(), Start: o.Next, Stop: o.Stop}
 	filters := filter.NewCache()
-	err := kafka.Scan(ctx, s.cfg.Kafka.ClientOpts(), w, func(rec *kgo.Record) error {
+	err = kafka.Scan(ctx, s.cfg.Kafka.ClientOpts(), w, func(rec *kgo.Record) error {
 		o.Done++
 		o.Next[rec.Partition] = rec.Offset + 1
 		pending++
@@ -286,7 +297,7 @@ func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 		switch {
 		case err != nil:
 			o.Failed++
-		case !ok || (o.EventType != "" && !topics.MatchType(o.EventType, ev.Type)):
+		case !ok || (o.EventType != "" && !topics.MatchType(o.EventType, ev.Type)) || expunged[ev.ID]:
 			o.Skipped++
 		default:
 			o.Sent++

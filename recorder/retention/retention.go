@@ -12,6 +12,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,11 +20,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/topics"
 )
+
+// Conn is what the package needs of a ClickHouse connection (a
+// driver.Conn has it).
+type Conn interface {
+	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+	QueryRow(ctx context.Context, query string, args ...any) driver.Row
+	Exec(ctx context.Context, query string, args ...any) error
+	PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error)
+}
 
 // Policy is how long each tenant's rows stay, in days; 0 keeps them for
 // good.
@@ -115,7 +126,7 @@ type TableExpiry struct {
 // Expire deletes the rows of db's tables that are past their tenant's
 // retention at now: one DELETE mutation per table, for all tenants, and
 // none where no row is due. With dryRun it only counts.
-func Expire(ctx context.Context, conn driver.Conn, db string, p Policy, now time.Time, dryRun bool) ([]TableExpiry, error) {
+func Expire(ctx context.Context, conn Conn, db string, p Policy, now time.Time, dryRun bool) ([]TableExpiry, error) {
 	if err := schema.ValidDatabase(db); err != nil {
 		return nil, err
 	}
@@ -143,14 +154,25 @@ func Expire(ctx context.Context, conn driver.Conn, db string, p Policy, now time
 	return out, nil
 }
 
+// noTable reports the server's "no such database or table": before the
+// recorder created the expunged_events table (migration 5) nothing can
+// have been expunged.
+func noTable(err error) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex) && (ex.Code == 60 || ex.Code == 81) // UNKNOWN_TABLE, UNKNOWN_DATABASE
+}
+
 // Expunged says when event id was expunged (the latest time, if several),
 // or false.
-func Expunged(ctx context.Context, conn driver.Conn, db, eventID string) (time.Time, bool, error) {
+func Expunged(ctx context.Context, conn Conn, db, eventID string) (time.Time, bool, error) {
 	var (
 		n  uint64
 		at time.Time
 	)
 	err := conn.QueryRow(ctx, "SELECT count(), max(expunged_at) FROM "+db+"."+schema.TableExpunged+" WHERE event_id = ?", eventID).Scan(&n, &at)
+	if noTable(err) {
+		return time.Time{}, false, nil
+	}
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("looking up expunged event %s: %w", eventID, err)
 	}
@@ -160,13 +182,28 @@ func Expunged(ctx context.Context, conn driver.Conn, db, eventID string) (time.T
 // ExpungedSince is the set of events expunged at or after since: the
 // events published since then that a replay must not resend (an event is
 // expunged after it is published).
-func ExpungedSince(ctx context.Context, conn driver.Conn, db string, since time.Time) (map[string]bool, error) {
-	rows, err := conn.Query(ctx, "SELECT DISTINCT event_id FROM "+db+"."+schema.TableExpunged+" WHERE expunged_at >= ?", since.UTC())
+func ExpungedSince(ctx context.Context, conn Conn, db string, since time.Time) (map[string]bool, error) {
+	return expungedSet(ctx, conn, "SELECT DISTINCT event_id FROM "+db+"."+schema.TableExpunged+" WHERE expunged_at >= ?", since.UTC())
+}
+
+// ExpungedAmong is the set of the events of ids that were expunged.
+func ExpungedAmong(ctx context.Context, conn Conn, db string, ids []string) (map[string]bool, error) {
+	if len(ids) == 0 {
+		return map[string]bool{}, nil
+	}
+	return expungedSet(ctx, conn, "SELECT DISTINCT event_id FROM "+db+"."+schema.TableExpunged+" WHERE has(?, event_id)", ids)
+}
+
+func expungedSet(ctx context.Context, conn Conn, query string, arg any) (map[string]bool, error) {
+	out := map[string]bool{}
+	rows, err := conn.Query(ctx, query, arg)
+	if noTable(err) {
+		return out, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the expunged events: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]bool{}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
@@ -182,7 +219,7 @@ func ExpungedSince(ctx context.Context, conn driver.Conn, db string, since time.
 // (none when no attempt has one). It returns how many attempts had a
 // sample. The record comes first: from then on the API hides the event's
 // payload and samples even before the mutation has run.
-func Expunge(ctx context.Context, conn driver.Conn, db, eventID, tenant string, at time.Time) (uint64, error) {
+func Expunge(ctx context.Context, conn Conn, db, eventID, tenant string, at time.Time) (uint64, error) {
 	if err := schema.ValidDatabase(db); err != nil {
 		return 0, err
 	}
@@ -212,7 +249,7 @@ func Expunge(ctx context.Context, conn driver.Conn, db, eventID, tenant string, 
 }
 
 // Pending counts the mutations of db's tables the server has not finished.
-func Pending(ctx context.Context, conn driver.Conn, db string) (uint64, error) {
+func Pending(ctx context.Context, conn Conn, db string) (uint64, error) {
 	var n uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND is_done = 0", db).Scan(&n); err != nil {
 		return 0, fmt.Errorf("reading system.mutations: %w", err)
@@ -222,7 +259,7 @@ func Pending(ctx context.Context, conn driver.Conn, db string) (uint64, error) {
 
 // Wait polls system.mutations, every interval, until db has no unfinished
 // mutation or ctx is done.
-func Wait(ctx context.Context, conn driver.Conn, db string, interval time.Duration) error {
+func Wait(ctx context.Context, conn Conn, db string, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

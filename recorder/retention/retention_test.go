@@ -172,7 +172,8 @@ func TestExpireNothingDue(t *testing.T) {
 
 // TestExpunge: the expunge is recorded at once and the event's samples
 // are cleared (one mutation), the other events' kept; an event without
-// samples queues no mutation.
+// samples queues no mutation; a database without the table has no
+// expunged event.
 func TestExpunge(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	conn, db := setup(t, now, []row{
@@ -212,5 +213,15 @@ func TestExpunge(t *testing.T) {
 	}
 	if set, err := retention.ExpungedSince(ctx, conn, db, now.Add(time.Hour)); err != nil || len(set) != 0 {
 		t.Fatalf("ExpungedSince later: %v, %v", set, err)
+	}
+	if set, err := retention.ExpungedAmong(ctx, conn, db, []string{"evt_kept", "evt_gone", "evt_never"}); err != nil || len(set) != 1 || !set["evt_gone"] {
+		t.Fatalf("ExpungedAmong: %v, %v", set, err)
+	}
+	// Before the recorder created the table, nothing was expunged.
+	if _, ok, err := retention.Expunged(ctx, conn, "webhooks_test_never_created", "evt_gone"); err != nil || ok {
+		t.Errorf("Expunged without the table: %t, %v", ok, err)
+	}
+	if set, err := retention.ExpungedSince(ctx, conn, "webhooks_test_never_created", now); err != nil || len(set) != 0 {
+		t.Errorf("ExpungedSince without the table: %v, %v", set, err)
 	}
 }
