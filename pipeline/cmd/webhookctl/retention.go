@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/recorder/schema"
+	"github.com/hookpipe/hookpipe/runtime/dlq"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -171,4 +173,47 @@ func expungeCmd(fs *flag.FlagSet) runFunc {
 			formatTime(sum.EventsTopicUntil))
 		return nil
 	}
+}
+
+// expungeCheck connects to ClickHouse when it is configured (--clickhouse
+// or WEBHOOKS_CLICKHOUSE_ADDR), for replay and dlq redrive to skip the
+// events expunged there; ok is false, and nothing is checked, when it is
+// not. Configured but unreachable fails the command: resending what may
+// have been expunged is worse than not resending.
+func (c *cli) expungeCheck(ctx context.Context, f *clickhouseFlags) (ch *clickhouseConn, ok bool, err error) {
+	if f.addr == "" && c.getenv(envClickHouseAddr) == "" {
+		return nil, false, nil
+	}
+	if ch, err = c.connectClickHouse(ctx, f); err != nil {
+		return nil, false, err
+	}
+	return ch, true, nil
+}
+
+// dropExpunged removes from dls the dead letters of events expunged in
+// ch, and returns how many it removed.
+func dropExpunged(ctx context.Context, ch *clickhouseConn, dls []*deadLetter) ([]*deadLetter, int, error) {
+	ids := make([]string, len(dls))
+	for i, e := range dls {
+		ids[i] = eventIDOf(e)
+	}
+	expunged, err := retention.ExpungedAmong(ctx, ch, ch.db, ids)
+	if err != nil {
+		return nil, 0, ch.explain(err)
+	}
+	n := len(dls)
+	dls = slices.DeleteFunc(dls, func(e *deadLetter) bool { return expunged[eventIDOf(e)] })
+	return dls, n - len(dls), nil
+}
+
+// eventIDOf is the id of a dead letter's event: of its delivery, or of the
+// event a schema refused; "" when it has neither.
+func eventIDOf(e *dlq.Entry) string {
+	if d := e.DeadLetter.Delivery; d != nil {
+		return d.EventID
+	}
+	if ev, ok := e.DeadLetter.Event(); ok {
+		return ev.ID
+	}
+	return ""
 }

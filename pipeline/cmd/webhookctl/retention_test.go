@@ -133,3 +133,42 @@ func TestExpungeCommand(t *testing.T) {
 	h.fails(2, "messages", "expunge", "evt with space")
 	h.fails(2, "messages", "expunge")
 }
+
+// TestReplayAndRedriveSkipExpunged: with ClickHouse configured, replay
+// and dlq redrive skip the events expunged there (evt_a1, dead-lettered,
+// also published) and say so; the others go as before.
+func TestReplayAndRedriveSkipExpunged(t *testing.T) {
+	h := newHarness(t, true)
+	s := seedDLQ(h)
+	now := time.Now().UTC()
+	record(h, []topics.Attempt{{AttemptID: topics.NewAttemptID(), EventID: "evt_a1", EventType: "order.created", SubscriptionID: "sub_a",
+		Tenant: "acme", Attempt: 8, Outcome: topics.OutcomeDead, HTTPStatus: 503, DurationMS: 5, TS: now.Add(-3 * time.Hour),
+		PublishedAt: now.Add(-4 * time.Hour), ResponseSample: "echo"}})
+	h.ok("messages", "expunge", "evt_a1", "--wait")
+
+	var dry redriveSummary
+	h.json(&dry, "dlq", "redrive", "--subscription", "sub_a", "--dry-run")
+	if got := s.names(dry.DeadLetters); dry.ToRedrive != 1 || dry.Expunged != 1 || len(got) != 1 || got[0] != "a2" {
+		t.Fatalf("redrive dry run: %+v (%v), want a2 only, a1 expunged", dry, got)
+	}
+
+	h.create("--id", "sub_r", "--url", "https://r.example/", "--events", "order.*", "--tenant", "acme")
+	at := []time.Time{now.Add(-time.Hour), now.Add(-time.Hour)}
+	h.publishAt([]string{`{"id":"evt_a1","type":"order.created","tenant":"acme","data":{"card":"4242"}}`,
+		`{"id":"evt_ok","type":"order.created","tenant":"acme","data":{}}`}, []string{"", ""}, at)
+	var sum replaySummary
+	h.json(&sum, "replay", "--subscription", "sub_r", "--since", "2h", "--rate", "1000")
+	if sum.Scanned != 2 || sum.Replayed != 1 || sum.Expunged != 1 {
+		t.Fatalf("replay: %+v, want evt_ok replayed and evt_a1 skipped", sum)
+	}
+	for _, r := range h.records(h.names.Deliveries()) {
+		if d, err := topics.DecodeDelivery(r.Value); err != nil || d.EventID != "evt_ok" {
+			t.Errorf("delivery %s (%v), want evt_ok only", r.Value, err)
+		}
+	}
+
+	h.env[envClickHouseAddr] = "127.0.0.1:1"
+	if msg := h.fails(1, "replay", "--subscription", "sub_r", "--since", "2h", "--timeout", "3s"); !strings.Contains(msg, "cannot reach ClickHouse") {
+		t.Errorf("replay with ClickHouse unreachable: %q", msg)
+	}
+}
