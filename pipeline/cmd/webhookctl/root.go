@@ -113,7 +113,7 @@ TIME (--since, --until) is an RFC 3339 time (2026-11-22T10:00:00Z) or a duration
 Environment: ` + kafkaconfig.EnvBrokers + ` (default ` + kafkaconfig.DefaultBrokers + `), ` + kafkaconfig.EnvPrefix + `, ` +
 			kafkaconfig.EnvRetryTiers + `; Kafka TLS and SASL: ` + kafkaconfig.EnvKafkaTLS + `, ` + kafkaconfig.EnvKafkaTLSDir + `, ` +
 			kafkaconfig.EnvKafkaSASLMechanism + `, ` + kafkaconfig.EnvKafkaSASLUsername + `, ` + kafkaconfig.EnvKafkaSASLPassword + `;
-ClickHouse (stats, clickhouse): ` + envClickHouseAddr + `, ` + envClickHouseDatabase + `, ` + envClickHouseUser + `, ` + envClickHousePassword + `
+ClickHouse (stats, clickhouse, messages; replay and dlq redrive skip expunged events when set): ` + envClickHouseAddr + `, ` + envClickHouseDatabase + `, ` + envClickHouseUser + `, ` + envClickHousePassword + `
 (docs/configuration.md, docs/webhookctl.md).`,
 		Example: indent("webhookctl topics ensure\n" +
 			"webhookctl subscriptions create --url https://example.com/hooks --events 'order.*'\n" +
