@@ -116,6 +116,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerOperations()
 	s.registerRecover()
 	s.registerRetry()
+	s.registerExpunge()
 	s.registerPortalSessions()
 	s.registerUI()
 	return s

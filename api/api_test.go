@@ -42,6 +42,9 @@ type cluster struct {
 	env   map[string]string
 	names topics.Names
 	cl    *kgo.Client
+	// ch is the ClickHouse of the replicas made after it is set (before
+	// they run: the operation runner reads it).
+	ch clickhouseConn
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -133,6 +136,9 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		c.t.Fatal(err)
 	}
 	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds).WithCatalog(cat)
+	if c.ch != nil {
+		s.WithClickHouse(c.ch)
+	}
 	running := make(chan struct{})
 	go func() {
 		defer close(running)

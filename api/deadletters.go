@@ -29,7 +29,8 @@ type DeadLetter struct {
 	EventType           string          `json:"event_type,omitempty"`
 	Tenant              string          `json:"tenant,omitempty"`
 	SubscriptionID      string          `json:"subscription_id,omitempty"`
-	Data                json.RawMessage `json:"data,omitempty" doc:"The event's data, as published."`
+	Data                json.RawMessage `json:"data,omitempty" doc:"The event's data, as published; absent when the event was expunged."`
+	Expunged            bool            `json:"expunged,omitempty" doc:"The event was expunged (privacy): its data is not shown and a redrive skips it."`
 }
 
 type listDLQInput struct {
@@ -75,6 +76,19 @@ func (s *Server) registerDeadLetters() {
 					continue
 				}
 				out.Body.Data = append(out.Body.Data, deadLetterOf(e))
+			}
+			ids := make([]string, len(out.Body.Data))
+			for i, dl := range out.Body.Data {
+				ids[i] = dl.EventID
+			}
+			expunged, err := s.expungedAmong(ctx, ids)
+			if err != nil {
+				return nil, s.internal(fmt.Errorf("dead letters: %w", err))
+			}
+			for i, dl := range out.Body.Data {
+				if expunged[dl.EventID] {
+					out.Body.Data[i].Data, out.Body.Data[i].Expunged = nil, true
+				}
 			}
 			out.Body.ByCategory = map[string]int{}
 			for _, e := range found {

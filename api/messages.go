@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -45,7 +45,8 @@ type Message struct {
 	EventType   string            `json:"event_type"`
 	Tenant      string            `json:"tenant,omitempty"`
 	PublishedAt time.Time         `json:"published_at"`
-	Event       *MessageEvent     `json:"event,omitempty" doc:"The event as published; absent when the events topic no longer holds it (retention)."`
+	Event       *MessageEvent     `json:"event,omitempty" doc:"The event as published; absent when the events topic no longer holds it (retention) or the event was expunged."`
+	ExpungedAt  *time.Time        `json:"expunged_at,omitempty" doc:"When the event was expunged (POST /v1/messages/{event_id}/expunge): its payload and response samples are no longer shown or sent."`
 	Deliveries  []MessageDelivery `json:"deliveries"`
 }
 
@@ -90,6 +91,9 @@ func (s *Server) registerMessages() {
 			if err != nil {
 				return nil, err
 			}
+			if m.ExpungedAt != nil {
+				return &messageOutput{Body: m}, nil
+			}
 			rec, ev, err := s.findEvent(ctx, in.EventID, m.PublishedAt)
 			if err != nil {
 				return nil, s.internal(err)
@@ -102,7 +106,9 @@ func (s *Server) registerMessages() {
 }
 
 // message reads the attempts of one event, as p may see them: a tenant
-// key sees its tenant's only, another's answers 404.
+// key sees its tenant's only, another's answers 404. Of an expunged event
+// it says when, and shows no response sample (an attempt recorded after
+// the expunge, or before its mutation ran, may still have one).
 func (s *Server) message(ctx context.Context, eventID string, p principal) (Message, error) {
 	q := "SELECT subscription_id, event_type, tenant, attempt, outcome, ts, http_status, duration_ms, failure_category, " +
 		"error, response_sample, next_attempt_at, published_at FROM " + s.cfg.Database + "." + schema.TableAttempts +
@@ -151,14 +157,24 @@ func (s *Server) message(ctx context.Context, eventID string, p principal) (Mess
 	if len(m.Deliveries) == 0 {
 		return Message{}, huma.Error404NotFound("no attempt of event " + eventID + " recorded (yet)")
 	}
+	at, expunged, err := retention.Expunged(ctx, s.ch, s.cfg.Database, eventID)
+	if err != nil {
+		return Message{}, s.internal(fmt.Errorf("message log: %w", err))
+	}
+	if expunged {
+		m.ExpungedAt = &at
+		for i := range m.Deliveries {
+			for j := range m.Deliveries[i].Attempts {
+				m.Deliveries[i].Attempts[j].ResponseSample = ""
+			}
+		}
+	}
 	return m, nil
 }
 
-// clickhouseConn is what the message log needs of ClickHouse.
-type clickhouseConn interface {
-	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
-	QueryRow(ctx context.Context, query string, args ...any) driver.Row
-}
+// clickhouseConn is what the message log needs of ClickHouse: reading,
+// and the expunge's insert and mutation.
+type clickhouseConn = retention.Conn
 
 // MessageSummary is one message for one subscription in the message list.
 type MessageSummary struct {

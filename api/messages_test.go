@@ -184,9 +184,8 @@ func recorded(t *testing.T, rows [][]any) *replica {
 	c := newCluster(t)
 	env := maps.Clone(c.env)
 	env["WEBHOOKS_CLICKHOUSE_ADDR"], env["WEBHOOKS_CLICKHOUSE_DATABASE"] = addr, db
-	r := c.replicaWith(env)
-	r.s.WithClickHouse(ch)
-	return r
+	c.ch = ch
+	return c.replicaWith(env)
 }
 
 // TestMessageRetry: a message shows its event as published, found on the

@@ -217,6 +217,13 @@ func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error 
 		})
 	}
 	todo, already, undecodable := dlq.ToRedrive(found)
+	expunged, err := s.expungedAmong(ctx, eventIDs(todo))
+	if err != nil {
+		return err
+	}
+	n := len(todo)
+	todo = slices.DeleteFunc(todo, func(e *dlq.Entry) bool { return expunged[deadLetterOf(e).EventID] })
+	already += n - len(todo)
 	if o.State == topics.OperationPending {
 		o.Matched, o.Skipped, o.Failed = len(found), already, undecodable
 	}
@@ -252,11 +259,15 @@ func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 			return err
 		}
 	}
+	expunged, err := s.expungedSince(ctx, o.Since)
+	if err != nil {
+		return err
+	}
 	filters := filter.NewCache()
 	return s.sendEvents(ctx, r, tx, sub, func(ev *topics.Event) bool {
 		// As the dispatcher matches: types, tenant, filter.
 		ok, _ := filters.Matches(sub, filter.NewInput(ev))
-		return ok && (o.EventType == "" || topics.MatchType(o.EventType, ev.Type))
+		return ok && (o.EventType == "" || topics.MatchType(o.EventType, ev.Type)) && !expunged[ev.ID]
 	})
 }
 

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"net/http"
 	"time"
 
@@ -67,6 +69,13 @@ func (s *Server) recoverFailed(ctx context.Context, r *opRun, tx *kafka.Tx) erro
 	failed, first, last, err := s.failedInWindow(ctx, o)
 	if err != nil {
 		return err
+	}
+	expunged, err := s.expungedAmong(ctx, slices.Collect(maps.Keys(failed)))
+	if err != nil {
+		return err
+	}
+	for id := range expunged {
+		delete(failed, id) // its data must not go out again
 	}
 	if o.State == topics.OperationPending {
 		if len(failed) == 0 {

@@ -72,7 +72,7 @@ func (s *Server) registerRetry() {
 	huma.Register(s.api, huma.Operation{OperationID: "retry-message", Method: http.MethodPost, Path: "/v1/messages/{event_id}/retry",
 		Summary: "Send a message again", Description: "Sends the event to one subscription it was sent to again, now, as a new " +
 			"first attempt with the same webhook-id; the deliverer takes it next, and the message log shows the attempt. " +
-			"The event is read back from the events topic, so it must still be there (retention).",
+			"The event is read back from the events topic, so it must still be there (retention) and not expunged.",
 		Tags: []string{"Messages"}, Security: secured, DefaultStatus: http.StatusAccepted},
 		func(ctx context.Context, in *retryInput) (*retryOutput, error) {
 			if s.ch == nil {
@@ -92,6 +92,9 @@ func (s *Server) registerRetry() {
 			}
 			if !sub.Enabled {
 				return nil, huma.Error409Conflict("subscription " + sub.ID + " is disabled: the deliverer would skip it (enable it first)")
+			}
+			if m.ExpungedAt != nil {
+				return nil, huma.Error410Gone("event " + in.EventID + " was expunged at " + m.ExpungedAt.Format(time.RFC3339) + ": its payload is not sent again")
 			}
 			rec, ev, err := s.findEvent(ctx, in.EventID, m.PublishedAt)
 			if err != nil {

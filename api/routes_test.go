@@ -291,6 +291,7 @@ func TestBadInput(t *testing.T) {
 		{"operations bad limit", "GET", "/v1/operations?limit=0", nil, 422, "query.limit"},
 		{"retry without ClickHouse", "POST", "/v1/messages/evt_1/retry", map[string]any{"subscription_id": "sub_taken"}, 503, ""},
 		{"retry unknown field", "POST", "/v1/messages/evt_1/retry", map[string]any{"subscription_id": "sub_taken", "colour": "red"}, 422, "body.colour"},
+		{"expunge without ClickHouse", "POST", "/v1/messages/evt_1/expunge", nil, 503, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := r.do(tc.method, tc.path, adminKey, tc.body)

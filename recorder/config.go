@@ -21,6 +21,10 @@ const (
 	EnvClickHouseDatabase = "WEBHOOKS_CLICKHOUSE_DATABASE"
 	EnvClickHouseUser     = "WEBHOOKS_CLICKHOUSE_USER"
 	EnvClickHousePassword = "WEBHOOKS_CLICKHOUSE_PASSWORD"
+	// EnvRetentionDays is the default retention of attempts, in days: the
+	// TTL where the server has TTL, and what webhookctl clickhouse expire
+	// applies to tenants without an override of their own.
+	EnvRetentionDays = "WEBHOOKS_CLICKHOUSE_RETENTION_DAYS"
 )
 
 // Defaults of the ClickHouse connection (the Config tags say the same).
@@ -94,9 +98,10 @@ type Config struct {
 	// ShutdownTimeout bounds the last insert and commit on shutdown.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"Bounds the last insert and commit after SIGTERM."`
 	// RetentionDays is how long rows are kept, as a TTL, on servers that
-	// have TTL (20.1 and later); on older ones run `webhookctl clickhouse
-	// drop-partitions`. 0 leaves existing TTLs as they are.
-	RetentionDays int `env:"WEBHOOKS_CLICKHOUSE_RETENTION_DAYS" envDefault:"90" desc:"Days rows are kept, as a TTL on servers that have one (20.1+); 0 leaves TTLs as they are."`
+	// have TTL (20.1 and later); `webhookctl clickhouse expire` applies it
+	// too, on every server, to the tenants without a retention of their
+	// own. 0 leaves existing TTLs as they are.
+	RetentionDays int `env:"WEBHOOKS_CLICKHOUSE_RETENTION_DAYS" envDefault:"90" desc:"Days rows are kept: the TTL on servers that have one (20.1+), and what webhookctl clickhouse expire applies to the tenants without retention_days of their own; 0 leaves TTLs as they are (and expire keeps those tenants' rows)."`
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
 	// Pprof serves Go's profiles on HTTPAddr.

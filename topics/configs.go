@@ -34,3 +34,18 @@ func (n Names) TopicConfigs(topic string) map[string]*string {
 	}
 	return map[string]*string{"retention.ms": ms(7 * day)}
 }
+
+// Retention is how long a topic created by TopicConfigs keeps its records
+// (0: compacted, kept until a newer record of the key replaces them). The
+// broker may have been told otherwise since.
+func (n Names) Retention(topic string) time.Duration {
+	v := n.TopicConfigs(topic)["retention.ms"]
+	if v == nil {
+		return 0
+	}
+	ms, err := strconv.ParseInt(*v, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return time.Duration(ms) * time.Millisecond
+}

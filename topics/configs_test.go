@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +13,11 @@ func TestTopicConfigs(t *testing.T) {
 	}
 	retention := func(topic string) time.Duration {
 		t.Helper()
-		v := n.TopicConfigs(topic)["retention.ms"]
-		if v == nil {
+		d := n.Retention(topic)
+		if d == 0 {
 			t.Fatalf("%s has no retention.ms", topic)
 		}
-		ms, err := strconv.ParseInt(*v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s retention.ms = %q: %v", topic, *v, err)
-		}
-		return time.Duration(ms) * time.Millisecond
+		return d
 	}
 	for _, d := range n.Tiers {
 		t.Run(n.Retry(d), func(t *testing.T) {
@@ -37,7 +32,7 @@ func TestTopicConfigs(t *testing.T) {
 			if p := cfg["cleanup.policy"]; p == nil || *p != "compact" {
 				t.Fatalf("%s configs = %v, want cleanup.policy=compact", topic, cfg)
 			}
-			if _, ok := cfg["retention.ms"]; ok {
+			if _, ok := cfg["retention.ms"]; ok || n.Retention(topic) != 0 {
 				t.Fatalf("%s must not expire records by time", topic)
 			}
 		})

@@ -88,6 +88,7 @@ type manifests struct {
 	secrets     []*corev1.Secret // the release's, not hooks
 	hookSecrets []*corev1.Secret // helm.sh/hook Secrets
 	jobs        []*batchv1.Job
+	cronJobs    []*batchv1.CronJob
 	accounts    []*corev1.ServiceAccount
 	ingresses   []*networkingv1.Ingress
 	monitors    []*serviceMonitor
@@ -232,6 +233,10 @@ func render(t *testing.T, sets ...string) *manifests {
 			var j batchv1.Job
 			strict(&j)
 			m.jobs = append(m.jobs, &j)
+		case "batch/v1 CronJob":
+			var j batchv1.CronJob
+			strict(&j)
+			m.cronJobs = append(m.cronJobs, &j)
 		case "v1 ServiceAccount":
 			var a corev1.ServiceAccount
 			strict(&a)
@@ -289,6 +294,7 @@ func TestLint(t *testing.T) {
 		slices.Concat(kafkaSecurity, []string{"kafka.sasl.password=sasl-pa55"}),
 		slices.Concat(kafkaSecurity, []string{"secrets.existingSecret=mine"}),
 		{"secrets.existingSecret=mine", "redis.url=", "deliverer.env.WEBHOOKS_DELIVERER_MAX_IN_FLIGHT=64"},
+		slices.Concat(kafkaSecurity, []string{"kafka.sasl.password=sasl-pa55", "expireJob.enabled=true"}),
 	} {
 		args := []string{"lint", "--strict", chart, "--namespace", "hooks"}
 		for _, s := range sets {
@@ -1184,5 +1190,49 @@ func TestPlainTemplate(t *testing.T) {
 	out, err = run(t, "template", release, chart, "--kube-version", "1.27.0")
 	if err != nil || !strings.Contains(out, "unhealthyPodEvictionPolicy: AlwaysAllow") {
 		t.Errorf("for 1.27: %v, unhealthyPodEvictionPolicy %v", err, strings.Contains(out, "unhealthyPodEvictionPolicy"))
+	}
+}
+
+// TestExpireCronJob: off by default; on, a CronJob runs webhookctl
+// clickhouse expire --wait with the default retention given, one run at a
+// time, bounded, with the components' ConfigMap and Secret (the tenants
+// topic and ClickHouse) and their Kafka TLS mount.
+func TestExpireCronJob(t *testing.T) {
+	if m := render(t); len(m.cronJobs) != 0 {
+		t.Fatalf("defaults render %d CronJobs, want none", len(m.cronJobs))
+	}
+	m := render(t, slices.Concat(kafkaSecurity, []string{"kafka.sasl.password=sasl-pa55", "expireJob.enabled=true",
+		"expireJob.defaultDays=30", "expireJob.schedule=5 2 * * *"})...)
+	if len(m.cronJobs) != 1 {
+		t.Fatalf("%d CronJobs, want the expire job", len(m.cronJobs))
+	}
+	cj := m.cronJobs[0]
+	if cj.Spec.Schedule != "5 2 * * *" || cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
+		t.Errorf("schedule %q, concurrency %q; want 5 2 * * *, Forbid", cj.Spec.Schedule, cj.Spec.ConcurrencyPolicy)
+	}
+	job := cj.Spec.JobTemplate.Spec
+	if job.ActiveDeadlineSeconds == nil || *job.ActiveDeadlineSeconds != 3600 {
+		t.Errorf("activeDeadlineSeconds %v, want 3600", job.ActiveDeadlineSeconds)
+	}
+	pod := job.Template.Spec
+	ct := pod.Containers[0]
+	if cmd := strings.Join(ct.Command, " "); cmd != "webhookctl clickhouse expire --default-days=30 --wait --timeout=3600s" {
+		t.Errorf("runs %q", cmd)
+	}
+	d := m.deployments["recorder"]
+	if d == nil {
+		t.Fatal("no recorder Deployment")
+	}
+	if !equalYAML(t, ct.EnvFrom, d.Spec.Template.Spec.Containers[0].EnvFrom) {
+		t.Errorf("envFrom %+v, the recorder's %+v", ct.EnvFrom, d.Spec.Template.Spec.Containers[0].EnvFrom)
+	}
+	dir := m.configMap(t).Data["WEBHOOKS_KAFKA_TLS_DIR"]
+	mounts, volumes := tlsMount(t, "expire job", pod, dir)
+	dm, dv := tlsMount(t, "recorder", d.Spec.Template.Spec, dir)
+	if !equalYAML(t, mounts, dm) || !equalYAML(t, volumes, dv) {
+		t.Errorf("expire job mounts %+v %+v, the recorder %+v %+v", mounts, volumes, dm, dv)
+	}
+	if pod.RestartPolicy != corev1.RestartPolicyOnFailure || ct.SecurityContext == nil {
+		t.Errorf("restart policy %q, security context %v", pod.RestartPolicy, ct.SecurityContext)
 	}
 }

@@ -16,6 +16,10 @@ const (
 	// TableLatency holds per-minute request duration states by
 	// subscription (AggregatingMergeTree).
 	TableLatency = "latency_per_minute"
+	// TableExpunged records the events expunged on request (privacy): the
+	// API hides and refuses to resend their payloads, which the events
+	// topic keeps until its retention.
+	TableExpunged = "expunged_events"
 )
 
 // AttemptColumns is the explicit column list of every INSERT into the
@@ -118,6 +122,7 @@ func Migrations(db string, f Features, retentionDays int) []Migration {
 		{Version: 2, Name: "per-minute outcome counts", Statements: []string{d.outcomes(), d.outcomesView()}},
 		{Version: 3, Name: "per-minute latency", Statements: []string{d.latency(), d.latencyView()}},
 		{Version: 4, Name: "response samples", AddColumns: []Column{{Table: TableAttempts, Name: "response_sample", Type: "String DEFAULT ''"}}},
+		{Version: 5, Name: "expunged events", Statements: []string{d.expunged()}},
 	}
 }
 
@@ -236,6 +241,20 @@ AS SELECT
 FROM ` + d.db + `.` + TableAttempts + `
 WHERE outcome IN ('success', 'retry', 'dead')
 GROUP BY minute, tenant, subscription_id`
+}
+
+// expunged lists the expunged events, one row per expunge (a second
+// expunge of the same event folds on merge). It has no TTL: a row must
+// outlive the event's record on the events topic (7 days by default), and
+// one row per privacy request stays small.
+func (d ddl) expunged() string {
+	return `CREATE TABLE IF NOT EXISTS ` + d.db + `.` + TableExpunged + ` (
+    event_id String,
+    tenant String,
+    expunged_at DateTime('UTC')
+)
+ENGINE = ReplacingMergeTree()
+ORDER BY event_id`
 }
 
 // InsertAttempts is the INSERT the recorder prepares its batches with.

@@ -28,6 +28,9 @@ type redriveSummary struct {
 	// AlreadyRedriven counts matching dead letters skipped because a
 	// redrive marker points at them.
 	AlreadyRedriven int `json:"already_redriven"`
+	// Expunged counts matching dead letters skipped because their event
+	// was expunged (checked when ClickHouse is configured).
+	Expunged int `json:"expunged"`
 	// Undecodable counts matching dead letters skipped because they hold
 	// neither a delivery nor an event a schema refused (an event or record
 	// that could not be decoded).
@@ -40,6 +43,8 @@ type redriveSummary struct {
 func redriveCmd(fs *flag.FlagSet) runFunc {
 	var f dlqFilter
 	f.define(fs)
+	var chf clickhouseFlags
+	chf.define(fs)
 	perSecond := defineRate(fs, 50, "dead letters redriven")
 	dryRun := fs.Bool("dry-run", false, "list what would be redriven; produce nothing")
 	return func(ctx context.Context, c *cli, _ []string) error {
@@ -69,6 +74,16 @@ func redriveCmd(fs *flag.FlagSet) runFunc {
 		}
 		sum := redriveSummary{DryRun: *dryRun, DeadLetters: []*deadLetter{}}
 		todo, already, undecodable := dlq.ToRedrive(found)
+		ch, check, err := c.expungeCheck(ctx, &chf)
+		if err != nil {
+			return err
+		}
+		if check {
+			defer ch.Close()
+			if todo, sum.Expunged, err = dropExpunged(ctx, ch, todo); err != nil {
+				return err
+			}
+		}
 		sum.DeadLetters, sum.AlreadyRedriven, sum.Undecodable = append(sum.DeadLetters, todo...), already, undecodable
 		sum.ToRedrive = len(sum.DeadLetters)
 		if !*dryRun {
@@ -105,6 +120,9 @@ func (c *cli) printRedrive(s *redriveSummary) error {
 		return c.printJSON(s)
 	}
 	skipped := fmt.Sprintf("skipped already-redriven %d, skipped undecodable %d", s.AlreadyRedriven, s.Undecodable)
+	if s.Expunged > 0 {
+		skipped += fmt.Sprintf(", skipped expunged %d", s.Expunged)
+	}
 	if !s.DryRun {
 		fmt.Fprintf(c.stdout, "redriven %d, %s\n", s.Redriven, skipped)
 		return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/topics"
@@ -24,7 +25,7 @@ const envMaxEventBytes = "WEBHOOKS_MAX_EVENT_BYTES"
 
 // replayStats counts what replay did, while the progress line reads it.
 type replayStats struct {
-	scanned, replayed, notMatching, undecodable atomic.Int64
+	scanned, replayed, notMatching, undecodable, expunged atomic.Int64
 }
 
 // replaySummary is what replay did; the JSON shape of its output.
@@ -39,11 +40,14 @@ type replaySummary struct {
 	NotMatching int64 `json:"not_matching"`
 	// Undecodable counts events the dispatcher could not dispatch either.
 	Undecodable int64 `json:"undecodable"`
+	// Expunged counts events skipped because they were expunged (checked
+	// when ClickHouse is configured).
+	Expunged int64 `json:"expunged"`
 }
 
 func (s *replayStats) progress() string {
 	return fmt.Sprintf("replayed %d, scanned %d, skipped %d", s.replayed.Load(), s.scanned.Load(),
-		s.notMatching.Load()+s.undecodable.Load())
+		s.notMatching.Load()+s.undecodable.Load()+s.expunged.Load())
 }
 
 func replayCmd(fs *flag.FlagSet) runFunc {
@@ -53,6 +57,8 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 	fs.Lookup("since").Usage += " (required)"
 	types := fs.String("types", "", "comma-separated type patterns (type, prefix.* or *) to replay, within the subscription's (default: all of the subscription's)")
 	perSecond := defineRate(fs, 100, "deliveries produced")
+	var chf clickhouseFlags
+	chf.define(fs)
 	return func(ctx context.Context, c *cli, _ []string) error {
 		if *id == "" {
 			return usagef("--subscription is required")
@@ -100,6 +106,20 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		// An event is expunged after it is published: since bounds the
+		// expunges that concern the range.
+		expunged := map[string]bool{}
+		ch, check, err := c.expungeCheck(ctx, &chf)
+		if err != nil {
+			return err
+		}
+		if check {
+			expunged, err = retention.ExpungedSince(ctx, ch, ch.db, since)
+			ch.Close()
+			if err != nil {
+				return ch.explain(err)
+			}
+		}
 		prod, err := kgo.NewClient(append(k.opts[:len(k.opts):len(k.opts)], kgo.RecordPartitioner(topics.Partitioner()))...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
@@ -132,6 +152,10 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 				st.undecodable.Add(1)
 				return nil
 			}
+			if expunged[ev.ID] {
+				st.expunged.Add(1)
+				return nil
+			}
 			// As the dispatcher matches: types, tenant, filter.
 			ok, _ := filters.Matches(sub, filter.NewInput(&ev))
 			if !ok || (len(patterns) > 0 && !slices.ContainsFunc(patterns, func(pt string) bool {
@@ -157,12 +181,12 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		sum := replaySummary{Subscription: sub.ID, Scanned: st.scanned.Load(), Replayed: st.replayed.Load(),
-			NotMatching: st.notMatching.Load(), Undecodable: st.undecodable.Load()}
+			NotMatching: st.notMatching.Load(), Undecodable: st.undecodable.Load(), Expunged: st.expunged.Load()}
 		if c.output == outputJSON {
 			return c.printJSON(sum)
 		}
-		fmt.Fprintf(c.stdout, "replayed %d to %s, scanned %d, skipped %d (not matching %d, undecodable %d)\n",
-			sum.Replayed, sum.Subscription, sum.Scanned, sum.NotMatching+sum.Undecodable, sum.NotMatching, sum.Undecodable)
+		fmt.Fprintf(c.stdout, "replayed %d to %s, scanned %d, skipped %d (not matching %d, undecodable %d, expunged %d)\n",
+			sum.Replayed, sum.Subscription, sum.Scanned, sum.NotMatching+sum.Undecodable+sum.Expunged, sum.NotMatching, sum.Undecodable, sum.Expunged)
 		return nil
 	}
 }

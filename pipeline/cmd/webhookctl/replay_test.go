@@ -127,7 +127,7 @@ func TestReplay(t *testing.T) {
 
 	// Without --until: up to the end, evt_6 included.
 	out := h.okLong("replay", "--subscription", "sub_r", "--since", "30m", "--rate", "1000")
-	if out != "replayed 1 to sub_r, scanned 1, skipped 0 (not matching 0, undecodable 0)\n" {
+	if out != "replayed 1 to sub_r, scanned 1, skipped 0 (not matching 0, undecodable 0, expunged 0)\n" {
 		t.Errorf("replay --since 30m text: %q", out)
 	}
 

@@ -56,8 +56,8 @@ var commands = []command{
 		example: "webhookctl apikeys list -o json"},
 	{name: "apikeys revoke", args: []string{"ID"}, summary: "revoke a key of the HTTP API", setup: apikeysRevokeCmd,
 		example: "webhookctl apikeys revoke key_0123456789abcdefghij"},
-	{name: "tenants set-quota", args: []string{"TENANT"}, summary: "set a tenant's delivery rate or most subscriptions, over the defaults", setup: tenantsSetQuotaCmd,
-		example: "webhookctl tenants set-quota acme --rate 50 --max-subscriptions 20\nwebhookctl tenants set-quota acme --rate default"},
+	{name: "tenants set-quota", args: []string{"TENANT"}, summary: "set a tenant's delivery rate, most subscriptions or retention, over the defaults", setup: tenantsSetQuotaCmd,
+		example: "webhookctl tenants set-quota acme --rate 50 --max-subscriptions 20\nwebhookctl tenants set-quota acme --retention-days 30\nwebhookctl tenants set-quota acme --rate default"},
 	{name: "tenants list", summary: "list the tenants with quotas of their own", setup: tenantsListCmd,
 		example: "webhookctl tenants list -o json"},
 	{name: "event-types list", summary: "list the event catalog's types", setup: eventTypesListCmd,
@@ -86,6 +86,10 @@ var commands = []command{
 		example: "webhookctl stats --by tenant --since 7d"},
 	{name: "clickhouse drop-partitions", summary: "drop the months of attempts older than --older-than (retention on ClickHouse < 20.1)",
 		setup: dropPartitionsCmd, example: "webhookctl clickhouse drop-partitions --older-than 90d --dry-run"},
+	{name: "clickhouse expire", summary: "delete the attempts past their tenant's retention (one mutation per table; run it daily)",
+		setup: expireCmd, example: "webhookctl clickhouse expire --dry-run\nwebhookctl clickhouse expire --default-days 90 --wait"},
+	{name: "messages expunge", args: []string{"EVENT_ID"}, summary: "clear an event's response samples and hide its payload for good (privacy)",
+		setup: expungeCmd, example: "webhookctl messages expunge evt_0123456789abcdefghij --wait"},
 }
 
 // groups are the first words of the commands that have several.
@@ -95,7 +99,8 @@ var groups = map[string]string{
 	"dlq":           "dead letters",
 	"clickhouse":    "the recorder's ClickHouse tables",
 	"apikeys":       "keys of the HTTP API (docs/api.md)",
-	"tenants":       "per-tenant quotas",
+	"tenants":       "per-tenant quotas and retention",
+	"messages":      "the message log in ClickHouse",
 	"event-types":   "the event catalog: types, their schemas and examples",
 }
 
@@ -110,7 +115,7 @@ TIME (--since, --until) is an RFC 3339 time (2026-11-22T10:00:00Z) or a duration
 Environment: ` + kafkaconfig.EnvBrokers + ` (default ` + kafkaconfig.DefaultBrokers + `), ` + kafkaconfig.EnvPrefix + `, ` +
 			kafkaconfig.EnvRetryTiers + `; Kafka TLS and SASL: ` + kafkaconfig.EnvKafkaTLS + `, ` + kafkaconfig.EnvKafkaTLSDir + `, ` +
 			kafkaconfig.EnvKafkaSASLMechanism + `, ` + kafkaconfig.EnvKafkaSASLUsername + `, ` + kafkaconfig.EnvKafkaSASLPassword + `;
-ClickHouse (stats, clickhouse): ` + envClickHouseAddr + `, ` + envClickHouseDatabase + `, ` + envClickHouseUser + `, ` + envClickHousePassword + `
+ClickHouse (stats, clickhouse, messages; replay and dlq redrive skip expunged events when set): ` + envClickHouseAddr + `, ` + envClickHouseDatabase + `, ` + envClickHouseUser + `, ` + envClickHousePassword + `
 (docs/configuration.md, docs/webhookctl.md).`,
 		Example: indent("webhookctl topics ensure\n" +
 			"webhookctl subscriptions create --url https://example.com/hooks --events 'order.*'\n" +

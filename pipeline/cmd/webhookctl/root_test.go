@@ -47,7 +47,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"unknown subcommand", []string{"dlq", "purge"}, `unknown command "dlq purge" (dlq takes list, redrive)`},
-		{"missing subcommand", []string{"clickhouse"}, "clickhouse: missing subcommand (drop-partitions)"},
+		{"missing subcommand", []string{"clickhouse"}, "clickhouse: missing subcommand (drop-partitions, expire)"},
 		{"unknown flag", []string{"subscriptions", "list", "--bogus"}, "unknown flag: --bogus"},
 		{"unknown shorthand", []string{"lag", "-x"}, "unknown shorthand flag: 'x'"},
 		{"flag without value", []string{"subscriptions", "create", "--url"}, "flag needs an argument: --url"},

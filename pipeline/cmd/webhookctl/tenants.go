@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/recorder"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -18,6 +19,11 @@ import (
 // envTenantMaxSubscriptions is the default most subscriptions of a tenant,
 // as the API reads it; webhookctl refuses past it too.
 const envTenantMaxSubscriptions = "WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS"
+
+// envRetentionDays is the default retention of attempts in ClickHouse, as
+// the recorder reads it; clickhouse expire applies it to the tenants
+// without an override.
+const envRetentionDays = recorder.EnvRetentionDays
 
 // quotaValue reads a quota flag: a number, "unlimited" (0) or "default"
 // (nil: the default applies).
@@ -36,12 +42,28 @@ func quotaValue(flagName, v string, parse func(string) (float64, error)) (*float
 	return &n, nil
 }
 
+// wholeNumber parses a count for quotaValue.
+func wholeNumber(s string) (float64, error) {
+	n, err := strconv.Atoi(s)
+	return float64(n), err
+}
+
+// intOf is a quota read by quotaValue as an int (nil stays nil).
+func intOf(n *float64) *int {
+	if n == nil {
+		return nil
+	}
+	m := int(*n)
+	return &m
+}
+
 func tenantsSetQuotaCmd(fs *flag.FlagSet) runFunc {
 	rate := fs.String("rate", "", "deliveries per second of the tenant's events across all deliverers: a number, unlimited, or default (WEBHOOKS_TENANT_RATE)")
 	maxSubs := fs.String("max-subscriptions", "", "most subscriptions of the tenant: a number, unlimited, or default ("+envTenantMaxSubscriptions+")")
+	retention := fs.String("retention-days", "", "days the tenant's attempts stay in ClickHouse (webhookctl clickhouse expire): a number, unlimited, or default ("+envRetentionDays+")")
 	return func(ctx context.Context, c *cli, args []string) error {
-		if *rate == "" && *maxSubs == "" {
-			return usagef("give --rate, --max-subscriptions or both")
+		if *rate == "" && *maxSubs == "" && *retention == "" {
+			return usagef("give --rate, --max-subscriptions, --retention-days or several")
 		}
 		k, err := c.connect(ctx)
 		if err != nil {
@@ -62,25 +84,25 @@ func tenantsSetQuotaCmd(fs *flag.FlagSet) runFunc {
 			}
 		}
 		if *maxSubs != "" {
-			n, err := quotaValue("max-subscriptions", *maxSubs, func(s string) (float64, error) {
-				n, err := strconv.Atoi(s)
-				return float64(n), err
-			})
+			n, err := quotaValue("max-subscriptions", *maxSubs, wholeNumber)
 			if err != nil {
 				return err
 			}
-			ten.MaxSubscriptions = nil
-			if n != nil {
-				m := int(*n)
-				ten.MaxSubscriptions = &m
+			ten.MaxSubscriptions = intOf(n)
+		}
+		if *retention != "" {
+			n, err := quotaValue("retention-days", *retention, wholeNumber)
+			if err != nil {
+				return err
 			}
+			ten.RetentionDays = intOf(n)
 		}
 		ten.UpdatedAt = time.Now().UTC()
 		if err := ten.Validate(); err != nil {
 			return usagef("%v", err)
 		}
 		rec := &kgo.Record{Topic: k.names.Tenants(), Key: []byte(ten.ID), Value: ten.Encode()}
-		if ten.RatePerS == nil && ten.MaxSubscriptions == nil {
+		if ten.RatePerS == nil && ten.MaxSubscriptions == nil && ten.RetentionDays == nil {
 			rec.Value = nil // nothing overridden: a tombstone
 		}
 		if _, err := k.produce(ctx, rec); err != nil {
@@ -111,9 +133,9 @@ func (c *cli) printTenants(ts []*topics.Tenant) error {
 		return c.printJSON(ts)
 	}
 	tw := newTable(c.stdout)
-	fmt.Fprintln(tw, "TENANT\tRATE\tMAX SUBSCRIPTIONS\tUPDATED")
+	fmt.Fprintln(tw, "TENANT\tRATE\tMAX SUBSCRIPTIONS\tRETENTION\tUPDATED")
 	for _, t := range ts {
-		rate, subs := "default", "default"
+		rate, subs, retention := "default", "default", "default"
 		if t.RatePerS != nil {
 			rate = strconv.FormatFloat(*t.RatePerS, 'g', -1, 64) + "/s"
 			if *t.RatePerS == 0 {
@@ -126,7 +148,13 @@ func (c *cli) printTenants(ts []*topics.Tenant) error {
 				subs = "unlimited"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, rate, subs, formatTime(t.UpdatedAt))
+		if t.RetentionDays != nil {
+			retention = strconv.Itoa(*t.RetentionDays) + "d"
+			if *t.RetentionDays == 0 {
+				retention = "unlimited"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, rate, subs, retention, formatTime(t.UpdatedAt))
 	}
 	return tw.Flush()
 }

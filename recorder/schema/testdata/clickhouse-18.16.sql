@@ -90,5 +90,14 @@ GROUP BY minute, tenant, subscription_id;
 -- migration response samples
 ALTER TABLE webhooks.attempts ADD COLUMN response_sample String DEFAULT ''; -- where missing
 
+-- migration expunged events
+CREATE TABLE IF NOT EXISTS webhooks.expunged_events (
+    event_id String,
+    tenant String,
+    expunged_at DateTime('UTC')
+)
+ENGINE = ReplacingMergeTree()
+ORDER BY event_id;
+
 -- insert
 INSERT INTO webhooks.attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample)

@@ -93,6 +93,15 @@ GROUP BY minute, tenant, subscription_id;
 -- migration response samples
 ALTER TABLE webhooks.attempts ADD COLUMN response_sample String DEFAULT ''; -- where missing
 
+-- migration expunged events
+CREATE TABLE IF NOT EXISTS webhooks.expunged_events (
+    event_id String,
+    tenant String,
+    expunged_at DateTime('UTC')
+)
+ENGINE = ReplacingMergeTree()
+ORDER BY event_id;
+
 -- retention, when a table's TTL differs
 ALTER TABLE webhooks.attempts MODIFY TTL toDateTime(ts) + INTERVAL 90 DAY;
 ALTER TABLE webhooks.latency_per_minute MODIFY TTL minute + INTERVAL 90 DAY;
