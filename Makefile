@@ -109,6 +109,7 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzAttemptEncode$$' ./topics
 	$(FUZZ) -fuzz '^FuzzValidJSON$$' ./topics
 	$(FUZZ) -fuzz '^FuzzRetryAfter$$' ./deliverer/internal/backoff
+	$(FUZZ) -fuzz '^FuzzFastPathAgrees$$' ./runtime/catalog
 
 # helm for the chart checks (pipeline/charttest), pinned and built from
 # source through the Go module proxy; the versioned path rebuilds it when the
