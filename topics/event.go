@@ -126,7 +126,8 @@ func (e Event) Validate() error {
 // store of 7 days).
 const MaxScheduleAhead = 7 * day
 
-// Schedule is the event's deliver_at, zero when it has none.
+// Schedule is the event's deliver_at rounded up to the millisecond (the
+// precision of the retry tiers' headers), zero when it has none.
 func (e *Event) Schedule() (time.Time, error) {
 	if e.DeliverAt == "" {
 		return time.Time{}, nil
@@ -135,7 +136,7 @@ func (e *Event) Schedule() (time.Time, error) {
 	if err != nil {
 		return time.Time{}, invalid("event", "deliver_at", "not an RFC 3339 time: %q", e.DeliverAt)
 	}
-	return t, nil
+	return DueAt(t, 0).UTC(), nil
 }
 
 // CheckSchedule judges the event's deliver_at against ref, its publish
