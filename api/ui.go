@@ -572,7 +572,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 	return pg
 }
 
-var messageStatuses = []string{"delivered", "retrying", "pending", "dead", "skipped"}
+var messageStatuses = []string{"delivered", "retrying", "pending", "scheduled", "dead", "skipped"}
 
 func (s *Server) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	in := r.URL.Query()
