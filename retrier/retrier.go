@@ -360,7 +360,7 @@ func (r *retrier) release(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("releasing %d due retries: %w", len(out), err)
 		}
 		r.log.Debug("released", zap.Int("records", len(out)))
-		r.m.release(len(out))
+		r.m.forwarded(out, r.names)
 		released := time.Now()
 		for _, d := range due {
 			r.m.late(d, now, released)
