@@ -61,7 +61,8 @@ func (p *polled) refused() bool { return p.bad != nil || p.verdict.Refuse }
 // that shows it in the message log; one whose deliver_at has passed
 // (dispatched late) is delivered at once.
 // A filter that fails on the event does not take it; filterFailed hears of
-// it. now stamps dead letters. Every record made carries the trace context
+// it. now stamps dead letters and scheduled records, and tells whether
+// deliver_at is ahead. Every record made carries the trace context
 // of ctx (the fan-out span), or the event's trace headers when tracing is
 // off; the span in ctx, when recording, gets the event's type and tenant
 // and the number of deliveries.
@@ -101,7 +102,9 @@ func fanOut(ctx context.Context, p *polled, subs matcher, filters *filter.Cache,
 		var rec *kgo.Record
 		if scheduled {
 			rec = topics.ScheduledRecord(r, ev, sub, names, deliverAt, now)
-			out = append(out, scheduledAttempt(r, ev, sub, names, deliverAt, now))
+			att := scheduledAttempt(r, ev, sub, names, deliverAt, now)
+			tracing.Carry(ctx, &att.Headers, r.Headers)
+			out = append(out, att)
 		} else {
 			rec = topics.DeliveryRecord(r, ev, sub, names)
 		}
