@@ -273,7 +273,9 @@ func (r *retrier) forward(ctx context.Context, rec hold.Record, now time.Time) *
 		return r.redelivery(ctx, rec)
 	}
 	if c, ok := r.cancelled(&d); ok {
-		return cancelledAttempt(&d, c, r.names, now)
+		a := cancelledAttempt(&d, c, r.names, now)
+		tracing.Carry(ctx, &a.Headers, rec.Rec.Headers)
+		return a
 	}
 	if !rec.DeliverAt.After(now) {
 		return r.redelivery(ctx, rec)
