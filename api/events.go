@@ -25,6 +25,7 @@ type Event struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty" doc:"An event with a key seen in the last 24 hours is not delivered again."`
 	CreatedAt      string          `json:"created_at,omitempty" doc:"RFC 3339; default: when the broker took it."`
 	Priority       string          `json:"priority,omitempty" enum:"high,normal,low" doc:"high, normal (default) or low: deliveries of high events are served first, as a share, not a strict order; an ordered subscription's keep their order whatever the priority."`
+	DeliverAt      string          `json:"deliver_at,omitempty" doc:"RFC 3339: no delivery is attempted before this time, at most 7 days ahead (not more than a minute in the past); cancellable until then (POST /v1/events/{event_id}/cancel). Default: at once."`
 	Data           json.RawMessage `json:"data" doc:"The payload, any JSON but null, delivered byte for byte."`
 }
 
@@ -78,6 +79,45 @@ func (s *Server) registerEvents() {
 			}
 			return s.publish(ctx, in.Body.Events, "events")
 		})
+	huma.Register(s.api, huma.Operation{OperationID: "cancel-event", Method: http.MethodPost, Path: "/v1/events/{event_id}/cancel",
+		Summary: "Cancel a scheduled event", Description: "Its deliveries still waiting for their deliver_at are not attempted: " +
+			"each is recorded as skipped, category cancelled, when its wait ends (within the longest retry tier). " +
+			"A tenant key cancels its own tenant's events only. A delivery already due is not recalled; " +
+			"an event that was not scheduled is not affected.", Tags: tags, Security: secured, DefaultStatus: http.StatusAccepted},
+		func(ctx context.Context, in *cancelInput) (*cancelOutput, error) {
+			return s.cancel(ctx, in.EventID)
+		})
+}
+
+type cancelInput struct {
+	EventID string `path:"event_id" doc:"The event's id (its webhook-id)."`
+}
+
+type cancelOutput struct {
+	Body struct {
+		EventID     string    `json:"event_id"`
+		CancelledAt time.Time `json:"cancelled_at"`
+	}
+}
+
+// cancel writes the cancellation of an event by the caller (a tenant key:
+// for its tenant's event only; an administrator: whatever its tenant) to
+// the cancellations topic, which the retrier reads before it releases a
+// scheduled delivery.
+func (s *Server) cancel(ctx context.Context, eventID string) (*cancelOutput, error) {
+	if err := topics.ValidateID("event", "event_id", eventID); err != nil {
+		return nil, huma.Error422UnprocessableEntity("invalid event id", &huma.ErrorDetail{Location: "path.event_id", Message: err.Error(), Value: eventID})
+	}
+	c := topics.Cancellation{EventID: eventID, CancelledAt: time.Now().UTC()}
+	if p := principalOf(ctx); !p.admin() {
+		c.Tenant = p.tenant
+	}
+	if err := s.produce(ctx, &kgo.Record{Topic: s.names.Cancellations(), Key: []byte(c.Key()), Value: c.Encode()}); err != nil {
+		return nil, err
+	}
+	out := &cancelOutput{}
+	out.Body.EventID, out.Body.CancelledAt = c.EventID, c.CancelledAt
+	return out, nil
 }
 
 // utf8Body refuses a body that is not UTF-8 (RFC 8259 section 8.1): the
@@ -115,7 +155,11 @@ func (s *Server) publish(ctx context.Context, events []Event, field string) (*pu
 		if err != nil {
 			return nil, s.internal(err)
 		}
-		if _, err := topics.DecodeEvent(value, 0); err != nil {
+		ev, err := topics.DecodeEvent(value, 0)
+		if err == nil {
+			err = ev.CheckSchedule(time.Now(), topics.ScheduleSkew)
+		}
+		if err != nil {
 			return nil, s.invalid(err, prefix)
 		}
 		v := s.catalog.Judge(e.Type, e.Data)

@@ -20,7 +20,7 @@ import (
 // Attempt is one attempt of a message, as the recorder stored it.
 type Attempt struct {
 	Attempt         int        `json:"attempt" doc:"1 for the first attempt, then one more per retry."`
-	Outcome         string     `json:"outcome" doc:"success, retry, dead, blocked, throttled or skipped."`
+	Outcome         string     `json:"outcome" doc:"success, retry, dead, blocked, throttled, skipped or scheduled (the dispatcher's record of a delivery waiting for its deliver_at)."`
 	At              time.Time  `json:"at"`
 	HTTPStatus      int        `json:"http_status,omitempty"`
 	DurationMS      float64    `json:"duration_ms"`
@@ -33,7 +33,7 @@ type Attempt struct {
 // MessageDelivery is what became of a message for one subscription.
 type MessageDelivery struct {
 	SubscriptionID string     `json:"subscription_id"`
-	Status         string     `json:"status" enum:"delivered,retrying,pending,dead,skipped" doc:"From the last attempt: delivered, retrying (a retry is scheduled), pending (held back: breaker, rate limit, an ordered key), dead or skipped."`
+	Status         string     `json:"status" enum:"delivered,retrying,pending,scheduled,dead,skipped" doc:"From the last attempt: delivered, retrying (a retry is scheduled), pending (held back: breaker, rate limit, an ordered key), scheduled (not attempted before the event's deliver_at, next_attempt_at), dead or skipped (also when cancelled)."`
 	NextAttemptAt  *time.Time `json:"next_attempt_at,omitempty"`
 	Attempts       []Attempt  `json:"attempts"`
 }
@@ -68,6 +68,8 @@ func statusOf(outcome string) string {
 		return "dead"
 	case topics.OutcomeSkipped:
 		return "skipped"
+	case topics.OutcomeScheduled:
+		return "scheduled"
 	}
 	return "pending"
 }
@@ -182,7 +184,7 @@ type MessageSummary struct {
 	EventType      string    `json:"event_type"`
 	Tenant         string    `json:"tenant,omitempty"`
 	SubscriptionID string    `json:"subscription_id"`
-	Status         string    `json:"status" enum:"delivered,retrying,pending,dead,skipped"`
+	Status         string    `json:"status" enum:"delivered,retrying,pending,scheduled,dead,skipped"`
 	Attempts       uint64    `json:"attempts"`
 	LastAttemptAt  time.Time `json:"last_attempt_at"`
 }
@@ -190,7 +192,7 @@ type MessageSummary struct {
 type listMessagesInput struct {
 	SubscriptionID string    `query:"subscription_id" doc:"Only this subscription's deliveries."`
 	EventType      string    `query:"event_type" doc:"Only events of this type."`
-	Status         string    `query:"status" enum:"delivered,retrying,pending,dead,skipped" doc:"Only deliveries in this status."`
+	Status         string    `query:"status" enum:"delivered,retrying,pending,scheduled,dead,skipped" doc:"Only deliveries in this status."`
 	Since          time.Time `query:"since" doc:"Only deliveries attempted at or after this time (default: 24 hours ago)."`
 	Until          time.Time `query:"until" doc:"Only deliveries attempted before this time (default: now)."`
 	Cursor         string    `query:"cursor" doc:"The next_cursor of the previous page."`
@@ -208,6 +210,7 @@ type listMessagesOutput struct {
 var outcomesOf = map[string][]string{
 	"delivered": {topics.OutcomeSuccess}, "retrying": {topics.OutcomeRetry}, "dead": {topics.OutcomeDead},
 	"skipped": {topics.OutcomeSkipped}, "pending": {topics.OutcomeBlocked, topics.OutcomeThrottled},
+	"scheduled": {topics.OutcomeScheduled},
 }
 
 func (s *Server) registerMessageList() {

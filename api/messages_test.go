@@ -341,3 +341,42 @@ func TestMessageStatusWithinASecond(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduledStatus: a delivery whose last record is the dispatcher's
+// scheduled one is scheduled, due at its next_attempt_at; once the retrier
+// records it cancelled (skipped), it is skipped; the list filters by both.
+func TestScheduledStatus(t *testing.T) {
+	for outcome, want := range map[string]string{topics.OutcomeScheduled: "scheduled", topics.OutcomeSkipped: "skipped",
+		topics.OutcomeBlocked: "pending", topics.OutcomeRetry: "retrying"} {
+		if got := statusOf(outcome); got != want {
+			t.Errorf("statusOf(%s) = %s, want %s", outcome, got, want)
+		}
+	}
+	if !slices.Equal(outcomesOf["scheduled"], []string{topics.OutcomeScheduled}) {
+		t.Errorf("status scheduled lists outcomes %q", outcomesOf["scheduled"])
+	}
+	t.Run("message log", func(t *testing.T) {
+		t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+		due := t0.Add(time.Hour)
+		epoch := time.Unix(0, 0).UTC()
+		r := recorded(t, [][]any{
+			{"s1", "evt_later", "order.created", "sub_a", "acme", uint32(1), "scheduled", "", uint16(0), 0.0, t0, "", due, t0, ""},
+			{"c1", "evt_off", "order.created", "sub_a", "acme", uint32(1), "scheduled", "", uint16(0), 0.0, t0, "", due, t0, ""},
+			{"c2", "evt_off", "order.created", "sub_a", "acme", uint32(1), "skipped", "cancelled", uint16(0), 0.0, t0.Add(time.Second), "cancelled by its tenant", epoch, t0, ""},
+		})
+		var m Message
+		r.must(http.StatusOK, "GET", "/v1/messages/evt_later", adminKey, nil, &m)
+		if d := m.Deliveries[0]; d.Status != "scheduled" || d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(due) {
+			t.Fatalf("evt_later: %+v", d)
+		}
+		r.must(http.StatusOK, "GET", "/v1/messages/evt_off", adminKey, nil, &m)
+		if d := m.Deliveries[0]; d.Status != "skipped" || d.Attempts[1].FailureCategory != topics.FailureCancelled {
+			t.Fatalf("evt_off: %+v", d)
+		}
+		var l listMessagesOutput
+		r.must(http.StatusOK, "GET", "/v1/messages?status=scheduled", adminKey, nil, &l.Body)
+		if len(l.Body.Data) != 1 || l.Body.Data[0].EventID != "evt_later" || l.Body.Data[0].Status != "scheduled" {
+			t.Fatalf("scheduled messages: %+v", l.Body.Data)
+		}
+	})
+}

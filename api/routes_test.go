@@ -262,6 +262,11 @@ func TestBadInput(t *testing.T) {
 		{"event null data", "POST", "/v1/events", map[string]any{"type": "a", "data": nil}, 422, "body.data"},
 		{"event bad time", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "created_at": "yesterday"}, 422, "body.created_at"},
 		{"event bad priority", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "priority": "urgent"}, 422, "body.priority"},
+		{"event deliver_at not RFC 3339", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "deliver_at": "tomorrow"}, 422, "body.deliver_at"},
+		{"event deliver_at in the past", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "deliver_at": time.Now().Add(-2 * topics.ScheduleSkew)}, 422, "body.deliver_at"},
+		{"event deliver_at over 7 days", "POST", "/v1/events", map[string]any{"type": "a", "data": 1, "deliver_at": time.Now().Add(topics.MaxScheduleAhead + time.Minute)}, 422, "body.deliver_at"},
+		{"batch deliver_at over 7 days", "POST", "/v1/events/batch", map[string]any{"events": []any{map[string]any{"type": "a", "data": 1, "deliver_at": time.Now().Add(8 * 24 * time.Hour)}}}, 422, "body.events[0].deliver_at"},
+		{"cancel bad event id", "POST", "/v1/events/a%20b/cancel", nil, 422, "path.event_id"},
 		{"batch empty", "POST", "/v1/events/batch", map[string]any{"events": []any{}}, 422, "body.events"},
 		{"batch one bad", "POST", "/v1/events/batch", map[string]any{"events": []any{map[string]any{"type": "a", "data": 1}, map[string]any{"type": "", "data": 1}}}, 422, "body.events[1].type"},
 		{"body too large", "POST", "/v1/events", `{"type":"a","data":"` + strings.Repeat("x", 2<<20) + `"}`, 413, ""},
@@ -314,6 +319,9 @@ func TestBadInput(t *testing.T) {
 	if n := len(c.records(c.names.Operations())); n != 0 {
 		t.Errorf("%d operations written by bad requests", n)
 	}
+	if n := len(c.records(c.names.Cancellations())); n != 0 {
+		t.Errorf("%d cancellations written by bad requests", n)
+	}
 	if n := len(c.records(c.names.Deliveries())); n != 0 {
 		t.Errorf("%d deliveries written by bad requests", n)
 	}
@@ -358,6 +366,50 @@ func TestPublish(t *testing.T) {
 	want := int32(kgo.StickyKeyPartitioner(nil).ForTopic(first.Topic).Partition(&kgo.Record{Key: []byte("order_42")}, int(partitions)))
 	if string(first.Key) != "order_42" || first.Partition != want || byID["evt_b2"].Partition != want {
 		t.Fatalf("key %q on partition %d (and %d), want order_42 on %d", first.Key, first.Partition, byID["evt_b2"].Partition, want)
+	}
+}
+
+// TestScheduleAndCancel: an event with a deliver_at within 7 days is
+// published with it; a cancellation is written keyed by the caller's
+// tenant (an administrator's by none), so that a tenant cancels its own
+// events only and never writes over another's cancellation.
+func TestScheduleAndCancel(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	var out struct{ IDs []string }
+	r.must(http.StatusAccepted, "POST", "/v1/events", r.tenantKey("acme"), map[string]any{"type": "a", "data": 1, "deliver_at": at}, &out)
+	recs := c.records(c.names.Events())
+	if len(recs) != 1 {
+		t.Fatalf("%d events on the topic, want 1", len(recs))
+	}
+	e, err := topics.DecodeEvent(recs[0].Value, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.Schedule(); err != nil || !got.Equal(at) {
+		t.Fatalf("published deliver_at %q (%v), want %v", e.DeliverAt, err, at)
+	}
+	var cancelled struct {
+		EventID     string    `json:"event_id"`
+		CancelledAt time.Time `json:"cancelled_at"`
+	}
+	r.must(http.StatusAccepted, "POST", "/v1/events/"+out.IDs[0]+"/cancel", r.tenantKey("acme"), nil, &cancelled)
+	r.must(http.StatusAccepted, "POST", "/v1/events/"+out.IDs[0]+"/cancel", adminKey, nil, nil)
+	if cancelled.EventID != out.IDs[0] || cancelled.CancelledAt.IsZero() {
+		t.Fatalf("cancel answered %+v", cancelled)
+	}
+	var keys []string
+	for _, rec := range c.records(c.names.Cancellations()) {
+		cn, err := topics.DecodeCancellation(string(rec.Key), rec.Value)
+		if err != nil || cn.EventID != out.IDs[0] {
+			t.Fatalf("cancellation %s: %+v, %v", rec.Key, cn, err)
+		}
+		keys = append(keys, string(rec.Key))
+	}
+	if want := []string{"acme/" + out.IDs[0], "/" + out.IDs[0]}; !slices.Equal(keys, want) {
+		t.Fatalf("cancellations keyed %q, want %q", keys, want)
 	}
 }
 

@@ -44,7 +44,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes()}, log); err != nil || ctx.Err() != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations()}, log); err != nil || ctx.Err() != nil {
 		return err
 	}
 	subs, err := table.NewTable(base, n.Subscriptions(), cfg.Secrets, log)

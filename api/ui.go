@@ -631,7 +631,7 @@ func notFoundErr(err error) bool {
 	return errors.As(err, &e) && e.Status == http.StatusNotFound
 }
 
-var messageStatuses = []string{"delivered", "retrying", "pending", "dead", "skipped"}
+var messageStatuses = []string{"delivered", "retrying", "pending", "scheduled", "dead", "skipped"}
 
 func (s *Server) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	in := r.URL.Query()

@@ -67,7 +67,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	n := cfg.Kafka.Names
-	err = kafka.WaitReady(ctx, ready, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.EventTypes(), n.Deliveries(), n.DLQ()}, log)
+	err = kafka.WaitReady(ctx, ready, cfg.Kafka, append([]string{n.Events(), n.Subscriptions(), n.EventTypes(), n.Deliveries(), n.DLQ(), n.Attempts()}, n.RetryTopics()...), log)
 	ready.Close()
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -266,7 +266,11 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 			d.log.Warn("dead-lettering an event", zap.String("topic", r.Topic),
 				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(refused))
 		} else {
-			deliveries += len(out)
+			for _, o := range out {
+				if o.Topic != d.cfg.Kafka.Names.Attempts() { // a scheduled delivery's attempt record
+					deliveries++
+				}
+			}
 		}
 		for _, o := range out {
 			pending.Add(1)

@@ -33,10 +33,15 @@ type polled struct {
 	verdict catalog.Verdict
 }
 
-// judge decodes an event record and asks the catalog about its data.
+// judge decodes an event record and asks the catalog about its data. Its
+// deliver_at is judged against the record's timestamp, so that an event
+// waiting in a backlog is judged as when it was published.
 func judge(r *kgo.Record, cat *catalog.Catalog, maxEventBytes int) polled {
 	p := polled{r: r}
 	p.ev, p.bad = topics.DecodeEvent(r.Value, maxEventBytes)
+	if p.bad == nil {
+		p.bad = p.ev.CheckSchedule(r.Timestamp, topics.DispatchSkew)
+	}
 	if p.bad == nil {
 		p.verdict = cat.Judge(p.ev.Type, p.ev.Data)
 	}
@@ -50,9 +55,14 @@ func (p *polled) refused() bool { return p.bad != nil || p.verdict.Refuse }
 // fanOut turns one event record into the records it causes: one delivery
 // per matching subscription whose filter (if any) takes it, or, when the
 // event is invalid or its type's schema refuses it, one dead letter and
-// the reason, which the caller logs.
+// the reason, which the caller logs. The delivery of an event whose
+// deliver_at is after now waits for it in the retry tiers
+// (topics.ScheduledRecord), with an attempt record of outcome scheduled
+// that shows it in the message log; one whose deliver_at has passed
+// (dispatched late) is delivered at once.
 // A filter that fails on the event does not take it; filterFailed hears of
-// it. now stamps dead letters. Every record made carries the trace context
+// it. now stamps dead letters and scheduled records, and tells whether
+// deliver_at is ahead. Every record made carries the trace context
 // of ctx (the fan-out span), or the event's trace headers when tracing is
 // off; the span in ctx, when recording, gets the event's type and tenant
 // and the number of deliveries.
@@ -70,8 +80,11 @@ func fanOut(ctx context.Context, p *polled, subs matcher, filters *filter.Cache,
 		tracing.Carry(ctx, &dl.Headers, r.Headers)
 		return []*kgo.Record{dl}, err
 	}
+	deliverAt, _ := ev.Schedule() // judged valid
+	scheduled := deliverAt.After(now)
 	matched := subs.Match(ev)
 	out := make([]*kgo.Record, 0, len(matched))
+	deliveries := 0
 	var in *filter.Input // the event as filters see it, made for the first filter
 	for _, sub := range matched {
 		if sub.Filter != "" {
@@ -86,15 +99,35 @@ func fanOut(ctx context.Context, p *polled, subs matcher, filters *filter.Cache,
 				continue
 			}
 		}
-		rec := topics.DeliveryRecord(r, ev, sub, names)
+		var rec *kgo.Record
+		if scheduled {
+			rec = topics.ScheduledRecord(r, ev, sub, names, deliverAt, now)
+			att := scheduledAttempt(r, ev, sub, names, deliverAt, now)
+			tracing.Carry(ctx, &att.Headers, r.Headers)
+			out = append(out, att)
+		} else {
+			rec = topics.DeliveryRecord(r, ev, sub, names)
+		}
 		tracing.Carry(ctx, &rec.Headers, r.Headers)
 		out = append(out, rec)
+		deliveries++
 	}
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrEventID.String(ev.ID), tracing.AttrEventType.String(ev.Type),
-			tracing.AttrTenant.String(ev.Tenant), tracing.AttrDeliveries.Int(len(out)))
+			tracing.AttrTenant.String(ev.Tenant), tracing.AttrDeliveries.Int(deliveries))
 	}
 	return out, nil
+}
+
+// scheduledAttempt is the attempt record that tells the message log a
+// delivery is scheduled: outcome scheduled, its first attempt due at
+// deliverAt.
+func scheduledAttempt(r *kgo.Record, ev *topics.Event, sub *topics.Subscription, names topics.Names, deliverAt, now time.Time) *kgo.Record {
+	a := topics.Attempt{
+		AttemptID: topics.NewAttemptID(), EventID: ev.ID, EventType: ev.Type, SubscriptionID: sub.ID, Tenant: ev.Tenant,
+		Attempt: 1, Outcome: topics.OutcomeScheduled, TS: now.UTC(), NextAttemptAt: deliverAt.UTC(), PublishedAt: r.Timestamp.UTC(),
+	}
+	return &kgo.Record{Topic: names.Attempts(), Key: []byte(sub.ID), Value: a.Encode()}
 }
 
 // deadLetter wraps an event that cannot be dispatched: invalid, or

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -13,20 +14,25 @@ import (
 // metrics are the retrier's Prometheus metrics (charts/webhooks/README.md
 // lists them). A nil *metrics counts nothing.
 type metrics struct {
-	released prometheus.Counter
-	lateness prometheus.Histogram
+	released  prometheus.Counter
+	scheduled *prometheus.CounterVec
+	lateness  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, r *retrier) *metrics {
 	m := &metrics{
 		released: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "retrier",
 			Name: "released_total", Help: "Due retries released to the redeliveries topic (acknowledged)."}),
+		scheduled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "retrier",
+			Name: "scheduled_total", Help: "Scheduled deliveries' waits that ended otherwise than in redeliveries (acknowledged): " +
+				"action hop (into their next wait, deliver_at still ahead) or cancelled (recorded skipped, their event cancelled)."},
+			[]string{"action"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ops.Namespace, Subsystem: "retrier",
 			Name:    "release_lateness_seconds",
 			Help:    "How long after its due time a retry was released (acknowledged); in steady state within 1 s + 1% of its delay.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 1800, 3600}}),
 	}
-	reg.MustRegister(m.released, m.lateness, &heldCollector{r: r,
+	reg.MustRegister(m.released, m.scheduled, m.lateness, &heldCollector{r: r,
 		held: prometheus.NewDesc(ops.Namespace+"_retrier_held_records",
 			"Records fetched from a retry tier and held in memory until due, by tier.", []string{"tier"}, nil),
 		oldest: prometheus.NewDesc(ops.Namespace+"_retrier_oldest_due_timestamp_seconds",
@@ -40,9 +46,22 @@ func newMetrics(reg prometheus.Registerer, r *retrier) *metrics {
 	return m
 }
 
-func (m *metrics) release(n int) {
-	if m != nil {
-		m.released.Add(float64(n))
+// forwarded counts the acknowledged records of a release: to redeliveries
+// as released, a scheduled delivery's next wait as a hop, the attempt
+// record of a cancelled one as cancelled.
+func (m *metrics) forwarded(out []*kgo.Record, names topics.Names) {
+	if m == nil {
+		return
+	}
+	for _, r := range out {
+		switch r.Topic {
+		case names.Redeliveries():
+			m.released.Inc()
+		case names.Attempts():
+			m.scheduled.WithLabelValues("cancelled").Inc()
+		default:
+			m.scheduled.WithLabelValues("hop").Inc()
+		}
 	}
 }
 

@@ -5,13 +5,17 @@
 // never sleeps: it polls with a deadline at the next due time. Offsets are
 // committed only up to the first record not yet released, after the release
 // was acknowledged, so a killed retrier loses nothing and releases nothing
-// early.
+// early. A scheduled delivery's wait (header webhooks-deliver-at) is
+// released into its next wait while its deliver_at is ahead, to
+// redeliveries once it has come, and as an attempt record of its
+// cancellation when its event was cancelled (the cancellations table).
 package retrier
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +28,7 @@ import (
 	"github.com/hookpipe/hookpipe/retrier/internal/hold"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -42,7 +47,10 @@ type retrier struct {
 	// recovery releases retries of recovered subscriptions early; nil
 	// without Redis (recovery.go).
 	recovery *recovery
-	tracer   tracing.Tracer
+	// cancels is the cancellations table, read before a scheduled
+	// delivery's wait is released.
+	cancels *table.Keyed[topics.Cancellation]
+	tracer  tracing.Tracer
 
 	tiers map[string]time.Duration // by topic
 
@@ -84,10 +92,21 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	r.cl = cl
 	r.wms = kafka.NewWatermarks(cl, r.log)
-	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, append(r.names.RetryTopics(), r.names.Redeliveries()), r.log); err != nil || ctx.Err() != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, append(r.names.RetryTopics(), r.names.Redeliveries(), r.names.Attempts(), r.names.Cancellations()), r.log); err != nil || ctx.Err() != nil {
 		leaver.Close(cl)
 		return err
 	}
+	r.cancels, err = table.NewKeyed(r.baseOpts(), r.names.Cancellations(), r.log, topics.DecodeCancellation)
+	if err != nil {
+		leaver.Close(cl)
+		return err
+	}
+	defer r.cancels.Close()
+	cancelsCtx, stopCancels := context.WithCancel(ctx)
+	var cancels sync.WaitGroup
+	cancels.Go(func() { r.cancels.Run(cancelsCtx) })
+	defer cancels.Wait()
+	defer stopCancels()
 	srv.Watch(cl, cfg.Group, r.names.RetryTopics()...)
 	r.log.Info("started", zap.Strings("tiers", r.names.RetryTopics()), zap.String("group", cfg.Group))
 	if r.recovery, err = newRecovery(cfg, r.log); err != nil {
@@ -110,10 +129,19 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return runErr
 }
 
-func (r *retrier) opts() []kgo.Opt {
+// baseOpts connect to the brokers: what the cancellations table gets.
+func (r *retrier) baseOpts() []kgo.Opt {
 	opts := append(r.cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
+		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))))
+	if r.cfg.dial != nil { // tests only, never with TLS (kgo refuses Dialer with DialTLSConfig)
+		opts = append(opts, kgo.Dialer(r.cfg.dial))
+	}
+	return opts
+}
+
+func (r *retrier) opts() []kgo.Opt {
+	return append(r.baseOpts(),
 		kgo.ClientID("webhooks-retrier"),
-		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(r.names.RetryTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -131,10 +159,17 @@ func (r *retrier) opts() []kgo.Opt {
 		kgo.RecordPartitioner(topics.Partitioner()),
 		kgo.ProducerLinger(time.Millisecond),
 	)
-	if r.cfg.dial != nil { // tests only, never with TLS (kgo refuses Dialer with DialTLSConfig)
-		opts = append(opts, kgo.Dialer(r.cfg.dial))
-	}
-	return opts
+}
+
+// cancelsWait bounds how long a release waits for the cancellations table.
+const cancelsWait = 5 * time.Second
+
+// cancelsCaughtUp waits for the cancellations table to apply every record
+// written before the call.
+func (r *retrier) cancelsCaughtUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, cancelsWait)
+	defer cancel()
+	return r.cancels.WaitCaughtUp(ctx)
 }
 
 // idleWait bounds a poll when nothing is held, so commits still happen.
@@ -223,16 +258,75 @@ func (r *retrier) redelivery(ctx context.Context, rec hold.Record) *kgo.Record {
 	return out
 }
 
-// release produces every due record to the redeliveries topic, waits for the
+// forward is the record a due record is released as: a retry's
+// redelivery; for a scheduled delivery's wait, the attempt record of its
+// cancellation when its event was cancelled, else its next wait
+// (topics.Names.Wait) while its deliver_at is ahead, else its redelivery,
+// its first attempt due. A wait whose value does not decode is released
+// as it is: the deliverer dead-letters it.
+func (r *retrier) forward(ctx context.Context, rec hold.Record, now time.Time) *kgo.Record {
+	if rec.DeliverAt.IsZero() {
+		return r.redelivery(ctx, rec)
+	}
+	d, err := topics.DecodeDelivery(rec.Rec.Value)
+	if err != nil {
+		return r.redelivery(ctx, rec)
+	}
+	if c, ok := r.cancelled(&d); ok {
+		a := cancelledAttempt(&d, c, r.names, now)
+		tracing.Carry(ctx, &a.Headers, rec.Rec.Headers)
+		return a
+	}
+	if !rec.DeliverAt.After(now) {
+		return r.redelivery(ctx, rec)
+	}
+	w := r.names.Wait(rec.Rec.Key, &d, now)
+	tracing.Carry(ctx, &w.Headers, rec.Rec.Headers)
+	return w
+}
+
+// cancelled returns the cancellation of d's event by an administrator or
+// its tenant, if any.
+func (r *retrier) cancelled(d *topics.Delivery) (topics.Cancellation, bool) {
+	for _, k := range topics.CancellationKeys(d) {
+		if c, ok := r.cancels.Get(k); ok {
+			return c, true
+		}
+	}
+	return topics.Cancellation{}, false
+}
+
+// cancelledAttempt is the attempt record that ends a scheduled delivery
+// whose event was cancelled: outcome skipped, category cancelled, so the
+// message log shows it.
+func cancelledAttempt(d *topics.Delivery, c topics.Cancellation, names topics.Names, now time.Time) *kgo.Record {
+	by := "an administrator"
+	if c.Tenant != "" {
+		by = "its tenant"
+	}
+	a := topics.Attempt{
+		AttemptID: topics.NewAttemptID(), EventID: d.EventID, EventType: d.EventType, SubscriptionID: d.SubscriptionID,
+		Tenant: d.Tenant, Attempt: d.Attempt, Outcome: topics.OutcomeSkipped, FailureCategory: topics.FailureCancelled,
+		TS: now.UTC(), PublishedAt: d.PublishedAt,
+		Error: "cancelled by " + by + " at " + c.CancelledAt.UTC().Format(time.RFC3339) + ", before its deliver_at " + d.DeliverAt.Format(time.RFC3339),
+	}
+	return &kgo.Record{Topic: names.Attempts(), Key: []byte(d.SubscriptionID), Value: a.Encode()}
+}
+
+// release produces every due record to the redeliveries topic (or, for a
+// scheduled delivery's wait, as forward says), waits for the
 // acknowledgement, then forgets them, and returns how many; it pauses partitions whose window is
 // full of records not yet due and resumes the others. At the process bound
 // a partition's window is its share of the bound: the partitions holding
-// the most pause, and the others go on fetching.
+// the most pause, and the others go on fetching. Scheduled deliveries' waits
+// are released once the cancellations table has caught up, so a
+// cancellation acknowledged before their release is never missed; while it
+// cannot, they stay held.
 func (r *retrier) release(ctx context.Context) (int, error) {
 	now := time.Now()
 	r.mu.Lock()
 	due := map[tp][]hold.Record{}
-	var out []*kgo.Record
+	scheduled := false
 	for k, h := range r.held {
 		d := append(h.Due(now), r.recovery.early(h, now)...)
 		if len(d) == 0 {
@@ -240,10 +334,26 @@ func (r *retrier) release(ctx context.Context) (int, error) {
 		}
 		due[k] = d
 		for _, rec := range d {
-			out = append(out, r.redelivery(ctx, rec))
+			scheduled = scheduled || !rec.DeliverAt.IsZero()
 		}
 	}
 	r.mu.Unlock()
+	if scheduled {
+		if err := r.cancelsCaughtUp(ctx); err != nil {
+			r.log.Warn("reading the cancellations table; scheduled deliveries stay held", zap.Error(err))
+			for k, d := range due {
+				if due[k] = slices.DeleteFunc(d, func(rec hold.Record) bool { return !rec.DeliverAt.IsZero() }); len(due[k]) == 0 {
+					delete(due, k)
+				}
+			}
+		}
+	}
+	var out []*kgo.Record
+	for _, d := range due {
+		for _, rec := range d {
+			out = append(out, r.forward(ctx, rec, now))
+		}
+	}
 	if len(out) > 0 {
 		if err := r.cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
 			if ctx.Err() != nil {
@@ -252,7 +362,7 @@ func (r *retrier) release(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("releasing %d due retries: %w", len(out), err)
 		}
 		r.log.Debug("released", zap.Int("records", len(out)))
-		r.m.release(len(out))
+		r.m.forwarded(out, r.names)
 		released := time.Now()
 		for _, d := range due {
 			r.m.late(d, now, released)

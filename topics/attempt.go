@@ -17,7 +17,11 @@ const (
 	OutcomeDead      = "dead"      // failed, sent to the dlq
 	OutcomeBlocked   = "blocked"   // not attempted: breaker open or key held
 	OutcomeThrottled = "throttled" // not attempted: rate limited, delayed
-	OutcomeSkipped   = "skipped"   // not attempted: subscription deleted or disabled
+	OutcomeSkipped   = "skipped"   // not attempted: subscription deleted or disabled, or cancelled
+	// OutcomeScheduled is written by the dispatcher for a delivery it
+	// scheduled: not attempted before next_attempt_at, the event's
+	// deliver_at.
+	OutcomeScheduled = "scheduled"
 )
 
 // Failure categories of an attempt or dead letter.
@@ -45,6 +49,7 @@ const (
 	FailureBreakerOpen  = "breaker_open"       // blocked: the subscription's circuit breaker is open
 	FailureThrottled    = "rate_limited_local" // throttled: the subscription's own rate limit
 	FailureTenantQuota  = "tenant_quota"       // throttled: the tenant's delivery quota
+	FailureCancelled    = "cancelled"          // skipped: a scheduled delivery cancelled before it was due
 )
 
 // Attempt is the value on the attempts topic, keyed by subscription id.

@@ -11,6 +11,13 @@ const day = 24 * time.Hour
 // TopicConfigs returns the configs a topic is created with.
 func (n Names) TopicConfigs(topic string) map[string]*string {
 	ms := func(d time.Duration) *string { s := strconv.FormatInt(d.Milliseconds(), 10); return &s }
+	if topic == n.Cancellations() {
+		// A table (compacted), whose records are of no use once the
+		// events they cancel are past their deliver_at: deleted then,
+		// so that it does not grow forever.
+		policy := "compact,delete"
+		return map[string]*string{"cleanup.policy": &policy, "retention.ms": ms(CancellationRetention)}
+	}
 	if slices.Contains(n.Compacted(), topic) {
 		compact := "compact"
 		return map[string]*string{"cleanup.policy": &compact}

@@ -37,6 +37,15 @@ func TestTopicConfigs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("cancellations are a table that expires", func(t *testing.T) {
+		cfg := n.TopicConfigs(n.Cancellations())
+		if p := cfg["cleanup.policy"]; p == nil || *p != "compact,delete" {
+			t.Fatalf("cancellations configs = %v, want cleanup.policy=compact,delete", cfg)
+		}
+		if got := retention(n.Cancellations()); got <= MaxScheduleAhead {
+			t.Fatalf("cancellations retention %v does not outlive a schedule of %v", got, MaxScheduleAhead)
+		}
+	})
 	t.Run("events keep a week for replay", func(t *testing.T) {
 		if got := retention(n.Events()); got < 7*24*time.Hour {
 			t.Fatalf("events retention %v < 7 days", got)

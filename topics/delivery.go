@@ -15,6 +15,13 @@ import (
 // the retrier can hold records back without decoding them.
 const HeaderNotBefore = "webhooks-not-before"
 
+// HeaderDeliverAt is set on the tier records of a scheduled delivery: the
+// unix milliseconds of its deliver_at, which Delivery.DeliverAt duplicates.
+// The retrier releases a record whose deliver_at is still ahead into its
+// next wait (a hop) instead of to redeliveries, and reads it without
+// decoding the record.
+const HeaderDeliverAt = "webhooks-deliver-at"
+
 // Delivery is the value on the deliveries, retry and dlq topics: one event
 // for one subscription. The subscription's URL, secret and headers are not
 // copied: the deliverer reads the current ones from the subscription table.
@@ -41,6 +48,9 @@ type Delivery struct {
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Priority is the event's priority, empty for normal.
 	Priority string `json:"priority,omitempty"`
+	// DeliverAt is the event's deliver_at when its deliveries were
+	// scheduled: the first attempt is not made before it.
+	DeliverAt time.Time `json:"deliver_at,omitzero"`
 }
 
 // Encode renders the record value.
@@ -92,7 +102,7 @@ func decodeDeliveryFast(b []byte) (d Delivery, ok bool) {
 			}
 		}
 		texts := [...]*string{&d.SubscriptionID, &d.EventID, &d.EventType, &d.Tenant, &d.Key, &d.Timestamp, &d.Priority}
-		times := [...]*time.Time{&d.PublishedAt, &d.FirstAttemptAt, &d.NotBefore}
+		times := [...]*time.Time{&d.PublishedAt, &d.FirstAttemptAt, &d.NotBefore, &d.DeliverAt}
 		switch {
 		case member < 0:
 			return d, false
@@ -134,7 +144,7 @@ func validJSON(b []byte) bool {
 // deliveryMembers are a delivery's JSON names as decodeDeliveryFast takes
 // them: its text fields, its times, then attempt and data.
 var deliveryMembers = [...]string{"subscription_id", "event_id", "event_type", "tenant", "key", "timestamp", "priority",
-	"published_at", "first_attempt_at", "not_before", "attempt", "data"}
+	"published_at", "first_attempt_at", "not_before", "deliver_at", "attempt", "data"}
 
 // fastString is the string at b[i:], without its quotes, when it is
 // printable ASCII without escapes, and the index after it.
@@ -233,9 +243,16 @@ func NotBeforeHeader(t time.Time) kgo.RecordHeader {
 
 // NotBeforeOf reads HeaderNotBefore from a record; ok is false when absent
 // or malformed.
-func NotBeforeOf(r *kgo.Record) (t time.Time, ok bool) {
+func NotBeforeOf(r *kgo.Record) (t time.Time, ok bool) { return msHeader(r, HeaderNotBefore) }
+
+// DeliverAtOf reads HeaderDeliverAt from a record; ok is false when absent
+// or malformed (a record that is no scheduled delivery's wait).
+func DeliverAtOf(r *kgo.Record) (t time.Time, ok bool) { return msHeader(r, HeaderDeliverAt) }
+
+// msHeader reads a header of unix milliseconds.
+func msHeader(r *kgo.Record, key string) (t time.Time, ok bool) {
 	for _, h := range r.Headers {
-		if h.Key == HeaderNotBefore {
+		if h.Key == key {
 			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
 			if err != nil {
 				return time.Time{}, false
@@ -255,11 +272,65 @@ func NotBeforeOf(r *kgo.Record) (t time.Time, ok bool) {
 // with this one function: a replayed delivery is the record the
 // dispatcher made.
 func DeliveryRecord(r *kgo.Record, ev *Event, sub *Subscription, names Names) *kgo.Record {
+	d := deliveryOf(r, ev, sub)
+	topic := names.DeliveriesFor(ev.Priority)
+	if sub.Ordering == OrderingKey {
+		topic = names.Deliveries()
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(sub.DeliveryKey(ev)), Value: d.Encode()}
+}
+
+// ScheduledRecord is the record an event record scheduled for deliverAt
+// makes for one subscription, at now (before deliverAt): the first
+// attempt's delivery, carrying deliverAt, in its first wait (Names.Wait).
+// The retrier releases it into its next waits, and to redeliveries at
+// deliverAt; it is then attempted as a due retry, and, for an ordered
+// subscription, takes its place in its key's order (ADR 0035).
+func ScheduledRecord(r *kgo.Record, ev *Event, sub *Subscription, names Names, deliverAt, now time.Time) *kgo.Record {
+	d := deliveryOf(r, ev, sub)
+	d.DeliverAt = DueAt(deliverAt, 0).UTC() // whole milliseconds, as in HeaderDeliverAt
+	return names.Wait([]byte(sub.DeliveryKey(ev)), &d, now)
+}
+
+// Wait is the record that holds a scheduled delivery d (DeliverAt set) from
+// now until its next release: in the tier of the time left, due as Hop
+// says, with HeaderNotBefore and HeaderDeliverAt. d.NotBefore is set.
+func (n Names) Wait(key []byte, d *Delivery, now time.Time) *kgo.Record {
+	tier, due := n.Hop(now, d.DeliverAt)
+	d.NotBefore = due
+	return &kgo.Record{Topic: n.Retry(tier), Key: key, Value: d.Encode(), Headers: []kgo.RecordHeader{
+		NotBeforeHeader(due),
+		{Key: HeaderDeliverAt, Value: []byte(strconv.FormatInt(d.DeliverAt.UnixMilli(), 10))},
+	}}
+}
+
+// Hop is the next wait of a delivery scheduled for deliverAt, from now:
+// the tier of the time left (TierFor), and when the record is due there.
+// It waits there until deliverAt, as a retry whose delay falls between
+// two tiers waits in the lower one, unless more than twice the longest
+// tier is left: then it is due one longest tier from now, and the retrier
+// makes it wait again. So no record waits in a tier longer than the next
+// tier's delay (twice the longest's), and never less than the tier's
+// delay unless less than the shortest tier is left: the retrier's look-ahead
+// windows and horizons see it as a retry, and a wait of days neither holds
+// a window nor outlives a tier's retention.
+func (n Names) Hop(now, deliverAt time.Time) (tier time.Duration, due time.Time) {
+	left := deliverAt.Sub(now)
+	tier = n.TierFor(left)
+	if len(n.Tiers) > 0 && tier == n.Tiers[len(n.Tiers)-1] && left > 2*tier {
+		return tier, DueAt(now, tier)
+	}
+	return tier, deliverAt
+}
+
+// deliveryOf is the first attempt's delivery of an event record to one
+// subscription.
+func deliveryOf(r *kgo.Record, ev *Event, sub *Subscription) Delivery {
 	ts := ev.CreatedAt
 	if ts == "" {
 		ts = r.Timestamp.UTC().Format(time.RFC3339Nano)
 	}
-	d := Delivery{
+	return Delivery{
 		SubscriptionID: sub.ID,
 		EventID:        ev.ID,
 		EventType:      ev.Type,
@@ -271,9 +342,4 @@ func DeliveryRecord(r *kgo.Record, ev *Event, sub *Subscription, names Names) *k
 		PublishedAt:    r.Timestamp.UTC(),
 		Priority:       ev.Priority,
 	}
-	topic := names.DeliveriesFor(ev.Priority)
-	if sub.Ordering == OrderingKey {
-		topic = names.Deliveries()
-	}
-	return &kgo.Record{Topic: topic, Key: []byte(sub.DeliveryKey(ev)), Value: d.Encode()}
 }

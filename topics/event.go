@@ -34,8 +34,12 @@ type Event struct {
 	CreatedAt      string `json:"created_at,omitempty"`
 	// Priority is the event's class: PriorityHigh, PriorityNormal (also
 	// when empty) or PriorityLow.
-	Priority string          `json:"priority,omitempty"`
-	Data     json.RawMessage `json:"data"`
+	Priority string `json:"priority,omitempty"`
+	// DeliverAt, RFC 3339, schedules the event's deliveries: none is
+	// attempted before it (at most MaxScheduleAhead after the event's
+	// publish time). Empty: at once.
+	DeliverAt string          `json:"deliver_at,omitempty"`
+	Data      json.RawMessage `json:"data"`
 }
 
 // Priorities of an event. The deliverer serves high before normal before
@@ -108,11 +112,61 @@ func (e Event) Validate() error {
 	if err := ValidatePriority("event", e.Priority); err != nil {
 		return err
 	}
+	if _, err := e.Schedule(); err != nil {
+		return err
+	}
 	if len(bytes.TrimSpace(e.Data)) == 0 || bytes.Equal(bytes.TrimSpace(e.Data), []byte("null")) {
 		return invalid("event", "data", "required")
 	}
 	return nil
 }
+
+// MaxScheduleAhead is how far after its publish time an event's
+// deliver_at may be: no longer than the events topic keeps it (a replay
+// store of 7 days).
+const MaxScheduleAhead = 7 * day
+
+// Schedule is the event's deliver_at rounded up to the millisecond (the
+// precision of the retry tiers' headers), zero when it has none.
+func (e *Event) Schedule() (time.Time, error) {
+	if e.DeliverAt == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, e.DeliverAt)
+	if err != nil {
+		return time.Time{}, invalid("event", "deliver_at", "not an RFC 3339 time: %q", e.DeliverAt)
+	}
+	return DueAt(t, 0).UTC(), nil
+}
+
+// CheckSchedule judges the event's deliver_at against ref, its publish
+// time: more than MaxScheduleAhead after it, or more than skew before it,
+// is refused. The API passes its clock and ScheduleSkew; the dispatcher the
+// record's timestamp and DispatchSkew, so that a backlog is judged as it
+// was published, whenever it is dispatched.
+func (e *Event) CheckSchedule(ref time.Time, skew time.Duration) error {
+	at, err := e.Schedule()
+	if err != nil || at.IsZero() {
+		return err
+	}
+	if at.After(ref.Add(MaxScheduleAhead)) {
+		return invalid("event", "deliver_at", "%s is more than 7 days after %s", e.DeliverAt, ref.UTC().Format(time.RFC3339))
+	}
+	if at.Before(ref.Add(-skew)) {
+		return invalid("event", "deliver_at", "%s is in the past (before %s, more than %s ago)", e.DeliverAt, ref.UTC().Format(time.RFC3339), skew)
+	}
+	return nil
+}
+
+// ScheduleSkew is how far in the past the API takes a deliver_at (the
+// caller's clock may be behind): such an event is delivered at once.
+const ScheduleSkew = time.Minute
+
+// DispatchSkew is how far before an event record's timestamp the
+// dispatcher takes a deliver_at: more than ScheduleSkew, so that an event
+// the API took is never refused because its record was written a moment
+// after the API judged it; producers' clocks get the same leeway.
+const DispatchSkew = 5 * time.Minute
 
 // ValidateID checks an id (of an event, a subscription, a tenant, a key)
 // as the codecs do, naming record and field in its error.

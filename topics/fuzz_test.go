@@ -78,6 +78,7 @@ func FuzzDecodeDelivery(f *testing.F) {
 	f.Add([]byte(`{"subscription_id":"s","event_id":"e","event_type":"t","data":"MQ==","attempt":1,"timestamp":"","published_at":"2026-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{"attempt":0}`))
 	f.Add([]byte(`{"subscription_id":"s","event_id":"e","event_type":"t","data":"","attempt":7,"timestamp":"x","published_at":"2026-01-01T00:00:00.5Z","first_attempt_at":"2026-01-01T00:00:01Z","not_before":"2026-01-01T00:00:02.123456789Z","priority":"high","tenant":"a","key":"k"}`))
+	f.Add([]byte(`{"subscription_id":"s","event_id":"e","event_type":"t","data":"MQ==","attempt":1,"timestamp":"","published_at":"2026-01-01T00:00:00Z","not_before":"2026-01-01T00:00:05Z","deliver_at":"2026-01-03T00:00:00.001Z"}`))
 	f.Add([]byte(`{"subscription_id":"s","event_id":"e","event_type":"t","data":"MQ","attempt":1,"timestamp":"","published_at":"2026-01-01T00:00:00+01:00"}`))
 	f.Add([]byte(`{"subscription_id":"s","Event_ID":"e","event_type":"t","data":"MQ==","attempt":01,"timestamp":"","published_at":"2026-01-01T0:00:00,5Z","event_id":"f"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

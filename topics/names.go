@@ -104,6 +104,10 @@ func (n Names) EventTypes() string { return n.Prefix + "event-types" }
 // operations.
 func (n Names) Operations() string { return n.Prefix + "operations" }
 
+// Cancellations is the topic of cancelled scheduled events, keyed by
+// CancellationKey (compacted, and deleted after CancellationRetention).
+func (n Names) Cancellations() string { return n.Prefix + "cancellations" }
+
 // Retry is the topic of the tier with the given delay.
 func (n Names) Retry(d time.Duration) string { return n.Prefix + "retry." + FormatDelay(d) }
 
@@ -135,12 +139,12 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // Compacted lists the compacted topics: tables keyed by id.
 func (n Names) Compacted() []string {
-	return []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes()}
+	return []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations()}
 }
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DeliveriesHigh(), n.DeliveriesLow(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DeliveriesHigh(), n.DeliveriesLow(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations()}
 	return append(out, n.RetryTopics()...)
 }
 

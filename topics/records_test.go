@@ -20,6 +20,7 @@ func sampleDelivery() Delivery {
 		Attempt: 3, PublishedAt: time.Date(2026, 11, 22, 10, 0, 0, 123_000_000, time.UTC),
 		FirstAttemptAt: time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC),
 		NotBefore:      time.Date(2026, 11, 22, 10, 5, 1, 0, time.UTC),
+		DeliverAt:      time.Date(2026, 11, 22, 11, 0, 0, 250_000_000, time.UTC),
 	}
 }
 

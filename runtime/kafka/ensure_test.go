@@ -76,8 +76,10 @@ func TestEnsure(t *testing.T) {
 				}
 			}
 			for _, topic := range n.Compacted() {
-				if v, _ := topicConfig(t, adm, topic, "cleanup.policy"); v != "compact" {
-					t.Errorf("%s cleanup.policy = %q, want compact", topic, v)
+				// compact, or compact,delete (cancellations): as created.
+				want := *n.TopicConfigs(topic)["cleanup.policy"]
+				if v, _ := topicConfig(t, adm, topic, "cleanup.policy"); v != want {
+					t.Errorf("%s cleanup.policy = %q, want %s", topic, v, want)
 				}
 			}
 			for _, d := range n.Tiers {

@@ -24,6 +24,7 @@ func publishCmd(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&e.IdempotencyKey, "idempotency-key", "", "events with a key seen in the last 24h are not fanned out again")
 	fs.StringVar(&e.CreatedAt, "created-at", "", "RFC 3339 time (default: now)")
 	fs.StringVar(&e.Priority, "priority", "", "high, normal or low (default: normal); ordered subscriptions keep their order whatever the priority")
+	fs.StringVar(&e.DeliverAt, "deliver-at", "", "RFC 3339 time, at most 7 days ahead: no delivery is attempted before it (default: at once)")
 	return func(ctx context.Context, c *cli, _ []string) error {
 		if e.Type == "" {
 			return usagef("--type is required")
@@ -45,8 +46,12 @@ func publishCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		// Check the value exactly as the dispatcher will.
+		// Check the value exactly as the dispatcher will, and deliver_at
+		// as the API does.
 		if _, err := topics.DecodeEvent(value, 0); err != nil {
+			return err
+		}
+		if err := e.CheckSchedule(time.Now(), topics.ScheduleSkew); err != nil {
 			return err
 		}
 		k, err := c.connect(ctx)

@@ -11,6 +11,7 @@ import (
 
 func TestPublish(t *testing.T) {
 	h := newHarness(t, true)
+	deliverAt := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -20,9 +21,10 @@ func TestPublish(t *testing.T) {
 		{
 			name: "all fields",
 			args: []string{"--type", "order.created", "--data", `{"total": 42, "note": "<b>&</b>"}`, "--id", "evt_1",
-				"--tenant", "acme", "--key", "order_42", "--idempotency-key", "idem-1", "--created-at", "2026-11-22T10:00:00Z", "--priority", "high"},
+				"--tenant", "acme", "--key", "order_42", "--idempotency-key", "idem-1", "--created-at", "2026-11-22T10:00:00Z", "--priority", "high",
+				"--deliver-at", deliverAt},
 			want: topics.Event{ID: "evt_1", Type: "order.created", Tenant: "acme", Key: "order_42", IdempotencyKey: "idem-1",
-				CreatedAt: "2026-11-22T10:00:00Z", Priority: "high", Data: []byte(`{"total":42,"note":"<b>&</b>"}`)},
+				CreatedAt: "2026-11-22T10:00:00Z", Priority: "high", DeliverAt: deliverAt, Data: []byte(`{"total":42,"note":"<b>&</b>"}`)},
 			key: []byte("order_42"),
 		},
 		{
@@ -96,6 +98,9 @@ func TestPublishRejects(t *testing.T) {
 		{"bad id", []string{"--type", "a", "--data", "{}", "--id", "evt/1"}},
 		{"bad created-at", []string{"--type", "a", "--data", "{}", "--created-at", "yesterday"}},
 		{"bad priority", []string{"--type", "a", "--data", "{}", "--priority", "urgent"}},
+		{"bad deliver-at", []string{"--type", "a", "--data", "{}", "--deliver-at", "tomorrow"}},
+		{"deliver-at in the past", []string{"--type", "a", "--data", "{}", "--deliver-at", time.Now().Add(-time.Hour).Format(time.RFC3339)}},
+		{"deliver-at over 7 days", []string{"--type", "a", "--data", "{}", "--deliver-at", time.Now().Add(8 * 24 * time.Hour).Format(time.RFC3339)}},
 		{"too big", []string{"--type", "a", "--data", `"` + strings.Repeat("x", topics.DefaultMaxEventBytes) + `"`}},
 	} {
 		t.Run(tc.name, func(*testing.T) {

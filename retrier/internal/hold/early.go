@@ -2,12 +2,13 @@ package hold
 
 import "time"
 
-// NotDue returns, in offset order, the held records not yet due at now:
-// the candidates for an early release (recovery acceleration).
+// NotDue returns, in offset order, the held retries not yet due at now:
+// the candidates for an early release (recovery acceleration). A scheduled
+// delivery's wait is none: it is never attempted before its deliver_at.
 func (p *Partition) NotDue(now time.Time) []Record {
 	var out []Record
 	for _, h := range p.held {
-		if h.Due.After(now) {
+		if h.Due.After(now) && h.DeliverAt.IsZero() {
 			out = append(out, h)
 		}
 	}

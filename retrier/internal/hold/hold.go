@@ -20,6 +20,9 @@ import (
 type Record struct {
 	Rec *kgo.Record
 	Due time.Time
+	// DeliverAt is a scheduled delivery's deliver_at (its header), zero
+	// for a retry: the record is one of its waits, never released early.
+	DeliverAt time.Time
 }
 
 // Partition holds one partition's fetched, unreleased records.
@@ -63,7 +66,8 @@ func (p *Partition) Add(r *kgo.Record) {
 	if len(p.skip) > 0 && p.skip[0].From <= r.Offset {
 		return
 	}
-	p.held = append(p.held, Record{Rec: r, Due: DueOf(r)})
+	at, _ := topics.DeliverAtOf(r)
+	p.held = append(p.held, Record{Rec: r, Due: DueOf(r), DeliverAt: at})
 	p.bytes += size(r)
 }
 

@@ -284,3 +284,23 @@ func TestFinishedRuns(t *testing.T) {
 		t.Fatalf("watermark %d, finished %v, held %d; want 7, %v, 2", wm.Offset, got, p.Len(), want)
 	}
 }
+
+// TestScheduledNeverEarly: a scheduled delivery's wait (header
+// webhooks-deliver-at) carries its deliver_at, and is no candidate for an
+// early release; a retry is.
+func TestScheduledNeverEarly(t *testing.T) {
+	n := topics.Names{Prefix: topics.DefaultPrefix, Tiers: []time.Duration{time.Minute}}
+	d := topics.Delivery{SubscriptionID: "sub_1", EventID: "evt_s", EventType: "order.created",
+		Timestamp: "2026-11-22T10:00:00Z", Data: []byte(`{}`), Attempt: 1, PublishedAt: base, DeliverAt: at(30)}
+	wait := n.Wait([]byte("sub_1/evt_s"), &d, at(0))
+	wait.Offset = 1
+	var p Partition
+	p.Add(rec(0, at(10)))
+	p.Add(wait)
+	if got := p.held[1]; !got.DeliverAt.Equal(at(30)) || !got.Due.Equal(at(30)) {
+		t.Fatalf("held wait: due %v, deliver_at %v", got.Due, got.DeliverAt)
+	}
+	if got := offsets(p.NotDue(at(1))); len(got) != 1 || got[0] != 0 {
+		t.Fatalf("NotDue = %v, want the retry at offset 0 only", got)
+	}
+}
