@@ -173,7 +173,7 @@ func TestRetryTopicsAndAll(t *testing.T) {
 		t.Fatalf("RetryTopics = %q, want %q", got, wantRetry)
 	}
 	wantAll := append([]string{
-		"webhooks.events", "webhooks.subscriptions", "webhooks.deliveries", "webhooks.deliveries.high", "webhooks.deliveries.low", "webhooks.redeliveries", "webhooks.dlq", "webhooks.attempts", "webhooks.parked", "webhooks.holds", "webhooks.apikeys", "webhooks.operations", "webhooks.tenants", "webhooks.event-types",
+		"webhooks.events", "webhooks.subscriptions", "webhooks.deliveries", "webhooks.deliveries.high", "webhooks.deliveries.low", "webhooks.redeliveries", "webhooks.dlq", "webhooks.attempts", "webhooks.parked", "webhooks.holds", "webhooks.apikeys", "webhooks.operations", "webhooks.tenants", "webhooks.event-types", "webhooks.alert-channels", "webhooks.notices",
 	}, wantRetry...)
 	if got := n.All(); !slices.Equal(got, wantAll) {
 		t.Fatalf("All = %q, want %q", got, wantAll)
@@ -189,8 +189,8 @@ func TestRetryTopicsAndAll(t *testing.T) {
 	if got := (Names{Prefix: "x."}).RetryTopics(); len(got) != 0 {
 		t.Fatalf("RetryTopics without tiers = %q", got)
 	}
-	if got := (Names{Prefix: "x."}).All(); len(got) != 14 {
-		t.Fatalf("All without tiers = %q, want the 14 fixed topics", got)
+	if got := (Names{Prefix: "x."}).All(); len(got) != 16 {
+		t.Fatalf("All without tiers = %q, want the 16 fixed topics", got)
 	}
 }
 
