@@ -3,7 +3,8 @@
 // matching subscription, inside one Kafka transaction with the consumed
 // offsets, so a crash never duplicates or drops a delivery record. Events
 // that cannot be decoded go to the dead-letter topic in the same
-// transaction.
+// transaction, and operational events are copied to the notices topic in
+// it (for the alerter).
 package dispatcher
 
 import (
@@ -67,7 +68,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	n := cfg.Kafka.Names
-	err = kafka.WaitReady(ctx, ready, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.EventTypes(), n.Deliveries(), n.DLQ()}, log)
+	err = kafka.WaitReady(ctx, ready, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.EventTypes(), n.Deliveries(), n.DLQ(), n.Notices()}, log)
 	ready.Close()
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -267,6 +268,9 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 				zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset), zap.Error(refused))
 		} else {
 			deliveries += len(out)
+		}
+		if n := noticeCopy(p, d.cfg.Kafka.Names); n != nil {
+			out = append(out, n)
 		}
 		for _, o := range out {
 			pending.Add(1)
