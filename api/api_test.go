@@ -120,7 +120,12 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	alerts, err := table.NewAlertTable(base, c.names.AlertChannels(), log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	go alerts.Run(ctx)
 	go subs.Run(ctx)
 	go keys.Run(ctx)
 	go opTable.Run(ctx)
@@ -131,7 +136,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds).WithCatalog(cat)
+	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds).WithCatalog(cat).WithAlerts(alerts)
 	running := make(chan struct{})
 	go func() {
 		defer close(running)
@@ -150,6 +155,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		tenants.Close()
 		holds.Close()
 		cat.Close()
+		alerts.Close()
 		cl.Close()
 		if g != nil {
 			_ = g.Close()

@@ -55,3 +55,19 @@ func (t *AlertTable) Hearing(tenant, typ string) []*topics.AlertChannel {
 	}
 	return out
 }
+
+// Get returns a channel by id; a nil table has none.
+func (t *AlertTable) Get(id string) (*topics.AlertChannel, bool) {
+	if t == nil {
+		return nil, false
+	}
+	return t.Keyed.Get(id)
+}
+
+// All returns every channel, by id; a nil table has none.
+func (t *AlertTable) All() []*topics.AlertChannel {
+	if t == nil {
+		return nil
+	}
+	return t.Keyed.All()
+}
