@@ -39,9 +39,6 @@ type deliverer struct {
 	table   *table.Table
 	holds   *holds
 	tenants *table.TenantTable // the tenants' quota overrides
-	// alerts are the alert channels: an operational event one of them
-	// hears of is published even when no subscription names it.
-	alerts *table.AlertTable
 	parked  *parkedReader      // releases of ordered keys read the parked topic through it
 	lanes   *lanes.Lanes
 	sender  *sender
@@ -49,6 +46,9 @@ type deliverer struct {
 	m       *metrics
 	prot    *protection // circuit breakers, rate limits, auto-disable; nil without Redis
 	tracer  tracing.Tracer
+	// alerts are the alert channels: an operational event one of them
+	// hears of is published even when no subscription names it.
+	alerts *table.AlertTable
 
 	commitMu  sync.Mutex
 	wms       *kafka.Watermarks
