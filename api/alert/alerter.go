@@ -74,7 +74,10 @@ func New(cfg Config, base []kgo.Opt, names topics.Names, chans Channels, s *Send
 // Run sends digests until ctx is done, then leaves the group. Digests not
 // sent by then are not committed: the partition's next owner sends them.
 func (a *Alerter) Run(ctx context.Context) {
-	defer a.leaver.Close(a.cl)
+	defer func() {
+		a.cl.AllowRebalance() // leaving the group revokes, which a blocked rebalance would hold up
+		a.leaver.Close(a.cl)
+	}()
 	for {
 		a.cl.AllowRebalance()
 		poll, cancel := ctx, context.CancelFunc(func() {})
