@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -44,20 +43,8 @@ func alertChannelOut(c *topics.AlertChannel) AlertChannel {
 	if out.Types == nil {
 		out.Types = []string{}
 	}
-	if c.URL != "" {
-		out.URL = maskURL(c.URL)
-	}
+	out.URL = c.MaskedURL()
 	return out
-}
-
-// maskURL keeps a URL's scheme and host: an incoming webhook's path is
-// its credential.
-func maskURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable url>"
-	}
-	return u.Scheme + "://" + u.Host + "/…"
 }
 
 type alertChannelInput struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/mail"
+	"net/url"
 	"slices"
 	"time"
 )
@@ -68,6 +69,20 @@ func (c *AlertChannel) Digest() time.Duration {
 		return DefaultDigestWindow
 	}
 	return time.Duration(c.DigestMS) * time.Millisecond
+}
+
+// MaskedURL is the channel's URL as readers show it: the scheme and host
+// only, since an incoming webhook's path is its credential; "" without a
+// URL.
+func (c *AlertChannel) MaskedURL() string {
+	if c.URL == "" {
+		return ""
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return "<unparseable url>"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
 }
 
 // Hears reports whether the channel is told of an operational event of
