@@ -18,7 +18,7 @@ import (
 func TestAlertChannels(t *testing.T) {
 	t.Parallel()
 	got := make(chan string, 4)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		got <- string(b)
 	}))

@@ -337,7 +337,7 @@ func testSchemaCounts(t *testing.T, cfg redisstate.Config) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 26, 12, 30, 0, 0, time.UTC)
 	for at, counts := range map[time.Time]map[[2]string]int{
-		now:                     {{"order.created", "invalid"}: 2, {"", "unknown"}: 1},
+		now:                      {{"order.created", "invalid"}: 2, {"", "unknown"}: 1},
 		now.Add(-23 * time.Hour): {{"order.created", "invalid"}: 3},
 		now.Add(-25 * time.Hour): {{"order.created", "invalid"}: 100},
 	} {
