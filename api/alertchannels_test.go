@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -96,4 +97,56 @@ func TestAlertChannels(t *testing.T) {
 
 	r.must(http.StatusNoContent, "DELETE", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
 	r.must(http.StatusNotFound, "GET", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
+}
+
+// TestAlertPages: the portal lists, adds, tests and deletes its tenant's
+// alert channels only; the dashboard sees every tenant's and adds the
+// operators'.
+func TestAlertPages(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(hook.Close)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	r := c.replicaWith(env)
+	var theirs AlertChannel
+	r.must(http.StatusCreated, "POST", "/v1/alert-channels", adminKey, map[string]any{"tenant": "globex", "kind": "slack", "url": hook.URL}, &theirs)
+
+	portal := r.portalLink("acme")
+	u := r.uiClient()
+	token := u.csrf(portal + "/alerts")
+	status, body := u.post(portal+"/alerts", url.Values{"_csrf": {token}, "kind": {"webhook"}, "url": {hook.URL + "/acme/s3cret"},
+		"digest_minutes": {"10"}, "tenant": {"globex"}})
+	if status != http.StatusOK || !strings.Contains(body, "Added alert channel") || strings.Contains(body, theirs.ID) || strings.Contains(body, "s3cret") ||
+		!strings.Contains(body, "600000 ms") {
+		t.Fatalf("adding from the portal: %d %.800s", status, body)
+	}
+	var list struct{ Data []AlertChannel }
+	r.must(http.StatusOK, "GET", "/v1/alert-channels", r.tenantKey("acme"), nil, &list)
+	if len(list.Data) != 1 || list.Data[0].Tenant != "acme" {
+		t.Fatalf("acme's channels %+v (the portal's form may not name another tenant)", list.Data)
+	}
+	mine := list.Data[0].ID
+	if status, body := u.post(portal+"/alerts/"+mine+"/test", url.Values{"_csrf": {token}}); status != http.StatusOK || !strings.Contains(body, "Sent a test message") {
+		t.Errorf("test from the portal: %d %.500s", status, body)
+	}
+	if status, body := u.post(portal+"/alerts", url.Values{"_csrf": {token}, "kind": {"slack"}}); status != http.StatusOK || !strings.Contains(body, "Not added") ||
+		!strings.Contains(body, "url: required") {
+		t.Errorf("a bad channel from the portal: %d %.500s", status, body)
+	}
+	if status, body := u.post(portal+"/alerts/"+theirs.ID+"/delete", url.Values{"_csrf": {token}}); !strings.Contains(body, "Not deleted") {
+		t.Errorf("deleting globex's channel from acme's portal: %d %.300s", status, body)
+	}
+	if status, body := u.post(portal+"/alerts/"+mine+"/delete", url.Values{"_csrf": {token}}); status != http.StatusOK || !strings.Contains(body, "Deleted alert channel") {
+		t.Errorf("delete from the portal: %d %.300s", status, body)
+	}
+
+	admin := r.uiClient()
+	admin.signIn(adminKey)
+	token = admin.csrf("/ui/alerts")
+	status, body = admin.post("/ui/alerts", url.Values{"_csrf": {token}, "kind": {"slack"}, "url": {hook.URL}})
+	if status != http.StatusOK || !strings.Contains(body, "<em>operators</em>") || !strings.Contains(body, theirs.ID) {
+		t.Fatalf("the dashboard's alerts: %d %.800s", status, body)
+	}
 }

@@ -143,6 +143,9 @@ func (s *Server) registerUI() {
 			"GET /operations":                   s.operationsPage,
 			"GET /operations/{id}":              s.operationPage,
 			"GET /operations/{id}/progress":     s.operationProgress,
+			"GET /alerts":                       s.alertsPage,
+			"POST /alerts":                      s.createAlertChannel,
+			"POST /alerts/{id}/{action}":        s.alertChannelAction,
 		} {
 			method, path, _ := strings.Cut(pattern, " ")
 			s.mux.HandleFunc(method+" "+area.prefix+path, area.wrap(h))
