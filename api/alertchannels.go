@@ -65,6 +65,11 @@ type createAlertChannelInput struct {
 	Body AlertChannelBody
 }
 
+type updateAlertChannelInput struct {
+	ID   string `path:"id" doc:"The channel's id."`
+	Body AlertChannelBody
+}
+
 type alertTestOutput struct {
 	Body struct {
 		Sent  bool   `json:"sent"`
@@ -110,18 +115,23 @@ func (s *Server) registerAlertChannels() {
 				}
 				c.Tenant = p.tenant
 			}
-			if err := c.Validate(); err != nil {
-				return nil, s.invalid(err, "")
-			}
-			if c.Kind == topics.AlertEmail && !s.cfg.Alert.Email() {
-				return nil, huma.Error422UnprocessableEntity("invalid alert channel",
-					&huma.ErrorDetail{Location: "body.kind", Message: "email channels need an SMTP server: WEBHOOKS_SMTP_ADDR is not set", Value: c.Kind})
-			}
-			r := &kgo.Record{Topic: s.names.AlertChannels(), Key: []byte(c.ID), Value: c.Encode()}
-			if err := s.writeAlerts(ctx, r); err != nil {
+			return s.putAlertChannel(ctx, &c)
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "update-alert-channel", Method: http.MethodPut, Path: "/v1/alert-channels/{id}",
+		Summary: "Change an alert channel", Description: "Replaces its settings (the body as when adding it); its tenant stays. " +
+			"A digest in progress is sent with the new settings.", Tags: tags, Security: secured},
+		func(ctx context.Context, in *updateAlertChannelInput) (*alertChannelOutput, error) {
+			cur, err := s.visibleChannel(ctx, in.ID)
+			if err != nil {
 				return nil, err
 			}
-			return &alertChannelOutput{Body: alertChannelOut(&c)}, nil
+			if in.Body.Tenant != nil && *in.Body.Tenant != cur.Tenant {
+				return nil, huma.Error422UnprocessableEntity("invalid alert channel",
+					&huma.ErrorDetail{Location: "body.tenant", Message: "a channel's tenant does not change: add another channel", Value: *in.Body.Tenant})
+			}
+			c := topics.AlertChannel{ID: cur.ID, Tenant: cur.Tenant, Kind: in.Body.Kind, To: in.Body.To, URL: in.Body.URL,
+				Types: in.Body.Types, DigestMS: in.Body.DigestMS, CreatedAt: cur.CreatedAt, UpdatedAt: time.Now().UTC()}
+			return s.putAlertChannel(ctx, &c)
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "get-alert-channel", Method: http.MethodGet, Path: "/v1/alert-channels/{id}",
 		Summary: "Get an alert channel", Tags: tags, Security: secured},
@@ -158,6 +168,23 @@ func (s *Server) registerAlertChannels() {
 			out.Body.Sent = out.Body.Error == ""
 			return out, nil
 		})
+}
+
+// putAlertChannel validates c and writes it; a 422 names the field at
+// fault.
+func (s *Server) putAlertChannel(ctx context.Context, c *topics.AlertChannel) (*alertChannelOutput, error) {
+	if err := c.Validate(); err != nil {
+		return nil, s.invalid(err, "")
+	}
+	if c.Kind == topics.AlertEmail && !s.cfg.Alert.Email() {
+		return nil, huma.Error422UnprocessableEntity("invalid alert channel",
+			&huma.ErrorDetail{Location: "body.kind", Message: "email channels need an SMTP server: WEBHOOKS_SMTP_ADDR is not set", Value: c.Kind})
+	}
+	r := &kgo.Record{Topic: s.names.AlertChannels(), Key: []byte(c.ID), Value: c.Encode()}
+	if err := s.writeAlerts(ctx, r); err != nil {
+		return nil, err
+	}
+	return &alertChannelOutput{Body: alertChannelOut(c)}, nil
 }
 
 // visibleChannel returns the channel id as the request's principal may

@@ -95,6 +95,21 @@ func TestAlertChannels(t *testing.T) {
 		t.Errorf("test message %s", body)
 	}
 
+	var changed AlertChannel
+	r.must(http.StatusOK, "PUT", "/v1/alert-channels/"+ch.ID, acme, map[string]any{"kind": "webhook", "url": hook.URL + "/json",
+		"types": []string{topics.NoticeDisabled}}, &changed)
+	if changed.ID != ch.ID || changed.Tenant != "acme" || changed.Kind != topics.AlertWebhook || changed.DigestMS != topics.DefaultDigestWindow.Milliseconds() ||
+		!changed.CreatedAt.Equal(ch.CreatedAt) {
+		t.Errorf("changed %+v", changed)
+	}
+	var p problem
+	r.must(http.StatusUnprocessableEntity, "PUT", "/v1/alert-channels/"+ch.ID, acme, map[string]any{"kind": "webhook"}, &p)
+	if len(p.Errors) != 1 || p.Errors[0].Location != "body.url" {
+		t.Errorf("a bad change: %+v", p.Errors)
+	}
+	r.must(http.StatusUnprocessableEntity, "PUT", "/v1/alert-channels/"+ch.ID, adminKey, map[string]any{"kind": "webhook", "url": hook.URL, "tenant": "globex"}, nil)
+	r.must(http.StatusNotFound, "PUT", "/v1/alert-channels/"+ch.ID, globex, map[string]any{"kind": "webhook", "url": hook.URL}, nil)
+
 	r.must(http.StatusNoContent, "DELETE", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
 	r.must(http.StatusNotFound, "GET", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
 }
