@@ -62,6 +62,9 @@ func TestDigestOfAStorm(t *testing.T) {
 		len(d.Notices) != MaxListed || d.Omitted != 1000-MaxListed {
 		t.Fatalf("digest total %d counts %v listed %d omitted %d", d.Total, d.Counts, len(d.Notices), d.Omitted)
 	}
+	if !d.From.Equal(t0) || !d.To.Equal(t0.Add(999*time.Millisecond)) {
+		t.Errorf("digest from %v to %v", d.From, d.To)
+	}
 	if s := d.Subject(); s != "[hookpipe] tenant acme: 1 endpoint.failing, 999 message.dead" {
 		t.Errorf("subject %q", s)
 	}

@@ -41,7 +41,7 @@ type Digest struct {
 	// Test marks the message webhookctl alert-channels test (and the API's
 	// test route) sends.
 	Test bool `json:"test,omitempty"`
-	// From and To are when the first and the last notice came.
+	// From and To are the times of the earliest and the latest notice.
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
 	// Total counts every notice; Counts by type.
@@ -67,10 +67,12 @@ func TestDigest(c *topics.AlertChannel, now time.Time) *Digest {
 // Add counts a notice that came at, listing it while fewer than MaxListed
 // are.
 func (d *Digest) Add(n Notice, at time.Time) {
-	if d.Total == 0 {
-		d.From = at.UTC()
+	if at = at.UTC(); d.Total == 0 || at.Before(d.From) {
+		d.From = at
 	}
-	d.To = at.UTC()
+	if at.After(d.To) {
+		d.To = at
+	}
 	d.Total++
 	d.Counts[n.Type]++
 	if len(d.Notices) < MaxListed {
