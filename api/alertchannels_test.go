@@ -65,6 +65,14 @@ func TestAlertChannels(t *testing.T) {
 		}
 	}
 
+	// A tenant cannot forge operational events to set its channels (and
+	// the operators') off.
+	var forged problem
+	r.must(http.StatusUnprocessableEntity, "POST", "/v1/events", acme, map[string]any{"type": topics.NoticeFailing, "data": map[string]any{}}, &forged)
+	if len(forged.Errors) != 1 || forged.Errors[0].Location != "body.type" {
+		t.Errorf("a forged operational event: %+v", forged.Errors)
+	}
+
 	var list struct{ Data []AlertChannel }
 	r.must(http.StatusOK, "GET", "/v1/alert-channels", acme, nil, &list)
 	if len(list.Data) != 1 || list.Data[0].ID != ch.ID {
