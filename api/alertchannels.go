@@ -180,7 +180,7 @@ func (s *Server) putAlertChannel(ctx context.Context, c *topics.AlertChannel) (*
 		return nil, huma.Error422UnprocessableEntity("invalid alert channel",
 			&huma.ErrorDetail{Location: "body.kind", Message: "email channels need an SMTP server: WEBHOOKS_SMTP_ADDR is not set", Value: c.Kind})
 	}
-	r := &kgo.Record{Topic: s.names.AlertChannels(), Key: []byte(c.ID), Value: c.Encode()}
+	r := &kgo.Record{Topic: s.names.AlertChannels(), Key: []byte(c.ID), Value: c.EncodeWith(s.cfg.Secrets)}
 	if err := s.writeAlerts(ctx, r); err != nil {
 		return nil, err
 	}

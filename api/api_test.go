@@ -120,7 +120,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	alerts, err := table.NewAlertTable(base, c.names.AlertChannels(), log)
+	alerts, err := table.NewAlertTable(base, c.names.AlertChannels(), cfg.Secrets, log)
 	if err != nil {
 		c.t.Fatal(err)
 	}

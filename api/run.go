@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer cat.Close()
-	alerts, err := table.NewAlertTable(base, n.AlertChannels(), log)
+	alerts, err := table.NewAlertTable(base, n.AlertChannels(), cfg.Secrets, log)
 	if err != nil {
 		return err
 	}

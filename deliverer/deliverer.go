@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer tenants.Close()
 	d.tenants = tenants
 	go tenants.Run(tableCtx)
-	alerts, err := table.NewAlertTable(base, d.names.AlertChannels(), log)
+	alerts, err := table.NewAlertTable(base, d.names.AlertChannels(), cfg.Secrets, log)
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,24 @@ func (c *AlertChannel) Validate() error {
 	return nil
 }
 
-// Encode renders the record value.
+// alertURLField names a channel's URL in the additional data of its seal,
+// so that it opens as nothing else (a subscription's secret included).
+const alertURLField = "alert_channel.url"
+
+// EncodeWith renders the record value with the URL (which often holds a
+// credential) sealed by k, as subscription secrets are; with a nil keyring
+// it is Encode.
+func (c *AlertChannel) EncodeWith(k *Keyring) []byte {
+	if k == nil || c.URL == "" {
+		return c.Encode()
+	}
+	w := *c
+	w.URL = k.seal(c.ID, alertURLField, c.URL)
+	return w.Encode()
+}
+
+// Encode renders the record value with the URL in plaintext: for
+// development (WEBHOOKS_DEV=1) and tests; see EncodeWith.
 func (c *AlertChannel) Encode() []byte {
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -164,11 +181,27 @@ func (c *AlertChannel) Encode() []byte {
 }
 
 // DecodeAlertChannel decodes and validates an alert-channels value
-// strictly.
-func DecodeAlertChannel(b []byte) (AlertChannel, error) {
+// strictly, its URL unsealed (a sealed one needs DecodeAlertChannelWith).
+func DecodeAlertChannel(b []byte) (AlertChannel, error) { return DecodeAlertChannelWith(b, nil) }
+
+// DecodeAlertChannelWith decodes and validates an alert-channels value
+// strictly, opening a sealed URL with k; a URL in plaintext is read as it
+// is.
+func DecodeAlertChannelWith(b []byte, k *Keyring) (AlertChannel, error) {
 	var c AlertChannel
 	if err := decodeStrict("alert channel", b, &c); err != nil {
 		return AlertChannel{}, err
+	}
+	if isSealed(c.URL) {
+		u, err := k.open(c.ID, alertURLField, c.URL)
+		if err != nil {
+			var ie *InvalidError
+			if errors.As(err, &ie) {
+				return AlertChannel{}, invalid("alert channel", "url", "%s", ie.Reason)
+			}
+			return AlertChannel{}, err
+		}
+		c.URL = u
 	}
 	return c, c.Validate()
 }

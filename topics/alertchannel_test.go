@@ -1,6 +1,7 @@
 package topics
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -78,5 +79,34 @@ func TestAlertChannelHears(t *testing.T) {
 	}
 	if d := (&AlertChannel{}).Digest(); d != DefaultDigestWindow {
 		t.Errorf("default digest %v", d)
+	}
+}
+
+// TestAlertChannelURLSealed: with a keyring the URL is sealed at rest and
+// opens with the same keyring only, bound to the channel's id.
+func TestAlertChannelURLSealed(t *testing.T) {
+	k, err := ParseKeyring("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := AlertChannel{ID: "ach_1", Tenant: "acme", Kind: AlertSlack, URL: "https://hooks.example.com/services/T0/B0/s3cret"}
+	b := c.EncodeWith(k)
+	if bytes.Contains(b, []byte("s3cret")) {
+		t.Fatalf("sealed record holds the URL: %s", b)
+	}
+	got, err := DecodeAlertChannelWith(b, k)
+	if err != nil || got.URL != c.URL {
+		t.Fatalf("opened %q, %v", got.URL, err)
+	}
+	var ie *InvalidError
+	if _, err := DecodeAlertChannel(b); !errors.As(err, &ie) || ie.Field != "url" {
+		t.Errorf("opened without the keyring: %v", err)
+	}
+	copied := bytes.Replace(b, []byte(`"ach_1"`), []byte(`"ach_2"`), 1)
+	if _, err := DecodeAlertChannelWith(copied, k); !errors.As(err, &ie) || ie.Field != "url" {
+		t.Errorf("a sealed URL copied into another channel opened: %v", err)
+	}
+	if plain, err := DecodeAlertChannelWith(c.Encode(), k); err != nil || plain.URL != c.URL {
+		t.Errorf("a plaintext URL with a keyring: %q, %v", plain.URL, err)
 	}
 }

@@ -16,10 +16,10 @@ type AlertTable struct {
 }
 
 // NewAlertTable starts consuming the alert-channels topic; Run applies
-// records.
-func NewAlertTable(base []kgo.Opt, topic string, log *zap.Logger) (*AlertTable, error) {
+// records, opening sealed URLs with keys.
+func NewAlertTable(base []kgo.Opt, topic string, keys *topics.Keyring, log *zap.Logger) (*AlertTable, error) {
 	k, err := NewKeyed(base, topic, log.Named("alert-channels"), func(id string, b []byte) (*topics.AlertChannel, error) {
-		c, err := topics.DecodeAlertChannel(b)
+		c, err := topics.DecodeAlertChannelWith(b, keys)
 		if err == nil && c.ID != id {
 			err = fmt.Errorf("alert channel %q under key %q", c.ID, id)
 		}

@@ -40,7 +40,10 @@ func alertChannelsAddCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer k.close()
-		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.AlertChannels(), Key: []byte(ch.ID), Value: ch.Encode()}); err != nil {
+		if k.keysErr != nil {
+			return k.keysErr
+		}
+		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.AlertChannels(), Key: []byte(ch.ID), Value: ch.EncodeWith(k.keys)}); err != nil {
 			return err
 		}
 		return c.printAlertChannels([]*topics.AlertChannel{&ch})
@@ -157,10 +160,14 @@ func (c *cli) printAlertChannels(chs []*topics.AlertChannel) error {
 	return tw.Flush()
 }
 
-// alertChannels reads the alert-channels topic up to its current end.
+// alertChannels reads the alert-channels topic up to its current end,
+// opening sealed URLs with WEBHOOKS_SECRETS_KEY.
 func (k *kafka) alertChannels(ctx context.Context) (*table.AlertTable, error) {
+	if k.keysErr != nil {
+		return nil, k.keysErr
+	}
 	topic := k.names.AlertChannels()
-	t, err := table.NewAlertTable(k.opts, topic, zap.NewNop())
+	t, err := table.NewAlertTable(k.opts, topic, k.keys, zap.NewNop())
 	if err != nil {
 		return nil, err
 	}

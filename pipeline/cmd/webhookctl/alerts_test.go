@@ -11,7 +11,7 @@ import (
 )
 
 // TestAlertChannels: add writes a channel (a tenant's or the operators'),
-// list shows it with its URL masked, bad settings are a usage error naming
+// its URL sealed with WEBHOOKS_SECRETS_KEY; list shows it with its URL masked, bad settings are a usage error naming
 // the field, test sends an email channel's test message through
 // WEBHOOKS_SMTP_* (STARTTLS and AUTH), delete removes it.
 func TestAlertChannels(t *testing.T) {
@@ -32,6 +32,11 @@ func TestAlertChannels(t *testing.T) {
 	}
 	h.ok("alert-channels", "add", "--id", "ach_ops", "--kind", "slack", "--url", "https://hooks.example.com/services/T0/B0/s3cret",
 		"--types", topics.NoticeDisabled+","+topics.NoticeMessageDead)
+	for _, r := range h.records(h.names.AlertChannels()) {
+		if strings.Contains(string(r.Value), "s3cret") {
+			t.Fatalf("the URL is not sealed at rest: %s", r.Value)
+		}
+	}
 	out := h.ok("alert-channels", "list")
 	if !strings.Contains(out, "(operators)") || !strings.Contains(out, "https://hooks.example.com/…") || strings.Contains(out, "s3cret") ||
 		!strings.Contains(out, "ops@acme.example") {
