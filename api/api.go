@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/alert"
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -54,6 +55,16 @@ type Server struct {
 	// accepted.
 	catalog *catalog.Catalog
 	signer  signer // of dashboard sessions and portal links
+	// alerts are the alert channels (running: Run); nil: none.
+	alerts *table.AlertTable
+	// alertSender sends the alert channels' test messages.
+	alertSender *alert.Sender
+}
+
+// WithAlerts gives the API the alert channels' table (running: Run).
+func (s *Server) WithAlerts(t *table.AlertTable) *Server {
+	s.alerts = t
+	return s
 }
 
 // WithClickHouse gives the API the recorder's ClickHouse, where the message
@@ -97,6 +108,10 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 		}
 	}
 	s.signer = signer{key: key}
+	// The config was validated (LoadConfig): the SMTP CA file was read.
+	if s.alertSender, err = alert.NewSender(cfg.Alert, s.prober.Client()); err != nil && log != nil {
+		log.Error("alert channels cannot send", zap.Error(err))
+	}
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
 	s.registerDocs()
@@ -115,6 +130,7 @@ func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g 
 	s.registerDeadLetters()
 	s.registerOperations()
 	s.registerRecover()
+	s.registerAlertChannels()
 	s.registerRetry()
 	s.registerExpunge()
 	s.registerPortalSessions()

@@ -124,7 +124,12 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	alerts, err := table.NewAlertTable(base, c.names.AlertChannels(), cfg.Secrets, log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	go alerts.Run(ctx)
 	go subs.Run(ctx)
 	go keys.Run(ctx)
 	go opTable.Run(ctx)
@@ -135,7 +140,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds).WithCatalog(cat)
+	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds).WithCatalog(cat).WithAlerts(alerts)
 	if c.ch != nil {
 		s.WithClickHouse(c.ch)
 	}
@@ -157,6 +162,7 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 		tenants.Close()
 		holds.Close()
 		cat.Close()
+		alerts.Close()
 		cl.Close()
 		if g != nil {
 			_ = g.Close()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpipe/hookpipe/api/alert"
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/recorder"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
@@ -52,8 +53,12 @@ type Config struct {
 	// Group is the consumer group that elects the replica running the bulk
 	// operations.
 	Group string `env:"WEBHOOKS_API_GROUP" envDefault:"webhooks-api" desc:"Consumer group of the API replicas: the one of them assigned the operations topic's partition runs the bulk operations (redrives, replays)."`
-	// HTTP is how test-send reaches endpoints: the deliverer's settings.
+	// HTTP is how test-send reaches endpoints, and the alert channels their
+	// URLs: the deliverer's settings.
 	deliverer.HTTP
+	// Alert is how alert channels send (the SMTP server) and the alerter's
+	// consumer group.
+	Alert alert.Config
 	// Conn is where the message log reads the attempts: the recorder's
 	// ClickHouse.
 	recorder.Conn
@@ -86,7 +91,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.Validate()} // the HTTP settings (deliverer.HTTP)
+	errs := []error{c.Validate(), c.Alert.Validate()} // the HTTP settings (deliverer.HTTP), the alerter's
 	if c.AdminKey != "" && (!strings.HasPrefix(c.AdminKey, topics.APIKeyPrefix) || len(c.AdminKey) < 24) {
 		errs = append(errs, fmt.Errorf("%s: not an API key (%s and at least 20 characters)", config.Name(c, &c.AdminKey), topics.APIKeyPrefix))
 	}

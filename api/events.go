@@ -147,6 +147,13 @@ func (s *Server) publish(ctx context.Context, events []Event, field string) (*pu
 					&huma.ErrorDetail{Location: "body." + prefix + "tenant", Message: "a tenant key publishes its own tenant's events only", Value: e.Tenant})
 			}
 			e.Tenant = p.tenant
+			// Operational events are the pipeline's: a forged one would
+			// alert the tenant's channels and the operators'.
+			if topics.IsNotice(e.Type) {
+				return nil, huma.Error422UnprocessableEntity("invalid event",
+					&huma.ErrorDetail{Location: "body." + prefix + "type", Message: "types " + topics.NoticePrefix +
+						"* are the pipeline's operational events: a tenant key does not publish them", Value: e.Type})
+			}
 		}
 		if e.ID == "" {
 			e.ID = topics.NewID("evt_")

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/alert"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -44,7 +45,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations()}, log); err != nil || ctx.Err() != nil {
+	if err := kafka.WaitReady(ctx, cl, cfg.Kafka, []string{n.Events(), n.Subscriptions(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations(), n.AlertChannels(), n.Notices()}, log); err != nil || ctx.Err() != nil {
 		return err
 	}
 	subs, err := table.NewTable(base, n.Subscriptions(), cfg.Secrets, log)
@@ -78,6 +79,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer cat.Close()
+	alerts, err := table.NewAlertTable(base, n.AlertChannels(), cfg.Secrets, log)
+	if err != nil {
+		return err
+	}
+	defer alerts.Close()
 	tables, stopTables := context.WithCancel(context.Background())
 	defer stopTables()
 	go subs.Run(tables)
@@ -86,7 +92,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	go tenants.Run(tables)
 	go holds.Run(tables)
 	go cat.Run(tables)
-	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp, tenants.WaitCaughtUp, cat.WaitCaughtUp} {
+	go alerts.Run(tables)
+	for _, wait := range []func(context.Context) error{subs.WaitCaughtUp, keys.WaitCaughtUp, ops.WaitCaughtUp, tenants.WaitCaughtUp, cat.WaitCaughtUp, alerts.WaitCaughtUp} {
 		if err := wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -110,7 +117,17 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer ch.Close()
-	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants).WithHolds(holds).WithCatalog(cat)
+	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants).WithHolds(holds).WithCatalog(cat).WithAlerts(alerts)
+	if s.alertSender != nil {
+		alerter, err := alert.New(cfg.Alert, base, n, alerts, s.alertSender, reg, log)
+		if err != nil {
+			return fmt.Errorf("alerter: %w", err)
+		}
+		alerting := make(chan struct{})
+		alertCtx, stopAlerts := context.WithCancel(ctx)
+		go func() { defer close(alerting); alerter.Run(alertCtx) }()
+		defer func() { stopAlerts(); <-alerting }()
+	}
 	opsCtx, stopOps := context.WithCancel(ctx)
 	running := make(chan struct{})
 	go func() {

@@ -146,6 +146,9 @@ func (s *Server) registerUI() {
 			"GET /operations/{id}/progress":     s.operationProgress,
 			"GET /event-types":                  s.eventTypesPage,
 			"GET /event-types/{name}":           s.eventTypePage,
+			"GET /alerts":                       s.alertsPage,
+			"POST /alerts":                      s.createAlertChannel,
+			"POST /alerts/{id}/{action}":        s.alertChannelAction,
 		} {
 			method, path, _ := strings.Cut(pattern, " ")
 			s.mux.HandleFunc(method+" "+area.prefix+path, area.wrap(h))

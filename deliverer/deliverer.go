@@ -46,6 +46,9 @@ type deliverer struct {
 	m       *metrics
 	prot    *protection // circuit breakers, rate limits, auto-disable; nil without Redis
 	tracer  tracing.Tracer
+	// alerts are the alert channels: an operational event one of them
+	// hears of is published even when no subscription names it.
+	alerts *table.AlertTable
 
 	commitMu  sync.Mutex
 	wms       *kafka.Watermarks
@@ -99,6 +102,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer tenants.Close()
 	d.tenants = tenants
 	go tenants.Run(tableCtx)
+	alerts, err := table.NewAlertTable(base, d.names.AlertChannels(), cfg.Secrets, log)
+	if err != nil {
+		return err
+	}
+	defer alerts.Close()
+	d.alerts = alerts
+	go alerts.Run(tableCtx)
 	holdTable, err := table.NewHoldTable(base, d.names.Holds(), log)
 	if err != nil {
 		return err
@@ -134,11 +144,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// Deliveries are attempted with the subscriptions as they are now: an
 	// older version of one (its URL, secret, enabled flag) may stand in the
 	// topic before its latest.
-	if !d.persist(ctx, "loading the subscriptions and the tenants' quotas", func() error {
+	if !d.persist(ctx, "loading the subscriptions, the tenants' quotas and the alert channels", func() error {
 		if err := subs.WaitCaughtUp(ctx); err != nil {
 			return err
 		}
-		return tenants.WaitCaughtUp(ctx)
+		if err := tenants.WaitCaughtUp(ctx); err != nil {
+			return err
+		}
+		return alerts.WaitCaughtUp(ctx)
 	}) {
 		leaver.Close(cl)
 		return nil

@@ -26,11 +26,11 @@ func noticeID(typ string, parts ...string) string {
 }
 
 // noticeRecord is the events record of an operational event about sub,
-// nil when no subscription would take it: events nobody asked for are not
-// published.
+// nil when no subscription would take it and no alert channel hears of it:
+// events nobody asked for are not published.
 func (d *deliverer) noticeRecord(id, typ string, sub *topics.Subscription, n topics.Notice) *kgo.Record {
 	ev := topics.NoticeEvent(id, typ, sub, n)
-	if d.table != nil && len(d.table.Match(&ev)) == 0 {
+	if d.table != nil && len(d.table.Match(&ev)) == 0 && len(d.alerts.Hearing(ev.Tenant, typ)) == 0 {
 		return nil
 	}
 	b, err := json.Marshal(ev)

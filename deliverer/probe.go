@@ -3,6 +3,7 @@ package deliverer
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
@@ -53,3 +54,8 @@ func (p *Prober) Probe(ctx context.Context, sub *topics.Subscription, del *topic
 	}
 	return out
 }
+
+// Client is the deliverer's HTTP client, SSRF guard and egress proxy
+// included, for the API's other requests to URLs tenants give: the alert
+// channels'.
+func (p *Prober) Client() *http.Client { return p.s.client }

@@ -3,7 +3,8 @@
 // matching subscription, inside one Kafka transaction with the consumed
 // offsets, so a crash never duplicates or drops a delivery record. Events
 // that cannot be decoded go to the dead-letter topic in the same
-// transaction.
+// transaction, and operational events are copied to the notices topic in
+// it (for the alerter).
 package dispatcher
 
 import (
@@ -67,7 +68,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	n := cfg.Kafka.Names
-	err = kafka.WaitReady(ctx, ready, cfg.Kafka, append([]string{n.Events(), n.Subscriptions(), n.EventTypes(), n.Deliveries(), n.DLQ(), n.Attempts()}, n.RetryTopics()...), log)
+	err = kafka.WaitReady(ctx, ready, cfg.Kafka, append([]string{n.Events(), n.Subscriptions(), n.EventTypes(), n.Deliveries(), n.DLQ(), n.Attempts(), n.Notices()}, n.RetryTopics()...), log)
 	ready.Close()
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -271,6 +272,9 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 					deliveries++
 				}
 			}
+		}
+		if n := noticeCopy(p, d.cfg.Kafka.Names); n != nil {
+			out = append(out, n)
 		}
 		for _, o := range out {
 			pending.Add(1)

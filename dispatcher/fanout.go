@@ -130,6 +130,17 @@ func scheduledAttempt(r *kgo.Record, ev *topics.Event, sub *topics.Subscription,
 	return &kgo.Record{Topic: names.Attempts(), Key: []byte(sub.ID), Value: a.Encode()}
 }
 
+// noticeCopy is the copy of an operational event (a webhook.* type) for
+// the notices topic, where the alerter reads them, produced in the fan-out's
+// transaction so the alerter sees each exactly once; nil for any other
+// event.
+func noticeCopy(p *polled, names topics.Names) *kgo.Record {
+	if p.refused() || !topics.IsNotice(p.ev.Type) {
+		return nil
+	}
+	return &kgo.Record{Topic: names.Notices(), Key: p.r.Key, Value: p.r.Value}
+}
+
 // deadLetter wraps an event that cannot be dispatched: invalid, or
 // refused by its type's schema (category). The raw value is copied when it
 // fits in a record; a larger one stays readable at Source for the events

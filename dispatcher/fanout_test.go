@@ -50,3 +50,21 @@ func TestDeadLetterRawLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestNoticeCopy: an operational event is copied to the notices topic
+// as it was published; any other event, or one refused, is not.
+func TestNoticeCopy(t *testing.T) {
+	names := topics.Names{Prefix: topics.DefaultPrefix}
+	r := &kgo.Record{Topic: names.Events(), Key: []byte("sub_1"), Value: []byte(`{"id":"ntf_1"}`)}
+	p := &polled{r: r, ev: topics.Event{ID: "ntf_1", Type: topics.NoticeFailing, Tenant: "acme"}}
+	c := noticeCopy(p, names)
+	if c == nil || c.Topic != names.Notices() || string(c.Key) != "sub_1" || !bytes.Equal(c.Value, r.Value) {
+		t.Fatalf("copy %+v", c)
+	}
+	if c := noticeCopy(&polled{r: r, ev: topics.Event{ID: "e", Type: "order.created"}}, names); c != nil {
+		t.Errorf("an ordinary event copied: %+v", c)
+	}
+	if c := noticeCopy(&polled{r: r, ev: p.ev, bad: errors.New("bad")}, names); c != nil {
+		t.Errorf("a refused event copied: %+v", c)
+	}
+}

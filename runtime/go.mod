@@ -7,6 +7,8 @@ require (
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.24.0
 	github.com/google/btree v1.1.3
 	github.com/google/cel-go v0.31.0
 	github.com/hookpipe/hookpipe/topics v0.0.0

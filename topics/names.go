@@ -100,6 +100,22 @@ func (n Names) Tenants() string { return n.Prefix + "tenants" }
 // EventType.
 func (n Names) EventTypes() string { return n.Prefix + "event-types" }
 
+// AlertChannels is the compacted topic of the alert channels: id ->
+// AlertChannel.
+func (n Names) AlertChannels() string { return n.Prefix + "alert-channels" }
+
+// Notices is the one-partition topic of the operational events the
+// dispatcher fanned out, copied there in its transaction for the alerter,
+// which then need not read the whole events topic for them.
+func (n Names) Notices() string { return n.Prefix + "notices" }
+
+// OnePartition reports whether a topic is created with one partition
+// whatever the layout: small tables read whole by every reader, and the
+// topics one consumer of a group reads alone.
+func (n Names) OnePartition(topic string) bool {
+	return topic == n.Subscriptions() || topic == n.Operations() || topic == n.EventTypes() || topic == n.Notices()
+}
+
 // Operations is the compacted, one-partition topic of the API's bulk
 // operations.
 func (n Names) Operations() string { return n.Prefix + "operations" }
@@ -139,12 +155,12 @@ func (n Names) TierFor(delay time.Duration) time.Duration {
 
 // Compacted lists the compacted topics: tables keyed by id.
 func (n Names) Compacted() []string {
-	return []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations()}
+	return []string{n.Subscriptions(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations(), n.AlertChannels()}
 }
 
 // All lists every topic of the pipeline.
 func (n Names) All() []string {
-	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DeliveriesHigh(), n.DeliveriesLow(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations()}
+	out := []string{n.Events(), n.Subscriptions(), n.Deliveries(), n.DeliveriesHigh(), n.DeliveriesLow(), n.Redeliveries(), n.DLQ(), n.Attempts(), n.Parked(), n.Holds(), n.APIKeys(), n.Operations(), n.Tenants(), n.EventTypes(), n.Cancellations(), n.AlertChannels(), n.Notices()}
 	return append(out, n.RetryTopics()...)
 }
 

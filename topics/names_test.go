@@ -173,7 +173,7 @@ func TestRetryTopicsAndAll(t *testing.T) {
 		t.Fatalf("RetryTopics = %q, want %q", got, wantRetry)
 	}
 	wantAll := append([]string{
-		"webhooks.events", "webhooks.subscriptions", "webhooks.deliveries", "webhooks.deliveries.high", "webhooks.deliveries.low", "webhooks.redeliveries", "webhooks.dlq", "webhooks.attempts", "webhooks.parked", "webhooks.holds", "webhooks.apikeys", "webhooks.operations", "webhooks.tenants", "webhooks.event-types", "webhooks.cancellations",
+		"webhooks.events", "webhooks.subscriptions", "webhooks.deliveries", "webhooks.deliveries.high", "webhooks.deliveries.low", "webhooks.redeliveries", "webhooks.dlq", "webhooks.attempts", "webhooks.parked", "webhooks.holds", "webhooks.apikeys", "webhooks.operations", "webhooks.tenants", "webhooks.event-types", "webhooks.cancellations", "webhooks.alert-channels", "webhooks.notices",
 	}, wantRetry...)
 	if got := n.All(); !slices.Equal(got, wantAll) {
 		t.Fatalf("All = %q, want %q", got, wantAll)
@@ -189,8 +189,8 @@ func TestRetryTopicsAndAll(t *testing.T) {
 	if got := (Names{Prefix: "x."}).RetryTopics(); len(got) != 0 {
 		t.Fatalf("RetryTopics without tiers = %q", got)
 	}
-	if got := (Names{Prefix: "x."}).All(); len(got) != 15 {
-		t.Fatalf("All without tiers = %q, want the 15 fixed topics", got)
+	if got := (Names{Prefix: "x."}).All(); len(got) != 17 {
+		t.Fatalf("All without tiers = %q, want the 17 fixed topics", got)
 	}
 }
 

@@ -166,6 +166,7 @@ var groupVars = []struct{ env, group string }{
 	{"WEBHOOKS_RETRIER_GROUP", topics.GroupRetrier},
 	{"WEBHOOKS_RECORDER_GROUP", topics.GroupRecorder},
 	{"WEBHOOKS_API_GROUP", "webhooks-api"},
+	{"WEBHOOKS_ALERTER_GROUP", "webhooks-alerter"},
 }
 
 // group is the name of a component's consumer group in this env (one of

@@ -16,8 +16,8 @@ import (
 
 // Layout says how many partitions the pipeline topics get on creation.
 type Layout struct {
-	// Partitions of every topic but subscriptions and operations, which
-	// always get one: the most consumers a group can usefully run.
+	// Partitions of every topic but those of Names.OnePartition, which
+	// always get one.
 	Partitions int32
 	// ReplicationFactor; -1 uses the broker default.
 	ReplicationFactor int16
@@ -46,7 +46,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, n topics.Names, l Layout) (En
 			continue
 		}
 		parts := l.Partitions
-		if t == n.Subscriptions() || t == n.Operations() || t == n.EventTypes() {
+		if n.OnePartition(t) {
 			parts = 1
 		}
 		r, err := adm.CreateTopic(ctx, parts, l.ReplicationFactor, n.TopicConfigs(t), t)

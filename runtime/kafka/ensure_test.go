@@ -68,7 +68,7 @@ func TestEnsure(t *testing.T) {
 					t.Fatalf("topic %s missing after Ensure: %v", topic, d.Err)
 				}
 				want := int(tc.parts)
-				if topic == n.Subscriptions() || topic == n.Operations() || topic == n.EventTypes() {
+				if topic == n.Subscriptions() || topic == n.Operations() || topic == n.EventTypes() || topic == n.Notices() {
 					want = 1
 				}
 				if got := len(d.Partitions); got != want {

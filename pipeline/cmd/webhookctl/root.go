@@ -84,6 +84,15 @@ var commands = []command{
 		example: "webhookctl lag --group webhooks-deliverer -o json"},
 	{name: "stats", summary: "delivery stats from ClickHouse by subscription, tenant or type (default: last 24h)", setup: statsCmd,
 		example: "webhookctl stats --by tenant --since 7d"},
+	{name: "alert-channels list", summary: "list the alert channels (URLs masked)", setup: alertChannelsListCmd,
+		example: "webhookctl alert-channels list --tenant acme -o json"},
+	{name: "alert-channels add", summary: "add a channel told of operational events in digests: email, slack or webhook", setup: alertChannelsAddCmd,
+		example: "webhookctl alert-channels add --tenant acme --kind email --to ops@acme.example --digest 10m\n" +
+			"webhookctl alert-channels add --kind slack --url https://hooks.slack.com/services/T0/B0/XXXX --types webhook.endpoint.disabled"},
+	{name: "alert-channels delete", args: []string{"ID"}, summary: "delete an alert channel (tombstone)", setup: alertChannelsDeleteCmd,
+		example: "webhookctl alert-channels delete ach_0123456789abcdefghij"},
+	{name: "alert-channels test", args: []string{"ID"}, summary: "send a test message to an alert channel (email through WEBHOOKS_SMTP_*)",
+		setup: alertChannelsTestCmd, example: "webhookctl alert-channels test ach_0123456789abcdefghij"},
 	{name: "clickhouse drop-partitions", summary: "drop the months of attempts older than --older-than (retention on ClickHouse < 20.1)",
 		setup: dropPartitionsCmd, example: "webhookctl clickhouse drop-partitions --older-than 90d --dry-run"},
 	{name: "clickhouse expire", summary: "delete the attempts past their tenant's retention (one mutation per table; run it daily)",
@@ -94,14 +103,15 @@ var commands = []command{
 
 // groups are the first words of the commands that have several.
 var groups = map[string]string{
-	"topics":        "pipeline topics",
-	"subscriptions": "endpoints that receive events",
-	"dlq":           "dead letters",
-	"clickhouse":    "the recorder's ClickHouse tables",
-	"apikeys":       "keys of the HTTP API (docs/api.md)",
-	"tenants":       "per-tenant quotas and retention",
-	"messages":      "the message log in ClickHouse",
-	"event-types":   "the event catalog: types, their schemas and examples",
+	"topics":         "pipeline topics",
+	"subscriptions":  "endpoints that receive events",
+	"dlq":            "dead letters",
+	"clickhouse":     "the recorder's ClickHouse tables",
+	"apikeys":        "keys of the HTTP API (docs/api.md)",
+	"tenants":        "per-tenant quotas and retention",
+	"messages":       "the message log in ClickHouse",
+	"event-types":    "the event catalog: types, their schemas and examples",
+	"alert-channels": "where owners and operators are told of operational events",
 }
 
 // root builds the command tree of one invocation, bound to c.

@@ -43,7 +43,7 @@ func TestTopicsEnsure(t *testing.T) {
 	}
 	for _, topic := range all {
 		want := 3
-		if topic == h.names.Subscriptions() || topic == h.names.Operations() || topic == h.names.EventTypes() {
+		if topic == h.names.Subscriptions() || topic == h.names.Operations() || topic == h.names.EventTypes() || topic == h.names.Notices() {
 			want = 1
 		}
 		if got := len(details[topic].Partitions); got != want {

@@ -1,0 +1,175 @@
+package api
+
+import (
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// TestAlertChannels: a tenant key manages its tenant's channels, an admin
+// any tenant's and the operators'; bad settings answer 422 naming the
+// field; a URL is shown masked; the test route sends a test message.
+func TestAlertChannels(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+	}))
+	t.Cleanup(hook.Close)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	r := c.replicaWith(env)
+	acme, globex := r.tenantKey("acme"), r.tenantKey("globex")
+
+	var ch AlertChannel
+	r.must(http.StatusCreated, "POST", "/v1/alert-channels", acme, map[string]any{"kind": "slack", "url": hook.URL + "/services/T0/B0/s3cret",
+		"digest_ms": 60000}, &ch)
+	if ch.Tenant != "acme" || ch.Kind != topics.AlertSlack || ch.URL != hook.URL+"/…" || ch.DigestMS != 60000 || !strings.HasPrefix(ch.ID, "ach_") {
+		t.Fatalf("created %+v", ch)
+	}
+	var ops AlertChannel
+	r.must(http.StatusCreated, "POST", "/v1/alert-channels", adminKey, map[string]any{"kind": "webhook", "url": hook.URL + "/ops",
+		"types": []string{topics.NoticeFailing}}, &ops)
+	if ops.Tenant != "" || ops.DigestMS != topics.DefaultDigestWindow.Milliseconds() {
+		t.Fatalf("operators' channel %+v", ops)
+	}
+
+	for _, bad := range []struct {
+		name, key string
+		body      map[string]any
+		location  string
+	}{
+		{"unknown kind", acme, map[string]any{"kind": "pager"}, "body.kind"},
+		{"slack without url", acme, map[string]any{"kind": "slack"}, "body.url"},
+		{"url not http", acme, map[string]any{"kind": "webhook", "url": "ftp://example.com/x"}, "body.url"},
+		{"email without SMTP", acme, map[string]any{"kind": "email", "to": []string{"ops@acme.example"}}, "body.kind"},
+		{"email without recipient", acme, map[string]any{"kind": "email"}, "body.to"},
+		{"bad recipient", acme, map[string]any{"kind": "email", "to": []string{"not an address"}}, "body.to"},
+		{"ordinary type", acme, map[string]any{"kind": "slack", "url": hook.URL, "types": []string{"order.created"}}, "body.types"},
+		{"window too short", acme, map[string]any{"kind": "slack", "url": hook.URL, "digest_ms": 5}, "body.digest_ms"},
+		{"another tenant", acme, map[string]any{"kind": "slack", "url": hook.URL, "tenant": "globex"}, "body.tenant"},
+	} {
+		var p problem
+		r.must(http.StatusUnprocessableEntity, "POST", "/v1/alert-channels", bad.key, bad.body, &p)
+		if len(p.Errors) != 1 || p.Errors[0].Location != bad.location {
+			t.Errorf("%s: %+v, want one error at %s", bad.name, p.Errors, bad.location)
+		}
+	}
+
+	// A tenant cannot forge operational events to set its channels (and
+	// the operators') off.
+	var forged problem
+	r.must(http.StatusUnprocessableEntity, "POST", "/v1/events", acme, map[string]any{"type": topics.NoticeFailing, "data": map[string]any{}}, &forged)
+	if len(forged.Errors) != 1 || forged.Errors[0].Location != "body.type" {
+		t.Errorf("a forged operational event: %+v", forged.Errors)
+	}
+
+	var list struct{ Data []AlertChannel }
+	r.must(http.StatusOK, "GET", "/v1/alert-channels", acme, nil, &list)
+	if len(list.Data) != 1 || list.Data[0].ID != ch.ID {
+		t.Errorf("acme lists %+v", list.Data)
+	}
+	r.must(http.StatusOK, "GET", "/v1/alert-channels", globex, nil, &list)
+	if len(list.Data) != 0 {
+		t.Errorf("globex lists %+v", list.Data)
+	}
+	r.must(http.StatusOK, "GET", "/v1/alert-channels", adminKey, nil, &list)
+	if len(list.Data) != 2 {
+		t.Errorf("the admin lists %+v", list.Data)
+	}
+	r.must(http.StatusNotFound, "GET", "/v1/alert-channels/"+ch.ID, globex, nil, nil)
+	r.must(http.StatusNotFound, "GET", "/v1/alert-channels/"+ops.ID, acme, nil, nil)
+	r.must(http.StatusNotFound, "DELETE", "/v1/alert-channels/"+ch.ID, globex, nil, nil)
+	r.must(http.StatusOK, "GET", "/v1/alert-channels/"+ops.ID, adminKey, nil, nil)
+
+	var sent struct {
+		Sent  bool
+		Error string
+	}
+	r.must(http.StatusOK, "POST", "/v1/alert-channels/"+ch.ID+"/test", acme, nil, &sent)
+	if !sent.Sent {
+		t.Fatalf("test message not sent: %s", sent.Error)
+	}
+	if body := <-got; !strings.Contains(body, `"text"`) || !strings.Contains(body, "test of hookpipe alert channel "+ch.ID) {
+		t.Errorf("test message %s", body)
+	}
+
+	var changed AlertChannel
+	r.must(http.StatusOK, "PUT", "/v1/alert-channels/"+ch.ID, acme, map[string]any{"kind": "webhook", "url": hook.URL + "/json",
+		"types": []string{topics.NoticeDisabled}}, &changed)
+	if changed.ID != ch.ID || changed.Tenant != "acme" || changed.Kind != topics.AlertWebhook || changed.DigestMS != topics.DefaultDigestWindow.Milliseconds() ||
+		!changed.CreatedAt.Equal(ch.CreatedAt) {
+		t.Errorf("changed %+v", changed)
+	}
+	var p problem
+	r.must(http.StatusUnprocessableEntity, "PUT", "/v1/alert-channels/"+ch.ID, acme, map[string]any{"kind": "webhook"}, &p)
+	if len(p.Errors) != 1 || p.Errors[0].Location != "body.url" {
+		t.Errorf("a bad change: %+v", p.Errors)
+	}
+	r.must(http.StatusUnprocessableEntity, "PUT", "/v1/alert-channels/"+ch.ID, adminKey, map[string]any{"kind": "webhook", "url": hook.URL, "tenant": "globex"}, nil)
+	r.must(http.StatusNotFound, "PUT", "/v1/alert-channels/"+ch.ID, globex, map[string]any{"kind": "webhook", "url": hook.URL}, nil)
+
+	r.must(http.StatusNoContent, "DELETE", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
+	r.must(http.StatusNotFound, "GET", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
+}
+
+// TestAlertPages: the portal lists, adds, tests and deletes its tenant's
+// alert channels only; the dashboard sees every tenant's and adds the
+// operators'.
+func TestAlertPages(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(hook.Close)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	r := c.replicaWith(env)
+	var theirs AlertChannel
+	r.must(http.StatusCreated, "POST", "/v1/alert-channels", adminKey, map[string]any{"tenant": "globex", "kind": "slack", "url": hook.URL}, &theirs)
+
+	portal := r.portalLink("acme")
+	u := r.uiClient()
+	token := u.csrf(portal + "/alerts")
+	status, body := u.post(portal+"/alerts", url.Values{"_csrf": {token}, "kind": {"webhook"}, "url": {hook.URL + "/acme/s3cret"},
+		"digest_minutes": {"10"}, "tenant": {"globex"}})
+	if status != http.StatusOK || !strings.Contains(body, "Added alert channel") || strings.Contains(body, theirs.ID) || strings.Contains(body, "s3cret") ||
+		!strings.Contains(body, "600000 ms") {
+		t.Fatalf("adding from the portal: %d %.800s", status, body)
+	}
+	var list struct{ Data []AlertChannel }
+	r.must(http.StatusOK, "GET", "/v1/alert-channels", r.tenantKey("acme"), nil, &list)
+	if len(list.Data) != 1 || list.Data[0].Tenant != "acme" {
+		t.Fatalf("acme's channels %+v (the portal's form may not name another tenant)", list.Data)
+	}
+	mine := list.Data[0].ID
+	if status, body := u.post(portal+"/alerts/"+mine+"/test", url.Values{"_csrf": {token}}); status != http.StatusOK || !strings.Contains(body, "Sent a test message") {
+		t.Errorf("test from the portal: %d %.500s", status, body)
+	}
+	if status, body := u.post(portal+"/alerts", url.Values{"_csrf": {token}, "kind": {"slack"}}); status != http.StatusOK || !strings.Contains(body, "Not added") ||
+		!strings.Contains(body, "url: required") {
+		t.Errorf("a bad channel from the portal: %d %.500s", status, body)
+	}
+	if status, body := u.post(portal+"/alerts/"+theirs.ID+"/delete", url.Values{"_csrf": {token}}); !strings.Contains(body, "Not deleted") {
+		t.Errorf("deleting globex's channel from acme's portal: %d %.300s", status, body)
+	}
+	if status, body := u.post(portal+"/alerts/"+mine+"/delete", url.Values{"_csrf": {token}}); status != http.StatusOK || !strings.Contains(body, "Deleted alert channel") {
+		t.Errorf("delete from the portal: %d %.300s", status, body)
+	}
+
+	admin := r.uiClient()
+	admin.signIn(adminKey)
+	token = admin.csrf("/ui/alerts")
+	status, body = admin.post("/ui/alerts", url.Values{"_csrf": {token}, "kind": {"slack"}, "url": {hook.URL}})
+	if status != http.StatusOK || !strings.Contains(body, "<em>operators</em>") || !strings.Contains(body, theirs.ID) {
+		t.Fatalf("the dashboard's alerts: %d %.800s", status, body)
+	}
+}
