@@ -3,7 +3,6 @@ module github.com/hookpipe/hookpipe/api
 go 1.26.8
 
 require (
-	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/hookpipe/hookpipe/deliverer v0.0.0
@@ -23,6 +22,7 @@ require (
 require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/ClickHouse/ch-go v0.74.0 // indirect
+	github.com/ClickHouse/clickhouse-go/v2 v2.50.0 // indirect
 	github.com/KimMachineGun/automemlimit v1.0.1 // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
