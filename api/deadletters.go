@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/runtime/dlq"
 	"github.com/hookpipe/hookpipe/topics"
@@ -31,6 +32,7 @@ type DeadLetter struct {
 	SubscriptionID      string          `json:"subscription_id,omitempty"`
 	Data                json.RawMessage `json:"data,omitempty" doc:"The event's data, as published; absent when the event was expunged."`
 	Expunged            bool            `json:"expunged,omitempty" doc:"The event was expunged (privacy): its data is not shown and a redrive skips it."`
+	DataWithheld        bool            `json:"data_withheld,omitempty" doc:"The data is not shown: whether the event was expunged could not be read from ClickHouse."`
 }
 
 type listDLQInput struct {
@@ -81,12 +83,18 @@ func (s *Server) registerDeadLetters() {
 			for i, dl := range out.Body.Data {
 				ids[i] = dl.EventID
 			}
+			// Which events were expunged is in ClickHouse: when it cannot
+			// be read, the list is still answered, every event's data
+			// withheld.
 			expunged, err := s.expungedAmong(ctx, ids)
 			if err != nil {
-				return nil, s.internal(fmt.Errorf("dead letters: %w", err))
+				s.log.Warn("dead letters listed without their data: the expunged events could not be read", zap.Error(err))
 			}
 			for i, dl := range out.Body.Data {
-				if expunged[dl.EventID] {
+				switch {
+				case err != nil:
+					out.Body.Data[i].Data, out.Body.Data[i].DataWithheld = nil, true
+				case expunged[dl.EventID]:
 					out.Body.Data[i].Data, out.Body.Data[i].Expunged = nil, true
 				}
 			}

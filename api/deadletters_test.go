@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -85,5 +86,28 @@ func TestDeadLetters(t *testing.T) {
 	r.must(http.StatusOK, "GET", "/v1/dlq?category=schema", r.tenantKey("globex"), nil, &l)
 	if len(l.Data) != 0 {
 		t.Fatalf("globex sees acme's refused event: %+v", l.Data)
+	}
+
+	// ClickHouse, where the expunged events are, unreachable: the list is
+	// answered, every event's data withheld.
+	env := maps.Clone(c.env)
+	env["WEBHOOKS_CLICKHOUSE_ADDR"] = "127.0.0.1:1"
+	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cfg.Open(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	down := c.replica()
+	down.s.WithClickHouse(ch)
+	var withheld struct {
+		Data []DeadLetter `json:"data"`
+	}
+	down.must(http.StatusOK, "GET", "/v1/dlq", adminKey, nil, &withheld)
+	if len(withheld.Data) != 3 || withheld.Data[0].Data != nil || !withheld.Data[0].DataWithheld {
+		t.Fatalf("dead letters with ClickHouse down: %+v", withheld.Data)
 	}
 }

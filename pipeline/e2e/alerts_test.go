@@ -30,9 +30,9 @@ func TestAlertChannelMails(t *testing.T) {
 	url, prefix := redistest.Shared(t)
 	// A Redis call that times out fails open and its breaker transition,
 	// so its notice, is missed: a loaded machine must not make the test
-	// about that.
+	// about that (the retry interval is at least the timeout).
 	e.withRedis(url, prefix, map[string]string{"WEBHOOKS_BREAKER_MIN_CALLS": "3", "WEBHOOKS_BREAKER_SLEEP": "2s",
-		"WEBHOOKS_BREAKER_PROBES": "1", "WEBHOOKS_REDIS_TIMEOUT": "2s"})
+		"WEBHOOKS_BREAKER_PROBES": "1", "WEBHOOKS_REDIS_TIMEOUT": "1s", "WEBHOOKS_REDIS_RETRY_INTERVAL": "1s"})
 	mail := smtptest.New(t, "alerter", "mail-pass-123")
 	ca := filepath.Join(t.TempDir(), "smtp-ca.pem")
 	if err := os.WriteFile(ca, mail.CAPEM, 0o600); err != nil {
