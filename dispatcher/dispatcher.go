@@ -240,10 +240,7 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 		}
 	}
 	now := time.Now()
-	batch := make([]polled, 0, fs.NumRecords())
-	for r := range fs.RecordsAll() {
-		batch = append(batch, judge(r, d.catalog, d.cfg.MaxEventBytes))
-	}
+	batch := judgeAll(fs, d.catalog, d.cfg.MaxEventBytes)
 	dups := d.dedup.duplicates(work, batch)
 	var deliveries, filterErrors int
 	var dead dead

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -46,6 +48,38 @@ func judge(r *kgo.Record, cat *catalog.Catalog, maxEventBytes int) polled {
 		p.verdict = cat.Judge(p.ev.Type, p.ev.Data)
 	}
 	return p
+}
+
+// judgePerWorker is the fewest events a goroutine of judgeAll takes: below
+// it, starting one costs more than it saves.
+const judgePerWorker = 128
+
+// judgeAll decodes and judges a polled batch's events, in order, on up to
+// GOMAXPROCS goroutines: decoding and schema checks are most of a batch's
+// CPU, and the rest of the fan-out runs on one goroutine.
+func judgeAll(fs kgo.Fetches, cat *catalog.Catalog, maxEventBytes int) []polled {
+	recs := make([]*kgo.Record, 0, fs.NumRecords())
+	for r := range fs.RecordsAll() {
+		recs = append(recs, r)
+	}
+	batch := make([]polled, len(recs))
+	judgeRange := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			batch[i] = judge(recs[i], cat, maxEventBytes)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(recs)/judgePerWorker)
+	if workers < 2 {
+		judgeRange(0, len(recs))
+		return batch
+	}
+	var wg sync.WaitGroup
+	per := (len(recs) + workers - 1) / workers
+	for lo := 0; lo < len(recs); lo += per {
+		wg.Go(func() { judgeRange(lo, min(lo+per, len(recs))) })
+	}
+	wg.Wait()
+	return batch
 }
 
 // refused reports whether the event is dead-lettered rather than fanned

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,25 @@ func TestNoticeCopy(t *testing.T) {
 	}
 	if c := noticeCopy(&polled{r: r, ev: p.ev, bad: errors.New("bad")}, names); c != nil {
 		t.Errorf("a refused event copied: %+v", c)
+	}
+}
+
+// TestJudgeAllKeepsOrder: a batch judged on several goroutines comes back
+// in the order it was polled, each event with its own record.
+func TestJudgeAllKeepsOrder(t *testing.T) {
+	var recs []*kgo.Record
+	for i := range 1000 {
+		recs = append(recs, &kgo.Record{Partition: int32(i % 3), Offset: int64(i),
+			Value: event(t, topics.Event{ID: fmt.Sprintf("e%d", i), Type: "t"}, `{}`)})
+	}
+	fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "events", Partitions: []kgo.FetchPartition{{Records: recs}}}}}}
+	batch := judgeAll(fs, nil, 0)
+	if len(batch) != len(recs) {
+		t.Fatalf("%d judged, want %d", len(batch), len(recs))
+	}
+	for i, p := range batch {
+		if p.r != recs[i] || p.bad != nil || p.ev.ID != fmt.Sprintf("e%d", i) {
+			t.Fatalf("event %d: %+v", i, p)
+		}
 	}
 }
