@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/retrier/internal/window"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -67,7 +67,7 @@ func (m *metrics) forwarded(out []*kgo.Record, names topics.Names) {
 
 // late observes how late the records released at released were, those
 // due at now: not those released early for a recovered endpoint.
-func (m *metrics) late(recs []hold.Record, now, released time.Time) {
+func (m *metrics) late(recs []window.Record, now, released time.Time) {
 	if m == nil {
 		return
 	}

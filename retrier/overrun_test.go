@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/retrier/internal/window"
 )
 
 // TestOverrun: a paused partition whose horizon has passed (a record
@@ -20,14 +20,14 @@ import (
 func TestOverrun(t *testing.T) {
 	const tier = 10 * time.Second
 	written := time.UnixMilli(1_800_000_000_000)
-	var h hold.Partition
+	var h window.Partition
 	h.Add(&kgo.Record{Offset: 0, Timestamp: written})
 	core, logs := observer.New(zapcore.WarnLevel)
 	k := tp{"webhooks.retry.10s", 3}
 	r := &retrier{
 		log:     zap.New(core),
 		tiers:   map[string]time.Duration{k.topic: tier},
-		held:    map[tp]*hold.Partition{k: &h},
+		held:    map[tp]*window.Partition{k: &h},
 		paused:  map[tp]bool{},
 		overrun: map[tp]bool{},
 	}
@@ -56,7 +56,7 @@ func TestOverrun(t *testing.T) {
 	if r.overrun[k] {
 		t.Fatal("still overrun after the partition resumed")
 	}
-	if overrun(&hold.Partition{}, tier, horizon.Add(time.Hour)) {
+	if overrun(&window.Partition{}, tier, horizon.Add(time.Hour)) {
 		t.Fatal("an empty partition is overrun")
 	}
 }
@@ -68,7 +68,7 @@ func TestLatenessOfDueReleasesOnly(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg, &retrier{})
 	now := time.UnixMilli(1_800_000_000_000)
-	m.late([]hold.Record{
+	m.late([]window.Record{
 		{Due: now.Add(-2 * time.Second)}, // due 2 s before the release decision
 		{Due: now.Add(time.Hour)},        // early: due in an hour
 	}, now, now.Add(500*time.Millisecond))

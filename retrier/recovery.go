@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
-	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/retrier/internal/window"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
@@ -193,7 +193,7 @@ func (r *ramped) allow(now time.Time) bool {
 // early returns the held records of h that go out before they are due:
 // those of marked subscriptions written before the mark, as far as the
 // subscription's rate allows now. The caller holds the retrier's lock.
-func (rc *recovery) early(h *hold.Partition, now time.Time) []hold.Record {
+func (rc *recovery) early(h *window.Partition, now time.Time) []window.Record {
 	if rc == nil {
 		return nil
 	}
@@ -202,7 +202,7 @@ func (rc *recovery) early(h *hold.Partition, now time.Time) []hold.Record {
 	if len(rc.marks) == 0 {
 		return nil
 	}
-	var out []hold.Record
+	var out []window.Record
 	for _, r := range h.NotDue(now) {
 		sub := topics.SubscriptionOfKey(r.Rec.Key)
 		at, ok := rc.marks[string(sub)]

@@ -25,7 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/retrier/internal/window"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/table"
@@ -55,7 +55,7 @@ type retrier struct {
 	tiers map[string]time.Duration // by topic
 
 	mu      sync.Mutex
-	held    map[tp]*hold.Partition
+	held    map[tp]*window.Partition
 	paused  map[tp]bool
 	overrun map[tp]bool // paused past the horizon: records behind may be late
 	atBound bool        // holding MaxHeld records or MaxHeldMB
@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		log:     log.Named("retrier"),
 		tracer:  tracing.For(ctx, "github.com/hookpipe/hookpipe/retrier"),
 		tiers:   map[string]time.Duration{},
-		held:    map[tp]*hold.Partition{},
+		held:    map[tp]*window.Partition{},
 		paused:  map[tp]bool{},
 		overrun: map[tp]bool{},
 	}
@@ -210,7 +210,7 @@ func (r *retrier) loop(ctx context.Context) error {
 			k := tp{rec.Topic, rec.Partition}
 			h := r.held[k]
 			if h == nil {
-				h = &hold.Partition{}
+				h = &window.Partition{}
 				r.held[k] = h
 			}
 			h.Add(rec)
@@ -247,7 +247,7 @@ func (r *retrier) earliest() (time.Time, bool) {
 // redelivery is the record that releases a due retry: the tier record's
 // key and value, and its trace context, passed on through a "retry
 // released" span when tracing is on.
-func (r *retrier) redelivery(ctx context.Context, rec hold.Record) *kgo.Record {
+func (r *retrier) redelivery(ctx context.Context, rec window.Record) *kgo.Record {
 	out := &kgo.Record{Topic: r.names.Redeliveries(), Key: rec.Rec.Key, Value: rec.Rec.Value}
 	ctx, span := r.tracer.Start(r.tracer.Extract(ctx, rec.Rec.Headers), tracing.SpanRetryReleased, trace.SpanKindProducer)
 	if span.IsRecording() {
@@ -264,7 +264,7 @@ func (r *retrier) redelivery(ctx context.Context, rec hold.Record) *kgo.Record {
 // (topics.Names.Wait) while its deliver_at is ahead, else its redelivery,
 // its first attempt due. A wait whose value does not decode is released
 // as it is: the deliverer dead-letters it.
-func (r *retrier) forward(ctx context.Context, rec hold.Record, now time.Time) *kgo.Record {
+func (r *retrier) forward(ctx context.Context, rec window.Record, now time.Time) *kgo.Record {
 	if rec.DeliverAt.IsZero() {
 		return r.redelivery(ctx, rec)
 	}
@@ -325,7 +325,7 @@ func cancelledAttempt(d *topics.Delivery, c topics.Cancellation, names topics.Na
 func (r *retrier) release(ctx context.Context) (int, error) {
 	now := time.Now()
 	r.mu.Lock()
-	due := map[tp][]hold.Record{}
+	due := map[tp][]window.Record{}
 	scheduled := false
 	for k, h := range r.held {
 		d := append(h.Due(now), r.recovery.early(h, now)...)
@@ -342,7 +342,7 @@ func (r *retrier) release(ctx context.Context) (int, error) {
 		if err := r.cancelsCaughtUp(ctx); err != nil {
 			r.log.Warn("reading the cancellations table; scheduled deliveries stay held", zap.Error(err))
 			for k, d := range due {
-				if due[k] = slices.DeleteFunc(d, func(rec hold.Record) bool { return !rec.DeliverAt.IsZero() }); len(due[k]) == 0 {
+				if due[k] = slices.DeleteFunc(d, func(rec window.Record) bool { return !rec.DeliverAt.IsZero() }); len(due[k]) == 0 {
 					delete(due, k)
 				}
 			}
@@ -433,7 +433,7 @@ func (r *retrier) checkOverrun(now time.Time) {
 
 // overrun reports whether a record not fetched behind the paused partition
 // h of tier may be due at now.
-func overrun(h *hold.Partition, tier time.Duration, now time.Time) bool {
+func overrun(h *window.Partition, tier time.Duration, now time.Time) bool {
 	return h.Len() > 0 && !now.Before(h.Horizon(tier))
 }
 
@@ -446,7 +446,7 @@ func (c *Config) atBound(records, bytes int) bool {
 // full reports whether the partition holding h must pause: its window is
 // full, or the process is at its bound and h holds its share of it, one of
 // the n partitions held.
-func (c *Config) full(h *hold.Partition, atBound bool, n int) bool {
+func (c *Config) full(h *window.Partition, atBound bool, n int) bool {
 	return h.Len() >= c.MaxHeldPerPartition ||
 		atBound && (h.Len() >= c.MaxHeld/n || h.Bytes() >= c.MaxHeldMB<<20/n)
 }
@@ -500,7 +500,7 @@ func (r *retrier) assigned(ctx context.Context, cl *kgo.Client, added map[string
 				continue
 			}
 			if runs := kafka.FinishedAbove(o.Metadata, o.At); len(runs) > 0 {
-				h := &hold.Partition{}
+				h := &window.Partition{}
 				h.Resume(runs)
 				r.held[tp{t, p}] = h
 			}

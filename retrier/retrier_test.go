@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hookpipe/hookpipe/retrier/internal/hold"
+	"github.com/hookpipe/hookpipe/retrier/internal/window"
 )
 
 // checkReleased checks what a released record must be: the produced key and
@@ -240,8 +240,8 @@ func TestProcessBoundPausesTheLargest(t *testing.T) {
 // its share of that bound.
 func TestPauseDecision(t *testing.T) {
 	cfg := Config{MaxHeldPerPartition: 10, MaxHeld: 12, MaxHeldMB: 1}
-	holding := func(n, size int) *hold.Partition {
-		var p hold.Partition
+	holding := func(n, size int) *window.Partition {
+		var p window.Partition
 		for i := range n {
 			p.Add(&kgo.Record{Offset: int64(i), Value: make([]byte, size)})
 		}
@@ -249,7 +249,7 @@ func TestPauseDecision(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		p       *hold.Partition
+		p       *window.Partition
 		atBound bool
 		n       int
 		want    bool

@@ -1,11 +1,11 @@
-// Package hold keeps the records of one retry-tier partition until they are
+// Package window keeps the records of one retry-tier partition until they are
 // due. Records arrive in offset order; due ones are taken in offset order,
 // also from behind a record that is not due yet (jitter and Retry-After make
 // due times only roughly grow within a tier), up to a look-ahead bound. The
 // commit watermark is the first record not yet released; the records
 // released above it are committed as finished runs (Finished), and a new
 // owner of the partition does not hold them again (Resume).
-package hold
+package window
 
 import (
 	"time"
