@@ -40,16 +40,9 @@ func recoverCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer k.close()
-		t, err := k.subscriptions(ctx)
+		sub, err := k.enabledSubscription(ctx, args[0])
 		if err != nil {
 			return err
-		}
-		sub, ok := t.Get(args[0])
-		if !ok {
-			return notFound(args[0])
-		}
-		if !sub.Enabled {
-			return fmt.Errorf("subscription %s is disabled: the deliverer would skip its deliveries (enable it first)", sub.ID)
 		}
 		o := topics.Operation{ID: topics.NewID("op_"), Kind: topics.OperationRecover, Subscription: sub.ID, Since: since.UTC(),
 			Until: until.UTC(), Rate: *perSecond, State: topics.OperationPending, CreatedAt: now, UpdatedAt: now}

@@ -91,16 +91,9 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer k.close()
-		t, err := k.subscriptions(ctx)
+		sub, err := k.enabledSubscription(ctx, *id)
 		if err != nil {
 			return err
-		}
-		sub, ok := t.Get(*id)
-		if !ok {
-			return notFound(*id)
-		}
-		if !sub.Enabled {
-			return fmt.Errorf("subscription %s is disabled: the deliverer would skip its deliveries (enable it first)", *id)
 		}
 		w, err := k.window(ctx, k.names.Events(), since, until)
 		if err != nil {
@@ -189,4 +182,22 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 			sum.Replayed, sum.Subscription, sum.Scanned, sum.NotMatching+sum.Undecodable+sum.Expunged, sum.NotMatching, sum.Undecodable, sum.Expunged)
 		return nil
 	}
+}
+
+// enabledSubscription reads subscription id, which must exist and be
+// enabled: a replay or recover of a disabled one would send deliveries the
+// deliverer skips.
+func (k *kafka) enabledSubscription(ctx context.Context, id string) (*topics.Subscription, error) {
+	t, err := k.subscriptions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub, ok := t.Get(id)
+	if !ok {
+		return nil, notFound(id)
+	}
+	if !sub.Enabled {
+		return nil, fmt.Errorf("subscription %s is disabled: the deliverer would skip its deliveries (enable it first)", id)
+	}
+	return sub, nil
 }
