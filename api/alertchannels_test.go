@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -26,7 +26,7 @@ func TestAlertChannels(t *testing.T) {
 	t.Cleanup(hook.Close)
 	c := newCluster(t)
 	env := maps.Clone(c.env)
-	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
 	acme, globex := r.tenantKey("acme"), r.tenantKey("globex")
 
@@ -131,7 +131,7 @@ func TestAlertPages(t *testing.T) {
 	t.Cleanup(hook.Close)
 	c := newCluster(t)
 	env := maps.Clone(c.env)
-	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
 	var theirs AlertChannel
 	r.must(http.StatusCreated, "POST", "/v1/alert-channels", adminKey, map[string]any{"tenant": "globex", "kind": "slack", "url": hook.URL}, &theirs)

@@ -24,10 +24,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/api/alert"
-	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/runtime/version"
 	"github.com/hookpipe/hookpipe/topics"
@@ -45,7 +45,7 @@ type Server struct {
 	mux    *http.ServeMux
 	m      *metrics
 	limit  *limiter // nil: no rate limit
-	prober *deliverer.Prober
+	prober *send.Prober
 	ch     clickhouseConn     // nil: no message log
 	guard  *redisstate.Guard  // nil: no Redis
 	ops    *table.OpTable     // nil: no bulk operations
@@ -98,7 +98,7 @@ func (s *Server) WithHolds(t *table.HoldTable) *Server {
 // must be running (Run); g holds the per-key rate limits (nil: none).
 func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g *redisstate.Guard, reg prometheus.Registerer, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg),
-		limit: newLimiter(g, cfg.RateLimit, log), prober: deliverer.NewProber(cfg.HTTP), guard: g}
+		limit: newLimiter(g, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: g}
 	key, err := decodeSessionKey(cfg.SessionKey)
 	if err != nil {
 		key = make([]byte, 32)

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/api/alert"
-	"github.com/hookpipe/hookpipe/deliverer"
-	"github.com/hookpipe/hookpipe/recorder"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -55,13 +55,13 @@ type Config struct {
 	Group string `env:"WEBHOOKS_API_GROUP" envDefault:"webhooks-api" desc:"Consumer group of the API replicas: the one of them assigned the operations topic's partition runs the bulk operations (redrives, replays)."`
 	// HTTP is how test-send reaches endpoints, and the alert channels their
 	// URLs: the deliverer's settings.
-	deliverer.HTTP
+	send.HTTP
 	// Alert is how alert channels send (the SMTP server) and the alerter's
 	// consumer group.
 	Alert alert.Config
 	// Conn is where the message log reads the attempts: the recorder's
 	// ClickHouse.
-	recorder.Conn
+	schema.Conn
 	// ShutdownTimeout bounds the requests in progress after SIGTERM.
 	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long requests in progress may finish after SIGTERM."`
 	// UnknownEventTypes is what POST /v1/events does with an event whose
@@ -76,7 +76,7 @@ type Config struct {
 // variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
-	errs := []error{config.Parse(getenv, &c, append(deliverer.Parsers, recorder.Parsers...)...)}
+	errs := []error{config.Parse(getenv, &c, append(send.Parsers, schema.Parsers...)...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
 	errs = append(errs, err)
@@ -91,7 +91,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.Validate(), c.Alert.Validate()} // the HTTP settings (deliverer.HTTP), the alerter's
+	errs := []error{c.Validate(), c.Alert.Validate()} // the HTTP settings (send.HTTP), the alerter's
 	if c.AdminKey != "" && (!strings.HasPrefix(c.AdminKey, topics.APIKeyPrefix) || len(c.AdminKey) < 24) {
 		errs = append(errs, fmt.Errorf("%s: not an API key (%s and at least 20 characters)", config.Name(c, &c.AdminKey), topics.APIKeyPrefix))
 	}

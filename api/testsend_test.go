@@ -11,7 +11,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/runtime/send"
 )
 
 // TestTestSend: test-send posts a signed webhook.test event to the
@@ -37,7 +37,7 @@ func TestTestSend(t *testing.T) {
 	t.Cleanup(endpoint.Close)
 	c := newCluster(t)
 	env := maps.Clone(c.env)
-	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
 	var sub Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": endpoint.URL + "/hooks", "event_types": []string{"*"}, "tenant": "acme"}, &sub)
@@ -118,7 +118,7 @@ func TestVerifyOnCreate(t *testing.T) {
 	t.Cleanup(echo.Close)
 	c := newCluster(t)
 	env := maps.Clone(c.env)
-	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_echo", "url": echo.URL + "/echo",
 		"event_types": []string{"*"}, "verify": true}, nil)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/hookpipe/hookpipe/deliverer"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/browsertest"
 )
@@ -33,7 +33,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	ctx := browsertest.New(t)
 	c := newCluster(t)
 	env := maps.Clone(c.env)
-	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
 	var theirs Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "globex", "url": endpoint.URL + "/g",
@@ -165,7 +165,7 @@ func TestEventCatalogInBrowser(t *testing.T) {
 	ctx := browsertest.New(t)
 	c := newCluster(t)
 	env := maps.Clone(c.env)
-	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed", "description": "An order was placed.",
 		"schema": json.RawMessage(shopSchema), "examples": []any{map[string]any{"id": "ord_1", "lines": []any{map[string]any{"sku": "X"}}}}}, nil)

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 )
 
@@ -266,7 +266,7 @@ func TestEndpointFormsOfferTheCatalog(t *testing.T) {
 	t.Cleanup(endpoint.Close)
 	c := newCluster(t)
 	env := maps.Clone(c.env)
-	env[deliverer.EnvAllowCIDRs] = "127.0.0.0/8"
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed",
 		"examples": []any{map[string]any{"id": "ord_1"}, map[string]any{"id": "ord_2"}}}, nil)

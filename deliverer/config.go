@@ -6,50 +6,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
-
-	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
 // EnvAllowCIDRs lists the private ranges the SSRF guard lets deliveries
 // reach (comma-separated CIDRs; none by default).
-const EnvAllowCIDRs = "WEBHOOKS_ALLOW_CIDRS"
-
-// HTTP are the settings of the HTTP client that sends deliveries, which
-// the API's test-send shares (NewProber).
-type HTTP struct {
-	// AllowCIDRs opens blocked address ranges (SSRF guard).
-	AllowCIDRs []netip.Prefix `env:"WEBHOOKS_ALLOW_CIDRS" desc:"Private ranges deliveries may reach despite the SSRF guard, comma-separated CIDRs."`
-	// RequireHTTPS refuses http:// endpoints.
-	RequireHTTPS bool `env:"WEBHOOKS_REQUIRE_HTTPS" desc:"Refuse http:// endpoints."`
-	// ConnectTimeout bounds TCP connect plus TLS handshake (never more
-	// than the subscription's timeout, which bounds the whole attempt).
-	ConnectTimeout time.Duration `env:"WEBHOOKS_CONNECT_TIMEOUT" envDefault:"10s" desc:"Bounds TCP connect plus TLS handshake."`
-	// EgressProxy sends every request through this HTTP CONNECT proxy,
-	// tunnelled to the address the SSRF guard checked.
-	EgressProxy string `env:"WEBHOOKS_EGRESS_PROXY" desc:"HTTP CONNECT proxy every request to an endpoint goes through, http://[user:password@]host:port (a fixed egress for receivers with IP allowlists); the SSRF guard still checks the endpoint's address, and the proxy is asked for that address. Never logged."`
-}
-
-// Validate checks the HTTP settings.
-func (h *HTTP) Validate() error {
-	if h.EgressProxy == "" {
-		return nil
-	}
-	if _, err := parseProxy(h.EgressProxy); err != nil {
-		return fmt.Errorf("%s: %w", config.Name(h, &h.EgressProxy), err)
-	}
-	return nil
-}
-
-// Parsers read the fields of HTTP that runtime/config does not know (the
-// allowlist's CIDRs and addresses), for config.Parse.
-var Parsers = []config.Parser{config.ParserFor(ssrf.ParseCIDRs)}
+const EnvAllowCIDRs = send.EnvAllowCIDRs
 
 // Config is the deliverer's configuration: LoadConfig reads it from the
 // environment (the tags name each variable, its default and what it does;
@@ -94,8 +62,8 @@ type Config struct {
 	// environment, default 64 KiB.
 	MaxResponseBytes int64
 	// HTTP is how requests reach endpoints, shared with the API's
-	// test-send (Prober).
-	HTTP
+	// test-send (package runtime/send).
+	send.HTTP
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
 	// Pprof serves Go's profiles on HTTPAddr.
@@ -113,7 +81,7 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.Validate()} // the HTTP settings
+	errs := []error{c.HTTP.Validate()}
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxInFlight)))
 	}
@@ -135,9 +103,6 @@ func (c *Config) validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
 	}
-	if c.ConnectTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ConnectTimeout)))
-	}
 	if c.Group == "" {
 		errs = append(errs, fmt.Errorf("%s must not be empty", config.Name(c, &c.Group)))
 	}
@@ -149,7 +114,7 @@ func (c *Config) validate() error {
 // variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	c := Config{MaxResponseBytes: 64 << 10}
-	errs := []error{config.Parse(getenv, &c, Parsers...)}
+	errs := []error{config.Parse(getenv, &c, send.Parsers...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
 	errs = append(errs, err)
@@ -161,4 +126,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	return c, c.validate()
+}
+
+// newSender is the sender of the deliveries the configuration c reads.
+func newSender(c Config) *send.Sender {
+	return send.New(c.HTTP, send.Options{MaxInFlight: c.MaxInFlight, MaxResponseBytes: c.MaxResponseBytes, Transport: c.transport})
 }

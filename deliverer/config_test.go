@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -27,7 +28,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := Config{
 		Group: topics.GroupDeliverer, MaxInFlight: 256, MaxBuffered: 8192, MaxPerSubscription: 64,
 		CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, MaxResponseBytes: 64 << 10,
-		HTTP: HTTP{ConnectTimeout: 10 * time.Second},
+		HTTP: send.HTTP{ConnectTimeout: 10 * time.Second},
 	}
 	got := c
 	got.Kafka = kafka.Config{}
@@ -74,7 +75,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 	want := Config{
 		Group: "g", MaxInFlight: 3, MaxBuffered: 3, MaxPerSubscription: 2, CommitInterval: 50 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second, MaxResponseBytes: 64 << 10,
-		HTTP: HTTP{ConnectTimeout: time.Second, RequireHTTPS: true,
+		HTTP: send.HTTP{ConnectTimeout: time.Second, RequireHTTPS: true,
 			AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
 	}
 	if !equalConfig(c, want) {

@@ -26,6 +26,7 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
@@ -41,7 +42,7 @@ type deliverer struct {
 	tenants *table.TenantTable // the tenants' quota overrides
 	parked  *parkedReader      // releases of ordered keys read the parked topic through it
 	lanes   *lanes.Lanes
-	sender  *sender
+	sender  *send.Sender
 	fatal   chan error
 	m       *metrics
 	prot    *protection // circuit breakers, rate limits, auto-disable; nil without Redis
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	d.lanes.Close()
 	stopWork() // nothing runs: workers waiting for a slot return
 	workers.Wait()
-	d.sender.closeIdle()
+	d.sender.CloseIdle()
 	stopCommits()
 	committer.Wait()
 	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)

@@ -12,6 +12,7 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -121,20 +122,20 @@ func responseClass(status int, err error) string {
 	return strconv.Itoa(status/100) + "xx"
 }
 
-// send is sender.send, metered: in flight while it runs, then its class and
+// send is send.Sender.Send, metered: in flight while it runs, then its class and
 // duration, unless shutdown cut it short (those attempts do not count).
 func (d *deliverer) send(ctx context.Context, sub *topics.Subscription, del *topics.Delivery,
-	traced []kgo.RecordHeader) (response, error) {
+	traced []kgo.RecordHeader) (send.Response, error) {
 	m := d.m
 	if m == nil {
-		return d.sender.send(ctx, sub, del, traced)
+		return d.sender.Send(ctx, sub, del, traced)
 	}
 	m.inFlight.Inc()
-	resp, err := d.sender.send(ctx, sub, del, traced)
+	resp, err := d.sender.Send(ctx, sub, del, traced)
 	m.inFlight.Dec()
 	if ctx.Err() == nil {
-		m.responses.WithLabelValues(responseClass(resp.status, err)).Inc()
-		m.duration.Observe(resp.duration.Seconds())
+		m.responses.WithLabelValues(responseClass(resp.Status, err)).Inc()
+		m.duration.Observe(resp.Duration.Seconds())
 	}
 	return resp, err
 }

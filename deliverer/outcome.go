@@ -2,10 +2,8 @@ package deliverer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,7 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/backoff"
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/runtime/send"
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
 	"github.com/hookpipe/hookpipe/runtime/tracing"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -124,16 +123,16 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		// record is redone by the next owner.
 		return nil, cut
 	}
-	res := classify.For(sub, resp.status, err)
+	res := classify.For(sub, resp.Status, err)
 	d.settle(ctx, sub, ticket, res)
-	att.HTTPStatus = resp.status
-	att.DurationMS = float64(resp.duration.Microseconds()) / 1000
+	att.HTTPStatus = resp.Status
+	att.DurationMS = float64(resp.Duration.Microseconds()) / 1000
 	att.FailureCategory = res.Category
-	att.ResponseSample = redact(resp.sample, sub, now)
+	att.ResponseSample = send.Redact(resp.Sample, sub, now)
 	if err != nil {
-		att.Error = errorText(err)
+		att.Error = send.ErrorText(err)
 	} else if res.Action != classify.Success {
-		att.Error = fmt.Sprintf("endpoint answered %d", resp.status)
+		att.Error = fmt.Sprintf("endpoint answered %d", resp.Status)
 	}
 	if del.FirstAttemptAt.IsZero() {
 		del.FirstAttemptAt = now
@@ -142,24 +141,24 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 	switch res.Action {
 	case classify.Success:
 		att.Outcome = topics.OutcomeSuccess
-		log.Debug("delivered", zap.Int("status", resp.status), zap.Duration("duration", resp.duration))
+		log.Debug("delivered", zap.Int("status", resp.Status), zap.Duration("duration", resp.Duration))
 		return []*kgo.Record{d.attemptRecord(ctx, rec, &att)}, finished
 	case classify.Retry:
 		schedule, _ := topics.ParseSchedule(sub.RetrySchedule)
 		nominal, more := backoff.Next(schedule, del.Attempt)
 		if !more {
 			att.Outcome = topics.OutcomeDead
-			log.Warn("dead-lettered: retries exhausted", zap.String("category", res.Category), zap.Int("status", resp.status))
+			log.Warn("dead-lettered: retries exhausted", zap.String("category", res.Category), zap.Int("status", resp.Status))
 			disable := d.exhausted(ctx, sub, &att, now) // auto-disable
 			return append([]*kgo.Record{d.attemptRecord(ctx, rec, &att), d.deadLetter(ctx, rec, topics.DeadLetter{
 				// The category says why it is here (topics.FailureExhausted);
 				// the reason keeps the last attempt's category and error.
 				Delivery: del, Reason: "retries exhausted, last failure " + res.Category + ": " + att.Error,
-				FailureCategory: topics.FailureExhausted, LastFailureCategory: res.Category, HTTPStatus: resp.status, Attempts: del.Attempt,
+				FailureCategory: topics.FailureExhausted, LastFailureCategory: res.Category, HTTPStatus: resp.Status, Attempts: del.Attempt,
 			}, now)}, disable...), finished
 		}
 		delay := backoff.Jittered(nominal, rng)
-		if wish, ok := backoff.RetryAfter(resp.retryAfter, answered); ok {
+		if wish, ok := backoff.RetryAfter(resp.RetryAfter, answered); ok {
 			delay = backoff.Clamp(wish, nominal)
 		}
 		if res.Category == topics.FailureRateLimited || res.Category == topics.FailureTimeout {
@@ -170,7 +169,7 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		next.Attempt++
 		next.NotBefore = topics.DueAt(answered, delay)
 		att.Outcome, att.NextAttemptAt = topics.OutcomeRetry, next.NotBefore
-		log.Debug("retrying", zap.String("category", res.Category), zap.Int("status", resp.status), zap.Duration("in", delay))
+		log.Debug("retrying", zap.String("category", res.Category), zap.Int("status", resp.Status), zap.Duration("in", delay))
 		return []*kgo.Record{d.attemptRecord(ctx, rec, &att),
 			d.retryRecord(ctx, rec, &next, d.names.TierFor(max(nominal, delay)), res.Category)}, retried
 	case classify.Disable:
@@ -182,14 +181,14 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		log.Warn("disabling subscription: endpoint answered 410 Gone", zap.String("url", topics.RedactURL(sub.URL)))
 		return []*kgo.Record{d.attemptRecord(ctx, rec, &att), d.deadLetter(ctx, rec, topics.DeadLetter{
 			Delivery: del, Reason: disabled.DisabledReason, FailureCategory: res.Category,
-			HTTPStatus: resp.status, Attempts: del.Attempt,
+			HTTPStatus: resp.Status, Attempts: del.Attempt,
 		}, now), d.subscriptionRecord(&disabled)}, finished
 	default:
 		att.Outcome = topics.OutcomeDead
-		log.Warn("dead-lettered: permanent failure", zap.String("category", res.Category), zap.Int("status", resp.status),
+		log.Warn("dead-lettered: permanent failure", zap.String("category", res.Category), zap.Int("status", resp.Status),
 			zap.String("url", topics.RedactURL(sub.URL)))
 		return []*kgo.Record{d.attemptRecord(ctx, rec, &att), d.deadLetter(ctx, rec, topics.DeadLetter{
-			Delivery: del, Reason: att.Error, FailureCategory: res.Category, HTTPStatus: resp.status, Attempts: del.Attempt,
+			Delivery: del, Reason: att.Error, FailureCategory: res.Category, HTTPStatus: resp.Status, Attempts: del.Attempt,
 		}, now)}, finished
 	}
 }
@@ -260,20 +259,6 @@ func endAttempt(span trace.Span, att *topics.Attempt) {
 		}
 	}
 	span.End()
-}
-
-// errorText describes a transport error without the URL, which may carry a
-// token in its query.
-func errorText(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
 }
 
 // attemptRecord is the attempt record of a delivery rec made, carrying the

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
 	"github.com/hookpipe/hookpipe/deliverer/internal/ratelimit"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
 	"github.com/hookpipe/hookpipe/topics"
 )
 

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit/endpointtest"
 	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -43,9 +44,9 @@ func TestSecretsStayHidden(t *testing.T) {
 	h := newHarness(t, nil)
 	h.log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&logs), zap.DebugLevel))
 
-	proxy := newConnectProxy(t, "egress", "proxy-pass-5f0c1d")
+	proxy := endpointtest.NewConnectProxy(t, "egress", "proxy-pass-5f0c1d")
 	const clientSecret = "cs_8f14e45fceea167a"
-	ts := newTokenServer(t, "hookpipe", clientSecret)
+	ts := endpointtest.NewTokenServer(t, "hookpipe", clientSecret)
 	refuse := httptest.NewServer(echo(http.StatusBadRequest))
 	t.Cleanup(refuse.Close)
 	fail := httptest.NewServer(echo(http.StatusInternalServerError))
@@ -65,10 +66,10 @@ func TestSecretsStayHidden(t *testing.T) {
 	}
 	subs[0].Auth = &topics.EndpointAuth{Type: topics.AuthBasic, Username: "hooks", Password: "pw_correct-horse-battery"}
 	subs[1].Auth = &topics.EndpointAuth{Type: topics.AuthBearer, Token: "bt_0123456789abcdef"}
-	subs[2].Auth = &topics.EndpointAuth{Type: topics.AuthOAuth2, TokenURL: ts.srv.URL, ClientID: "hookpipe", ClientSecret: clientSecret}
+	subs[2].Auth = &topics.EndpointAuth{Type: topics.AuthOAuth2, TokenURL: ts.Srv.URL, ClientID: "hookpipe", ClientSecret: clientSecret}
 	subs[3].Auth = &topics.EndpointAuth{Type: topics.AuthMTLS, Certificate: string(client.CertPEM), Key: string(client.KeyPEM), CA: string(server.CertPEM)}
 	subs[4].Headers = map[string]string{"X-Api-Key": "hk_5d41402abc4b2a76"}
-	secrets := []string{"proxy-pass-5f0c1d", basicAuth("egress", "proxy-pass-5f0c1d"), basicAuth("hooks", "pw_correct-horse-battery")}
+	secrets := []string{"proxy-pass-5f0c1d", endpointtest.BasicAuth("egress", "proxy-pass-5f0c1d"), endpointtest.BasicAuth("hooks", "pw_correct-horse-battery")}
 	for _, s := range subs {
 		h.putSub(s)
 		secrets = append(secrets, s.Secret, strings.TrimPrefix(s.Secret, topics.SecretPrefix))
@@ -81,7 +82,7 @@ func TestSecretsStayHidden(t *testing.T) {
 		}
 	}
 
-	h.start(map[string]string{"WEBHOOKS_EGRESS_PROXY": "http://egress:proxy-pass-5f0c1d@" + proxy.srv.Listener.Addr().String(),
+	h.start(map[string]string{"WEBHOOKS_EGRESS_PROXY": "http://egress:proxy-pass-5f0c1d@" + proxy.Srv.Listener.Addr().String(),
 		"WEBHOOKS_HTTP_ADDR": "127.0.0.1:0"})
 	var events []string
 	for _, s := range subs {
@@ -96,10 +97,10 @@ func TestSecretsStayHidden(t *testing.T) {
 			t.Fatalf("%s was delivered: %+v", id, a)
 		}
 	}
-	if ts.fetches() == 0 || len(proxy.tunnels()) == 0 {
-		t.Fatalf("%d tokens fetched, %d tunnels: the auth or the proxy was not used", ts.fetches(), len(proxy.tunnels()))
+	if ts.Fetches() == 0 || len(proxy.Tunnels()) == 0 {
+		t.Fatalf("%d tokens fetched, %d tunnels: the auth or the proxy was not used", ts.Fetches(), len(proxy.Tunnels()))
 	}
-	for i := range ts.fetches() {
+	for i := range ts.Fetches() {
 		secrets = append(secrets, fmt.Sprintf("tok-%d", i+1))
 	}
 

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
+	"github.com/hookpipe/hookpipe/runtime/send"
 )
 
 // TestValidateNamesEveryVariable: a configuration wrong in every field is
 // refused with one error naming each variable.
 func TestValidateNamesEveryVariable(t *testing.T) {
 	c := Config{MaxInFlight: -1, MaxBuffered: -2, MaxPerSubscription: -1, MaxQueuedPerSubscription: -2, RetryFloor: -1,
-		CommitInterval: -1, ShutdownTimeout: -1, HTTP: HTTP{ConnectTimeout: -1},
+		CommitInterval: -1, ShutdownTimeout: -1, HTTP: send.HTTP{ConnectTimeout: -1},
 		Protection: Protection{RateLimitMaxWait: -1, AutoDisableAfter: -1, Breaker: breaker.Config{}}}
 	err := c.validate()
 	if err == nil {

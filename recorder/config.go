@@ -6,71 +6,10 @@ import (
 	"net"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 )
-
-// Environment variables of the ClickHouse connection, shared with
-// webhookctl (docs/configuration.md).
-const (
-	EnvClickHouseAddr     = "WEBHOOKS_CLICKHOUSE_ADDR"
-	EnvClickHouseDatabase = "WEBHOOKS_CLICKHOUSE_DATABASE"
-	EnvClickHouseUser     = "WEBHOOKS_CLICKHOUSE_USER"
-	EnvClickHousePassword = "WEBHOOKS_CLICKHOUSE_PASSWORD"
-	// EnvRetentionDays is the default retention of attempts, in days: the
-	// TTL where the server has TTL, and what webhookctl clickhouse expire
-	// applies to tenants without an override of their own.
-	EnvRetentionDays = "WEBHOOKS_CLICKHOUSE_RETENTION_DAYS"
-)
-
-// Defaults of the ClickHouse connection (the Config tags say the same).
-const (
-	DefaultClickHouseAddr = "127.0.0.1:9000"
-	DefaultDatabase       = "webhooks"
-)
-
-// Conn locates ClickHouse: the recorder writes there, the API and
-// webhookctl read.
-type Conn struct {
-	// ClickHouse is the native-protocol address (host:port, comma-separated
-	// for several replicas).
-	ClickHouse []string `env:"WEBHOOKS_CLICKHOUSE_ADDR" envDefault:"127.0.0.1:9000" desc:"ClickHouse native-protocol addresses, host:port, comma-separated for replicas."`
-	// Database holds the tables: letters, digits and underscores.
-	Database string `env:"WEBHOOKS_CLICKHOUSE_DATABASE" envDefault:"webhooks" desc:"ClickHouse database of the tables (letters, digits, underscores)."`
-	// User and Password authenticate; the password is never logged.
-	User     string `env:"WEBHOOKS_CLICKHOUSE_USER" envDefault:"default" desc:"ClickHouse user."`
-	Password string `env:"WEBHOOKS_CLICKHOUSE_PASSWORD" desc:"ClickHouse password (never logged)."`
-}
-
-// Parsers read the fields of Conn that runtime/config does not know (the
-// address list), for config.Parse.
-var Parsers = []config.Parser{config.ParserFor(func(v string) ([]string, error) { return config.SplitList(v), nil })}
-
-// Open connects to ClickHouse over the native protocol; readTimeout bounds
-// every query.
-func (c Conn) Open(readTimeout time.Duration) (driver.Conn, error) {
-	ch, err := clickhouse.Open(&clickhouse.Options{
-		Addr:        c.ClickHouse,
-		Protocol:    clickhouse.Native,
-		Auth:        clickhouse.Auth{Username: c.User, Password: c.Password},
-		DialTimeout: 5 * time.Second,
-		ReadTimeout: readTimeout,
-		// LZ4 on the native protocol: fewer bytes on the wire, and no
-		// more CPU on either side (BenchmarkClickHouseRows).
-		Compression:     &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
-		MaxOpenConns:    4,
-		MaxIdleConns:    2,
-		ConnMaxLifetime: 10 * time.Minute,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: %w", err)
-	}
-	return ch, nil
-}
 
 // Config is the recorder's configuration. Every field says its environment
 // variable and default.
@@ -80,7 +19,7 @@ type Config struct {
 	// Group is the consumer group.
 	Group string `env:"WEBHOOKS_RECORDER_GROUP" envDefault:"webhooks-recorder" desc:"Consumer group of the recorders."`
 	// Conn locates ClickHouse.
-	Conn
+	schema.Conn
 	// BatchRows is the most records one insert carries; one batch is
 	// inserted while the next fills, and fetching pauses while a full batch
 	// waits for ClickHouse. A row costs the server a third as much in
@@ -118,15 +57,15 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("%s must not be empty", config.Name(c, &c.Group)))
 	}
 	if len(c.ClickHouse) == 0 {
-		errs = append(errs, errors.New(EnvClickHouseAddr+": no address"))
+		errs = append(errs, errors.New(schema.EnvClickHouseAddr+": no address"))
 	}
 	for _, a := range c.ClickHouse {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q is not host:port", EnvClickHouseAddr, a))
+			errs = append(errs, fmt.Errorf("%s: %q is not host:port", schema.EnvClickHouseAddr, a))
 		}
 	}
 	if err := schema.ValidDatabase(c.Database); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", EnvClickHouseDatabase, err))
+		errs = append(errs, fmt.Errorf("%s: %w", schema.EnvClickHouseDatabase, err))
 	}
 	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
 		errs = append(errs, fmt.Errorf("%s must be between 1 and 1000000", config.Name(c, &c.BatchRows)))
@@ -153,7 +92,7 @@ func (c *Config) validate() error {
 // variable at once.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
-	errs := []error{config.Parse(getenv, &c, Parsers...)}
+	errs := []error{config.Parse(getenv, &c, schema.Parsers...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
 	errs = append(errs, err)

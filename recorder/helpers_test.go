@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/recorder/chtest"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
@@ -54,8 +55,8 @@ func newHarness(t testing.TB) *harness {
 	h := &harness{t: t, ch: ch, db: db, env: map[string]string{
 		kafka.EnvBrokers:                   c.ListenAddrs()[0],
 		kafka.EnvSessionTimeout:            "2s",
-		EnvClickHouseAddr:                  addr,
-		EnvClickHouseDatabase:              db,
+		schema.EnvClickHouseAddr:           addr,
+		schema.EnvClickHouseDatabase:       db,
 		"WEBHOOKS_RECORDER_BATCH_WAIT":     "100ms",
 		"WEBHOOKS_RECORDER_RETRY_MAX":      "500ms",
 		"WEBHOOKS_RECORDER_INSERT_TIMEOUT": "5s",

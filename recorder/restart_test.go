@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/recorder/chtest"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -64,7 +65,7 @@ func TestClickHouseServerRestarted(t *testing.T) {
 	srv := newClickHouseServer(t)
 	h := newHarness(t)
 	h.ch = chtest.Conn(t, srv.addr())
-	h.env[EnvClickHouseAddr] = srv.addr()
+	h.env[schema.EnvClickHouseAddr] = srv.addr()
 	h.env["WEBHOOKS_RECORDER_BATCH_ROWS"] = "20"
 	run := h.start(h.config())
 

@@ -3,12 +3,14 @@ package recorder
 import (
 	"strings"
 	"testing"
+
+	"github.com/hookpipe/hookpipe/recorder/schema"
 )
 
 // TestValidateNamesEveryVariable: a configuration wrong in every field is
 // refused with one error naming each variable.
 func TestValidateNamesEveryVariable(t *testing.T) {
-	c := Config{Conn: Conn{Database: "no good"}, BatchRows: 0, RetryMax: 0, RetentionDays: -1}
+	c := Config{Conn: schema.Conn{Database: "no good"}, BatchRows: 0, RetryMax: 0, RetentionDays: -1}
 	err := c.validate()
 	if err == nil {
 		t.Fatal("validate accepted it")

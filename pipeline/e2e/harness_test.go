@@ -40,6 +40,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -234,7 +235,7 @@ func newEnvOn(t testing.TB, brokers []string, stopBroker func(), vars map[string
 	e := &env{t: t, brokers: brokers, base: context.Background()}
 	e.vars = map[string]string{
 		kafka.EnvBrokers:                 e.brokers[0],
-		deliverer.EnvAllowCIDRs:          "127.0.0.0/8",
+		send.EnvAllowCIDRs:               "127.0.0.0/8",
 		config.EnvSecretsKey:             testSecretsKey,
 		redisstate.EnvURL:                "-", // no endpoint protection unless a test asks for it
 		kafka.EnvRetryTiers:              "1s,5m",

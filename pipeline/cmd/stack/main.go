@@ -21,11 +21,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/version"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/pipeline/internal/demo"
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
 	"github.com/hookpipe/hookpipe/runtime/config"
@@ -232,7 +232,7 @@ func childEnv(brokers []string, redisPort, httpPort int, secretsKey string) []st
 		config.EnvSecretsKey+"="+secretsKey,
 	)
 	defaults := map[string]string{
-		deliverer.EnvAllowCIDRs: "127.0.0.0/8,::1/128",
+		send.EnvAllowCIDRs:      "127.0.0.0/8,::1/128",
 		redisstate.EnvURL:       fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort),
 		kafka.EnvSessionTimeout: "6s",
 	}

@@ -12,7 +12,6 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/hookpipe/hookpipe/recorder"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -21,12 +20,12 @@ import (
 
 // The ClickHouse connection, as the recorder reads it (docs/configuration.md).
 const (
-	envClickHouseAddr     = recorder.EnvClickHouseAddr
-	envClickHouseDatabase = recorder.EnvClickHouseDatabase
-	envClickHouseUser     = recorder.EnvClickHouseUser
-	envClickHousePassword = recorder.EnvClickHousePassword
-	defaultClickHouseAddr = recorder.DefaultClickHouseAddr
-	defaultDatabase       = recorder.DefaultDatabase
+	envClickHouseAddr     = schema.EnvClickHouseAddr
+	envClickHouseDatabase = schema.EnvClickHouseDatabase
+	envClickHouseUser     = schema.EnvClickHouseUser
+	envClickHousePassword = schema.EnvClickHousePassword
+	defaultClickHouseAddr = schema.DefaultClickHouseAddr
+	defaultDatabase       = schema.DefaultDatabase
 )
 
 // The tables the recorder creates; each is partitioned by month

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	"github.com/hookpipe/hookpipe/recorder"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -23,7 +23,7 @@ const envTenantMaxSubscriptions = "WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS"
 // envRetentionDays is the default retention of attempts in ClickHouse, as
 // the recorder reads it; clickhouse expire applies it to the tenants
 // without an override.
-const envRetentionDays = recorder.EnvRetentionDays
+const envRetentionDays = schema.EnvRetentionDays
 
 // quotaValue reads a quota flag: a number, "unlimited" (0) or "default"
 // (nil: the default applies).

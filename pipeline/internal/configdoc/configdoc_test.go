@@ -9,6 +9,7 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer"
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/recorder"
+	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/process"
@@ -75,8 +76,8 @@ func TestConstantsNameVariables(t *testing.T) {
 		{dispatcher.Config{}, []string{dispatcher.EnvTxnID, dispatcher.EnvMaxEventBytes, dispatcher.EnvDedupWindow,
 			dispatcher.EnvShutdownTimeout, config.EnvHTTPAddr}},
 		{deliverer.Config{}, []string{deliverer.EnvAllowCIDRs}},
-		{recorder.Config{}, []string{recorder.EnvClickHouseAddr, recorder.EnvClickHouseDatabase,
-			recorder.EnvClickHouseUser, recorder.EnvClickHousePassword}},
+		{recorder.Config{}, []string{schema.EnvClickHouseAddr, schema.EnvClickHouseDatabase,
+			schema.EnvClickHouseUser, schema.EnvClickHousePassword}},
 	} {
 		read := map[string]bool{}
 		for _, v := range config.Vars(c.cfg) {

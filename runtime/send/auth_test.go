@@ -1,21 +1,20 @@
-package deliverer
+package send
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/testkit/endpointtest"
 	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -77,48 +76,6 @@ func TestEndpointAuth(t *testing.T) {
 	}
 }
 
-// tokenServer is an OAuth2 token endpoint (client credentials) that hands
-// out tok-1, tok-2, ... valid for an hour; refuse makes it answer
-// invalid_client.
-type tokenServer struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	issued  int
-	refuse  bool
-	lastReq url.Values
-}
-
-func newTokenServer(t *testing.T, clientID, clientSecret string) *tokenServer {
-	ts := &tokenServer{}
-	ts.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		_ = r.ParseForm()
-		ts.lastReq = r.PostForm
-		id, secret, ok := r.BasicAuth()
-		if !ok {
-			id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if ts.refuse || id != clientID || secret != clientSecret || r.PostForm.Get("grant_type") != "client_credentials" {
-			w.WriteHeader(http.StatusUnauthorized)
-			// A careless token endpoint echoing the request.
-			_, _ = fmt.Fprintf(w, `{"error":"invalid_client","error_description":"bad secret %s"}`, secret)
-			return
-		}
-		ts.issued++
-		_, _ = fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":3600}`, ts.issued)
-	}))
-	t.Cleanup(ts.srv.Close)
-	return ts
-}
-
-func (ts *tokenServer) fetches() int {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.issued
-}
-
 // TestOAuth2: the deliverer fetches a client-credentials token once, sends
 // it as a bearer token, keeps it until shortly before it expires, fetches a
 // new one when the endpoint refuses it (and sends again, once), and a token
@@ -126,7 +83,7 @@ func (ts *tokenServer) fetches() int {
 // client secret nor what the token endpoint answered.
 func TestOAuth2(t *testing.T) {
 	const clientSecret = "cs_correct-horse-battery"
-	ts := newTokenServer(t, "hookpipe", clientSecret)
+	ts := endpointtest.NewTokenServer(t, "hookpipe", clientSecret)
 	var mu sync.Mutex
 	accept := "tok-1" // the one token the endpoint takes
 	requests := 0
@@ -154,14 +111,14 @@ func TestOAuth2(t *testing.T) {
 	now := time.Now()
 	p.s.auth.now = func() time.Time { return now }
 	sub := &topics.Subscription{ID: "sub_1", URL: endpoint.URL + "/hooks", EventTypes: []string{"*"}, Enabled: true, Secret: mustSecret(t),
-		Auth: &topics.EndpointAuth{Type: topics.AuthOAuth2, TokenURL: ts.srv.URL + "/token", ClientID: "hookpipe", ClientSecret: clientSecret, Scopes: []string{"hooks:write", "hooks:read"}}}
+		Auth: &topics.EndpointAuth{Type: topics.AuthOAuth2, TokenURL: ts.Srv.URL + "/token", ClientID: "hookpipe", ClientSecret: clientSecret, Scopes: []string{"hooks:write", "hooks:read"}}}
 	del := &topics.Delivery{SubscriptionID: "sub_1", EventID: "evt_1", EventType: "a", Timestamp: now.Format(time.RFC3339), Data: []byte(`{}`), Attempt: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	probe := func(step string, wantFetches, wantRequests int) ProbeResult {
 		t.Helper()
 		res := p.Probe(ctx, sub, del)
-		if got := ts.fetches(); got != wantFetches {
+		if got := ts.Fetches(); got != wantFetches {
 			t.Fatalf("%s: %d tokens fetched, want %d", step, got, wantFetches)
 		}
 		if got := set(accept); got != wantRequests {
@@ -176,7 +133,7 @@ func TestOAuth2(t *testing.T) {
 	if res := probe("first", 1, 1); !res.Delivered {
 		t.Fatalf("first: %+v", res)
 	}
-	if got := ts.lastReq.Get("scope"); got != "hooks:write hooks:read" {
+	if got := ts.LastRequest().Get("scope"); got != "hooks:write hooks:read" {
 		t.Errorf("scope %q", got)
 	}
 	if res := probe("cached", 1, 1); !res.Delivered {
@@ -195,9 +152,7 @@ func TestOAuth2(t *testing.T) {
 	if res := probe("always refused", 4, 2); res.Delivered || res.Status != http.StatusUnauthorized || res.Category != topics.FailurePermanent4xx {
 		t.Fatalf("an endpoint refusing every token: %+v", res)
 	}
-	ts.mu.Lock()
-	ts.refuse = true
-	ts.mu.Unlock()
+	ts.Refuse()
 	// The cached token is refused, and no new one comes.
 	res := probe("token refused", 4, 1)
 	if res.Delivered || res.Category != topics.FailureAuth || !strings.Contains(res.Error, "invalid_client") || strings.Contains(res.Error, "bad secret") {

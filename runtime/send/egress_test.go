@@ -1,8 +1,7 @@
-package deliverer
+package send
 
 import (
 	"context"
-	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -14,59 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/testkit/endpointtest"
 	"github.com/hookpipe/hookpipe/topics"
 )
-
-// connectProxy is a real HTTP CONNECT proxy on 127.0.0.1 that records the
-// tunnels it was asked for.
-type connectProxy struct {
-	srv     *httptest.Server
-	auth    string // the Proxy-Authorization it wants
-	mu      sync.Mutex
-	targets []string
-}
-
-func newConnectProxy(t *testing.T, user, password string) *connectProxy {
-	p := &connectProxy{auth: "Basic " + basicAuth(user, password)}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect {
-			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
-			return
-		}
-		if r.Header.Get("Proxy-Authorization") != p.auth {
-			w.WriteHeader(http.StatusProxyAuthRequired)
-			return
-		}
-		p.mu.Lock()
-		p.targets = append(p.targets, r.Host)
-		p.mu.Unlock()
-		dst, err := net.Dial("tcp", r.Host)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			dst.Close()
-			return
-		}
-		_, _ = io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n")
-		go func() { _, _ = io.Copy(dst, conn); dst.Close() }()
-		go func() { _, _ = io.Copy(conn, dst); conn.Close() }()
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func basicAuth(user, password string) string {
-	return base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
-}
-
-func (p *connectProxy) tunnels() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.targets...)
-}
 
 // TestEgressProxy: with WEBHOOKS_EGRESS_PROXY every request goes through
 // the CONNECT proxy, which is asked for the address the SSRF guard checked
@@ -84,9 +33,9 @@ func TestEgressProxy(t *testing.T) {
 	}))
 	t.Cleanup(endpoint.Close)
 	port := endpoint.URL[strings.LastIndexByte(endpoint.URL, ':')+1:]
-	proxy := newConnectProxy(t, "egress", "s3cret-pw")
+	proxy := endpointtest.NewConnectProxy(t, "egress", "s3cret-pw")
 	proxyURL := func(user, pw string) string {
-		u, _ := url.Parse(proxy.srv.URL)
+		u, _ := url.Parse(proxy.Srv.URL)
 		u.User = url.UserPassword(user, pw)
 		return u.String()
 	}
@@ -105,7 +54,7 @@ func TestEgressProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := NewProber(h).Probe(ctx, sub, del)
-	tunnels := proxy.tunnels()
+	tunnels := proxy.Tunnels()
 	if !res.Delivered || got != 1 || len(tunnels) != 1 {
 		t.Fatalf("through the proxy: %+v, endpoint got %d, tunnels %v", res, got, tunnels)
 	}
@@ -114,8 +63,8 @@ func TestEgressProxy(t *testing.T) {
 	}
 
 	res = NewProber(HTTP{EgressProxy: h.EgressProxy, ConnectTimeout: 5 * time.Second}).Probe(ctx, sub, del)
-	if res.Delivered || res.Category != topics.FailureBlockedAddr || len(proxy.tunnels()) != 1 {
-		t.Fatalf("a refused address: %+v, tunnels %v; want blocked before any CONNECT", res, proxy.tunnels())
+	if res.Delivered || res.Category != topics.FailureBlockedAddr || len(proxy.Tunnels()) != 1 {
+		t.Fatalf("a refused address: %+v, tunnels %v; want blocked before any CONNECT", res, proxy.Tunnels())
 	}
 
 	res = NewProber(HTTP{AllowCIDRs: loopback, EgressProxy: proxyURL("egress", "wrong"), ConnectTimeout: 5 * time.Second}).Probe(ctx, sub, del)

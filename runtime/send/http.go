@@ -1,11 +1,10 @@
-package deliverer
+package send
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,21 +18,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
-	"github.com/hookpipe/hookpipe/deliverer/internal/http1"
-	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
-	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
+	"github.com/hookpipe/hookpipe/runtime/send/internal/http1"
+	"github.com/hookpipe/hookpipe/runtime/send/internal/sign"
+	"github.com/hookpipe/hookpipe/runtime/send/internal/ssrf"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// errHTTPSRequired refuses plain-http endpoints when HTTPS is required: a
-// destination the configuration does not allow, dead-lettered at once like
-// a blocked address (retrying cannot change it).
-var errHTTPSRequired = fmt.Errorf("%w: endpoint is not https and WEBHOOKS_REQUIRE_HTTPS is set", classify.ErrBlockedAddress)
-
-// sender makes one HTTP attempt. One per process: its transport pools
+// Sender makes one HTTP attempt. One per process: its transport pools
 // connections for every endpoint.
-type sender struct {
+type Sender struct {
 	client *http.Client
 	// plain sends to http:// endpoints over HTTP/1.1 (all net/http speaks
 	// there too) at about half the CPU (ADR 0025), secure to https://
@@ -47,12 +40,13 @@ type sender struct {
 	maxBody       int64
 }
 
-func newSender(c Config) *sender {
-	guard := ssrf.New(c.AllowCIDRs)
-	dialer := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second, Control: guard.Control}
+// New returns a Sender with the settings h, sized by o.
+func New(h HTTP, o Options) *Sender {
+	guard := ssrf.New(h.AllowCIDRs)
+	dialer := &net.Dialer{Timeout: h.ConnectTimeout, KeepAlive: 30 * time.Second, Control: guard.Control}
 	dial := dialer.DialContext
-	if proxy, err := parseProxy(c.EgressProxy); c.EgressProxy != "" && err == nil { // validated with the config
-		dial = newEgress(proxy, guard, c.ConnectTimeout).DialContext
+	if proxy, err := parseProxy(h.EgressProxy); h.EgressProxy != "" && err == nil { // validated with the config
+		dial = newEgress(proxy, guard, h.ConnectTimeout).DialContext
 	}
 	tr := &http.Transport{
 		// Not http.Transport's proxy: it would have the proxy resolve and
@@ -62,10 +56,10 @@ func newSender(c Config) *sender {
 		ForceAttemptHTTP2: true,
 		// Idle connections are pooled per host, and many subscriptions may
 		// share one host: keep as many as can be in flight at once.
-		MaxIdleConns:          2 * c.MaxInFlight,
-		MaxIdleConnsPerHost:   c.MaxInFlight,
+		MaxIdleConns:          2 * o.MaxInFlight,
+		MaxIdleConnsPerHost:   o.MaxInFlight,
 		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   c.ConnectTimeout,
+		TLSHandshakeTimeout:   h.ConnectTimeout,
 		ExpectContinueTimeout: time.Second,
 		ResponseHeaderTimeout: 0, // bounded by the per-attempt context
 		// Only a sample of the answer is kept: not asking for gzip spares
@@ -75,44 +69,36 @@ func newSender(c Config) *sender {
 	}
 	var rt http.RoundTripper = tr
 	var plain, secure *http1.Transport
-	if c.transport != nil {
-		rt = c.transport
+	if o.Transport != nil {
+		rt = o.Transport
 	} else {
-		plain = &http1.Transport{Dial: dial, MaxIdlePerHost: c.MaxInFlight, IdleTimeout: tr.IdleConnTimeout}
-		secure = &http1.Transport{Dial: dial, MaxIdlePerHost: c.MaxInFlight, IdleTimeout: tr.IdleConnTimeout,
+		plain = &http1.Transport{Dial: dial, MaxIdlePerHost: o.MaxInFlight, IdleTimeout: tr.IdleConnTimeout}
+		secure = &http1.Transport{Dial: dial, MaxIdlePerHost: o.MaxInFlight, IdleTimeout: tr.IdleConnTimeout,
 			TLS: &tls.Config{ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}}
 	}
-	return &sender{
+	return &Sender{
 		plain:  plain,
 		secure: secure,
-		auth:   newEndpointAuth(tr, c.RequireHTTPS),
+		auth:   newEndpointAuth(tr, h.RequireHTTPS),
 		client: &http.Client{
 			Transport: rt,
 			// Redirects are failures: following one would send the payload
 			// somewhere the subscriber did not register.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		requireHTTPS: c.RequireHTTPS,
-		maxBody:      c.MaxResponseBytes,
+		requireHTTPS: h.RequireHTTPS,
+		maxBody:      o.MaxResponseBytes,
 	}
 }
 
-// closeIdle closes the idle connections to endpoints: at shutdown, so
+// CloseIdle closes the idle connections to endpoints: at shutdown, so
 // that endpoints see them closed rather than left to time out.
-func (s *sender) closeIdle() {
+func (s *Sender) CloseIdle() {
 	s.client.CloseIdleConnections()
 	if s.plain != nil {
 		s.plain.CloseIdle()
 		s.secure.CloseIdle()
 	}
-}
-
-// response is what an attempt learned.
-type response struct {
-	status     int
-	retryAfter string
-	duration   time.Duration
-	sample     string // the first bytes of the body, valid UTF-8
 }
 
 // sampleBytes is how much of a response body is kept as its sample.
@@ -153,24 +139,24 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// send posts one delivery to the subscription's endpoint, with the trace
+// Send posts one delivery to the subscription's endpoint, with the trace
 // headers traced (traceparent, tracestate), which replace any the
 // subscription sets. With oauth2 auth, a 401 answer to a cached token
 // fetches a new one and sends again, once.
-func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery,
-	traced []kgo.RecordHeader) (response, error) {
+func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery,
+	traced []kgo.RecordHeader) (Response, error) {
 	u, err := url.Parse(sub.URL)
 	if err != nil {
-		return response{}, err
+		return Response{}, err
 	}
 	if s.requireHTTPS && u.Scheme != "https" {
-		return response{}, errHTTPSRequired
+		return Response{}, ErrHTTPSRequired
 	}
 	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
 	defer cancel()
 	client, err := s.auth.client(s.client, sub)
 	if err != nil {
-		return response{}, err
+		return Response{}, err
 	}
 	b := body(d)
 	keys := s.keys.of(sub, time.Now())
@@ -181,15 +167,15 @@ func (s *sender) send(ctx context.Context, sub *topics.Subscription, d *topics.D
 		if oauth {
 			start := time.Now()
 			if token, err = s.auth.token(ctx, sub, token); err != nil {
-				return response{duration: time.Since(start)}, err
+				return Response{Duration: time.Since(start)}, err
 			}
 			authz = "Bearer " + token
 		}
 		resp, err := s.post(ctx, client, u, sub, d, b, keys, authz, traced)
 		if oauth {
-			resp.sample = strings.ReplaceAll(resp.sample, token, "[redacted]")
+			resp.Sample = strings.ReplaceAll(resp.Sample, token, "[redacted]")
 		}
-		if err != nil || !oauth || resp.status != http.StatusUnauthorized || try == 1 {
+		if err != nil || !oauth || resp.Status != http.StatusUnauthorized || try == 1 {
 			return resp, err
 		}
 	}
@@ -202,7 +188,7 @@ const sessionCacheSize = 4096
 // pool is the HTTP/1.1 pool for u, nil when the request goes through
 // client: an endpoint with a client certificate (its own transport), a
 // transport replaced by the config, a host that is not ASCII.
-func (s *sender) pool(client *http.Client, u *url.URL) *http1.Transport {
+func (s *Sender) pool(client *http.Client, u *url.URL) *http1.Transport {
 	if client != s.client || s.plain == nil || !ascii(u.Host) {
 		return nil
 	}
@@ -216,8 +202,8 @@ func (s *sender) pool(client *http.Client, u *url.URL) *http1.Transport {
 }
 
 // post makes one request.
-func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub *topics.Subscription, d *topics.Delivery,
-	b []byte, keys []*sign.Key, authz string, traced []kgo.RecordHeader) (response, error) {
+func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, sub *topics.Subscription, d *topics.Delivery,
+	b []byte, keys []*sign.Key, authz string, traced []kgo.RecordHeader) (Response, error) {
 	now := time.Now()
 	header := requestHeader(sub, d, b, keys, authz, traced, now)
 	var resp *http.Response
@@ -230,7 +216,7 @@ func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub 
 	} else {
 		req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(b))
 		if rerr != nil {
-			return response{}, rerr
+			return Response{}, rerr
 		}
 		for _, f := range header {
 			req.Header[f.Name] = []string{f.Value}
@@ -238,7 +224,7 @@ func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub 
 		resp, err = client.Do(req)
 	}
 	if err != nil {
-		return response{duration: time.Since(now)}, err
+		return Response{Duration: time.Since(now)}, err
 	}
 	// Read at most maxBody, then close: an endpoint that streams forever
 	// costs one connection, not memory or time. The first bytes are kept.
@@ -246,8 +232,8 @@ func (s *sender) post(ctx context.Context, client *http.Client, u *url.URL, sub 
 	n, _ := io.ReadFull(resp.Body, head)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.maxBody-int64(n)))
 	resp.Body.Close()
-	return response{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), duration: time.Since(now),
-		sample: sampleOf(head[:n])}, nil
+	return Response{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After"), Duration: time.Since(now),
+		Sample: sampleOf(head[:n])}, nil
 }
 
 // requestHeader is a request's header: the subscription's, then the trace
@@ -350,10 +336,10 @@ func sampleOf(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// redact hides, in a response sample, what the subscription holds that an
+// Redact hides, in a response sample, what the subscription holds that an
 // endpoint echoing its request would give away: its secrets and the values
 // of its headers (a token in Authorization, say).
-func redact(sample string, sub *topics.Subscription, now time.Time) string {
+func Redact(sample string, sub *topics.Subscription, now time.Time) string {
 	if sample == "" {
 		return ""
 	}

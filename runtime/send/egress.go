@@ -1,4 +1,4 @@
-package deliverer
+package send
 
 import (
 	"bufio"
@@ -12,8 +12,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
-	"github.com/hookpipe/hookpipe/deliverer/internal/ssrf"
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
+	"github.com/hookpipe/hookpipe/runtime/send/internal/ssrf"
 )
 
 // parseProxy reads WEBHOOKS_EGRESS_PROXY: http://[user:password@]host:port.

@@ -1,4 +1,4 @@
-package deliverer
+package send
 
 import (
 	"context"
@@ -6,18 +6,18 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Prober sends a delivery now, the way the deliverer sends deliveries: the
 // same HTTP client, SSRF guard, signing and classification. The API's
 // test-send uses it. Nothing it does is written to Kafka.
-type Prober struct{ s *sender }
+type Prober struct{ s *Sender }
 
 // NewProber returns a prober with the deliverer's HTTP settings.
 func NewProber(h HTTP) *Prober {
-	return &Prober{s: newSender(Config{HTTP: h, MaxInFlight: 16, MaxResponseBytes: 64 << 10})}
+	return &Prober{s: New(h, Options{MaxInFlight: 16, MaxResponseBytes: 64 << 10})}
 }
 
 // ProbeResult is what an endpoint answered.
@@ -39,15 +39,15 @@ type ProbeResult struct {
 
 // Probe sends del to sub now, signed with sub's secrets.
 func (p *Prober) Probe(ctx context.Context, sub *topics.Subscription, del *topics.Delivery) ProbeResult {
-	resp, err := p.s.send(ctx, sub, del, nil)
-	res := classify.For(sub, resp.status, err)
-	out := ProbeResult{Delivered: res.Action == classify.Success, Status: resp.status, Duration: resp.duration,
-		Body: redact(resp.sample, sub, time.Now())}
+	resp, err := p.s.Send(ctx, sub, del, nil)
+	res := classify.For(sub, resp.Status, err)
+	out := ProbeResult{Delivered: res.Action == classify.Success, Status: resp.Status, Duration: resp.Duration,
+		Body: Redact(resp.Sample, sub, time.Now())}
 	if !out.Delivered {
 		out.Category = res.Category
 	}
 	if err != nil {
-		out.Error = errorText(err)
+		out.Error = ErrorText(err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			out.Error = "no answer within the subscription's timeout"
 		}

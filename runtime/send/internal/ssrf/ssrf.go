@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
 )
 
 // blocked are refused unless allowlisted.

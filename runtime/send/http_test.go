@@ -1,4 +1,4 @@
-package deliverer
+package send
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/deliverer/internal/sign"
+	"github.com/hookpipe/hookpipe/runtime/send/internal/sign"
 	"github.com/hookpipe/hookpipe/topics"
 )
 

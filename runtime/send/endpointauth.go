@@ -1,4 +1,4 @@
-package deliverer
+package send
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
 	"github.com/hookpipe/hookpipe/topics"
 )
 

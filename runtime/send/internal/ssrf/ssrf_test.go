@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/deliverer/internal/classify"
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
 )
 
 func TestAllowed(t *testing.T) {
