@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/hookpipe/hookpipe/deliverer v0.0.0
 	github.com/hookpipe/hookpipe/recorder v0.0.0
 	github.com/hookpipe/hookpipe/runtime v0.0.0
 	github.com/hookpipe/hookpipe/topics v0.0.0
