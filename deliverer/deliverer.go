@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	d.lanes.Close()
 	stopWork() // nothing runs: workers waiting for a slot return
 	workers.Wait()
-	d.sender.CloseIdle()
+	d.sender.Close()
 	stopCommits()
 	committer.Wait()
 	finalCtx, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)

@@ -114,8 +114,12 @@ func outcomes(m *metrics) *prometheus.CounterVec    { return m.deliveries }
 func retries(m *metrics) *prometheus.CounterVec     { return m.retries }
 func deadLetters(m *metrics) *prometheus.CounterVec { return m.dlq }
 
-// responseClass is the class label of an HTTP attempt.
+// responseClass is the class label of an attempt: an HTTP status's class,
+// "acked" for a destination that acknowledged (no status), or "error".
 func responseClass(status int, err error) string {
+	if err == nil && status == 0 {
+		return "acked"
+	}
 	if err != nil || status < 200 || status > 599 {
 		return "error"
 	}

@@ -39,7 +39,8 @@ const (
 	FailureOther4xx     = "other_4xx"     // other 4xx, retried
 	FailureGone         = "gone"          // 410: the subscription is disabled
 	FailureBlockedAddr  = "blocked_address"
-	FailureAuth         = "auth" // the endpoint's auth could not be used: no OAuth2 token, say
+	FailureRefused      = "refused" // a destination refused the message for good: no such topic or queue, access denied
+	FailureAuth         = "auth"    // the endpoint's auth could not be used: no OAuth2 token, say
 	FailureDeleted      = "subscription_deleted"
 	FailureDisabled     = "subscription_disabled"
 	FailureInvalid      = "invalid_record"

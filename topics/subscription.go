@@ -67,6 +67,11 @@ type Subscription struct {
 	// Auth, when set, authenticates the deliverer to the endpoint (its
 	// secrets sealed at rest like Secret).
 	Auth *EndpointAuth `json:"auth,omitempty"`
+	// Destination, when set and not of type http, is where deliveries go
+	// instead of an HTTP POST: a Kafka topic, a NATS subject, a RabbitMQ
+	// exchange or an SQS queue (its secrets sealed at rest like Secret).
+	// URL is then the destination's Address.
+	Destination *Destination `json:"destination,omitempty"`
 	// Secret signs every request. PreviousSecret also signs until
 	// PreviousSecretUntil, so receivers can roll over without dropping.
 	Secret              string    `json:"secret"`
@@ -119,6 +124,9 @@ func DecodeSubscriptionPlain(b []byte, k *Keyring) (s Subscription, plaintext bo
 	if s.Auth != nil {
 		fields = append(fields, s.Auth.secrets()...)
 	}
+	if s.Destination != nil {
+		fields = append(fields, s.Destination.secrets()...)
+	}
 	for _, f := range fields {
 		if !isSealed(*f.v) {
 			plaintext = plaintext || (k != nil && *f.v != "")
@@ -161,6 +169,15 @@ func (s *Subscription) EncodeWith(k *Keyring) []byte {
 		}
 		w.Auth = &a
 	}
+	if s.Destination != nil {
+		d := *s.Destination
+		for _, f := range d.secrets() {
+			if *f.v != "" {
+				*f.v = k.seal(s.ID, f.name, *f.v)
+			}
+		}
+		w.Destination = &d
+	}
 	return w.Encode()
 }
 
@@ -184,7 +201,7 @@ func (s Subscription) Validate() error {
 			return err
 		}
 	}
-	if err := ValidateURL(s.URL); err != nil {
+	if err := s.validateDestination(); err != nil {
 		return err
 	}
 	if len(s.EventTypes) == 0 {
@@ -261,6 +278,49 @@ func (s Subscription) Validate() error {
 		}
 	}
 	return nil
+}
+
+// maxQueueHeaders bounds the headers of a subscription delivering to SQS:
+// a message carries at most 10 attributes, and the content type and the
+// three Standard Webhooks headers take four.
+const maxQueueHeaders = 6
+
+// validateDestination checks the URL of an HTTP endpoint, or the
+// destination and that URL is its Address.
+func (s *Subscription) validateDestination() error {
+	d := s.Destination
+	if d.IsHTTP() {
+		if d != nil {
+			if err := d.validate(); err != nil {
+				return err
+			}
+		}
+		return ValidateURL(s.URL)
+	}
+	if err := d.validate(); err != nil {
+		return err
+	}
+	if s.URL != d.Address() {
+		return invalid("subscription", "url", "a %s destination's URL is its address, %q", d.Type, d.Address())
+	}
+	if s.Auth != nil {
+		return invalid("subscription", "auth", "is for HTTP endpoints; a %s destination has credentials of its own", d.Type)
+	}
+	if d.Type == DestinationSQS && len(s.Headers) > maxQueueHeaders {
+		return invalid("subscription", "headers", "an SQS message carries at most %d of them", maxQueueHeaders)
+	}
+	return nil
+}
+
+// Target sets s's destination and its URL: the destination's address, or
+// url for an HTTP endpoint.
+func (s *Subscription) Target(d *Destination, url string) {
+	s.Destination = d
+	if d.IsHTTP() {
+		s.URL = url
+		return
+	}
+	s.URL = d.Address()
 }
 
 // ValidateURL accepts absolute http(s) URLs with a host, without userinfo,

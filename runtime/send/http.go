@@ -38,6 +38,12 @@ type Sender struct {
 	auth          *endpointAuth
 	requireHTTPS  bool
 	maxBody       int64
+
+	// dial reaches destinations other than HTTP endpoints, each kind
+	// through its publisher, made on first use.
+	dial       dialFunc
+	mu         sync.Mutex
+	publishers map[string]Publisher
 }
 
 // New returns a Sender with the settings h, sized by o.
@@ -88,16 +94,25 @@ func New(h HTTP, o Options) *Sender {
 		},
 		requireHTTPS: h.RequireHTTPS,
 		maxBody:      o.MaxResponseBytes,
+		dial:         dial,
+		publishers:   map[string]Publisher{},
 	}
 }
 
-// CloseIdle closes the idle connections to endpoints: at shutdown, so
-// that endpoints see them closed rather than left to time out.
-func (s *Sender) CloseIdle() {
+// Close closes the idle connections to endpoints and every publisher's
+// connections: at shutdown, so that endpoints and brokers see them closed
+// rather than left to time out.
+func (s *Sender) Close() {
 	s.client.CloseIdleConnections()
 	if s.plain != nil {
 		s.plain.CloseIdle()
 		s.secure.CloseIdle()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for kind, p := range s.publishers {
+		p.Close()
+		delete(s.publishers, kind)
 	}
 }
 
@@ -139,12 +154,16 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// Send posts one delivery to the subscription's endpoint, with the trace
+// Send posts one delivery to the subscription's endpoint (or publishes it
+// to its destination, see Publisher), with the trace
 // headers traced (traceparent, tracestate), which replace any the
 // subscription sets. With oauth2 auth, a 401 answer to a cached token
 // fetches a new one and sends again, once.
 func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery,
 	traced []kgo.RecordHeader) (Response, error) {
+	if !sub.Destination.IsHTTP() {
+		return s.publish(ctx, sub, d, traced)
+	}
 	u, err := url.Parse(sub.URL)
 	if err != nil {
 		return Response{}, err
@@ -236,24 +255,12 @@ func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, sub 
 		Sample: sampleOf(head[:n])}, nil
 }
 
-// requestHeader is a request's header: the subscription's, then the trace
-// headers (which replace any of the subscription's by the same name), the
-// auth, and the signature's.
+// requestHeader is a request's header: the subscription's and the trace
+// headers (subscriptionHeader), the auth, and the signature's.
 func requestHeader(sub *topics.Subscription, d *topics.Delivery, b []byte, keys []*sign.Key, authz string,
 	traced []kgo.RecordHeader, now time.Time) []http1.Field {
-	h := make([]http1.Field, 0, len(sub.Headers)+len(traced)+6)
-	agent := false
-	for k, v := range sub.Headers {
-		if slices.ContainsFunc(traced, func(t kgo.RecordHeader) bool { return strings.EqualFold(t.Key, k) }) {
-			continue
-		}
-		agent = agent || strings.EqualFold(k, "User-Agent")
-		h = append(h, http1.Field{Name: http.CanonicalHeaderKey(k), Value: v})
-	}
-	for _, t := range traced {
-		h = append(h, http1.Field{Name: http.CanonicalHeaderKey(t.Key), Value: string(t.Value)})
-	}
-	if !agent {
+	h := subscriptionHeader(sub, traced, 6)
+	if !slices.ContainsFunc(h, func(f http1.Field) bool { return f.Name == "User-Agent" }) {
 		h = append(h, http1.Field{Name: "User-Agent", Value: "hookpipe/1"})
 	}
 	if authz != "" {
@@ -264,6 +271,23 @@ func requestHeader(sub *topics.Subscription, d *topics.Delivery, b []byte, keys 
 		http1.Field{Name: "webhook-id", Value: d.EventID},
 		http1.Field{Name: "webhook-timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
 		http1.Field{Name: "webhook-signature", Value: sign.Signature(keys, d.EventID, now.Unix(), b)})
+}
+
+// subscriptionHeader is the subscription's headers, then the trace headers
+// (which replace any of the subscription's by the same name), canonical,
+// with room for spare more.
+func subscriptionHeader(sub *topics.Subscription, traced []kgo.RecordHeader, spare int) []http1.Field {
+	h := make([]http1.Field, 0, len(sub.Headers)+len(traced)+spare)
+	for k, v := range sub.Headers {
+		if slices.ContainsFunc(traced, func(t kgo.RecordHeader) bool { return strings.EqualFold(t.Key, k) }) {
+			continue
+		}
+		h = append(h, http1.Field{Name: http.CanonicalHeaderKey(k), Value: v})
+	}
+	for _, t := range traced {
+		h = append(h, http1.Field{Name: http.CanonicalHeaderKey(t.Key), Value: string(t.Value)})
+	}
+	return h
 }
 
 // keyCache holds the signing key of each secret in use, so that a
@@ -348,6 +372,11 @@ func Redact(sample string, sub *topics.Subscription, now time.Time) string {
 		sample = strings.ReplaceAll(sample, strings.TrimPrefix(s, topics.SecretPrefix), "[redacted]")
 	}
 	for _, v := range sub.Headers {
+		if len(v) >= 4 {
+			sample = strings.ReplaceAll(sample, v, "[redacted]")
+		}
+	}
+	for _, v := range sub.Destination.Secrets() {
 		if len(v) >= 4 {
 			sample = strings.ReplaceAll(sample, v, "[redacted]")
 		}

@@ -47,6 +47,11 @@ var ErrBlockedAddress = errors.New("destination address is not allowed")
 // owner can fix it.
 var ErrAuth = errors.New("endpoint auth failed")
 
+// ErrRefused is returned when a destination other than an HTTP endpoint
+// refused a message in a way retrying cannot change: no such topic, queue
+// or exchange, access denied. Such attempts are dead-lettered at once.
+var ErrRefused = errors.New("destination refused the message")
+
 // Classify maps an HTTP status (0 when there was no response) and the
 // transport error to a Result. A permanent status goes straight to the dlq
 // unless the subscription retries it (see For).
@@ -54,6 +59,9 @@ func Classify(status int, err error) Result {
 	if errors.Is(err, ErrBlockedAddress) {
 		// The guard will refuse it again: retrying only delays the dlq.
 		return Result{Dead, topics.FailureBlockedAddr}
+	}
+	if errors.Is(err, ErrRefused) {
+		return Result{Dead, topics.FailureRefused}
 	}
 	if errors.Is(err, ErrAuth) {
 		return Result{Retry, topics.FailureAuth}
@@ -105,8 +113,13 @@ func errorCategory(err error) string {
 }
 
 // For classifies an attempt for a subscription: as Classify, except that a
-// permanent status the subscription lists in retry_statuses is retried.
+// permanent status the subscription lists in retry_statuses is retried,
+// and a destination that acknowledged (no error) took the delivery.
 func For(sub *topics.Subscription, status int, err error) Result {
+	if err == nil && !sub.Destination.IsHTTP() {
+		// A destination answers with an acknowledgement, not a status.
+		return Result{Success, topics.FailureNone}
+	}
 	res := Classify(status, err)
 	if res.Action == Dead && res.Category == topics.FailurePermanent4xx && sub.Retries(status) {
 		res.Action = Retry

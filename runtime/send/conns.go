@@ -1,0 +1,85 @@
+package send
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/hookpipe/hookpipe/topics"
+)
+
+// maxConns bounds the destinations a publisher keeps a connection to;
+// past it, the one used longest ago is closed.
+const maxConns = 256
+
+// conns are a publisher's connections (clients), one per destination:
+// destinations that differ in any field, credentials included, never
+// share one, so a subscription's change of password takes effect at once.
+type conns[C any] struct {
+	close1 func(C)
+	mu     sync.Mutex
+	m      map[[32]byte]*conn[C]
+}
+
+type conn[C any] struct {
+	c    C
+	used time.Time
+}
+
+func newConns[C any](close1 func(C)) *conns[C] {
+	return &conns[C]{close1: close1, m: map[[32]byte]*conn[C]{}}
+}
+
+// get is d's connection, made by open the first time (outside the lock:
+// opening may dial, and other destinations need not wait for it).
+func (cs *conns[C]) get(d *topics.Destination, open func() (C, error)) (C, error) {
+	b, _ := json.Marshal(d) // a Destination always marshals
+	key := sha256.Sum256(b)
+	cs.mu.Lock()
+	if c := cs.m[key]; c != nil {
+		c.used = time.Now()
+		cs.mu.Unlock()
+		return c.c, nil
+	}
+	cs.mu.Unlock()
+	c, err := open()
+	if err != nil {
+		return c, err
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if won := cs.m[key]; won != nil { // opened meanwhile by another attempt
+		cs.close1(c)
+		won.used = time.Now()
+		return won.c, nil
+	}
+	if len(cs.m) >= maxConns {
+		cs.evict()
+	}
+	cs.m[key] = &conn[C]{c: c, used: time.Now()}
+	return c, nil
+}
+
+// evict closes the connection used longest ago.
+func (cs *conns[C]) evict() {
+	var oldest [32]byte
+	var at time.Time
+	for k, c := range cs.m {
+		if at.IsZero() || c.used.Before(at) {
+			oldest, at = k, c.used
+		}
+	}
+	cs.close1(cs.m[oldest].c)
+	delete(cs.m, oldest)
+}
+
+// close closes every connection.
+func (cs *conns[C]) close() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for k, c := range cs.m {
+		cs.close1(c.c)
+		delete(cs.m, k)
+	}
+}
