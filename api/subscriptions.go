@@ -32,6 +32,7 @@ type Subscription struct {
 	Filter         string            `json:"filter,omitempty" doc:"A CEL expression over the event's type, tenant, key and data that must be true for the subscription to take it."`
 	Partitions     int               `json:"partitions" doc:"How many partitions of the deliveries topics its deliveries spread over, by key; 1: one, the default."`
 	Auth           *AuthView         `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint (its secrets never shown)."`
+	Destination    *Destination      `json:"destination,omitempty" doc:"Where deliveries go when not POSTed to url (its password, token and secret access key never shown); url is then its address."`
 	DisabledReason string            `json:"disabled_reason,omitempty"`
 	Secret         string            `json:"secret,omitempty" doc:"The signing secret (whsec_...): in the answers to create and rotate-secret only."`
 	CreatedAt      time.Time         `json:"created_at"`
@@ -49,6 +50,9 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 			out.Auth.CertificateSubject = cert.Leaf.Subject.String()
 			out.Auth.CertificateExpiresAt = &cert.Leaf.NotAfter
 		}
+	}
+	if d := s.Destination; !d.IsHTTP() {
+		out.Destination = destinationOf(d)
 	}
 	if out.Ordering == "" {
 		out.Ordering = topics.OrderingNone
@@ -93,6 +97,55 @@ func (a *AuthFields) endpointAuth() *topics.EndpointAuth {
 		Certificate: a.Certificate, Key: a.Key, CA: a.CA}
 }
 
+// Destination is where a subscription's deliveries go when they are not
+// POSTed to its URL: a topic of the customer's Kafka cluster, a NATS
+// JetStream subject, a RabbitMQ exchange or an SQS queue. Each message
+// carries the body an endpoint gets and the Standard Webhooks headers.
+type Destination struct {
+	Type            string   `json:"type" enum:"http,kafka,nats,rabbitmq,sqs" doc:"http (POST to url; the default) or the kind of destination."`
+	URL             string   `json:"url,omitempty" doc:"nats: nats:// or tls://host:port; rabbitmq: amqp:// or amqps://host:port/vhost; sqs: the queue URL. Without credentials."`
+	Brokers         []string `json:"brokers,omitempty" doc:"kafka: the bootstrap brokers, host:port."`
+	Topic           string   `json:"topic,omitempty" doc:"kafka: the topic; the record key is the event's ordering key (its id without one)."`
+	Subject         string   `json:"subject,omitempty" doc:"nats: the subject, which a JetStream stream must capture."`
+	Exchange        string   `json:"exchange,omitempty" doc:"rabbitmq: the exchange; messages are persistent, published with confirms, and an unroutable one is refused."`
+	RoutingKey      string   `json:"routing_key,omitempty" doc:"rabbitmq: the routing key; default: the event type."`
+	Region          string   `json:"region,omitempty" doc:"sqs: the queue's AWS region."`
+	TLS             bool     `json:"tls,omitempty" doc:"kafka: connect over TLS."`
+	CA              string   `json:"ca,omitempty" doc:"kafka, nats, rabbitmq over TLS: CA certificates, PEM, signing the server's certificate (default: the system's)."`
+	SASL            string   `json:"sasl,omitempty" enum:"plain,scram-sha-256,scram-sha-512" doc:"kafka: the SASL mechanism for username and password."`
+	Username        string   `json:"username,omitempty" doc:"kafka (SASL), nats, rabbitmq."`
+	Password        string   `json:"password,omitempty" doc:"Sealed at rest, never shown again; on a change of the same type, absent keeps the current one."`
+	Token           string   `json:"token,omitempty" doc:"nats: a token instead of username and password. Sealed at rest, never shown again."`
+	AccessKeyID     string   `json:"access_key_id,omitempty" doc:"sqs: the access key id."`
+	SecretAccessKey string   `json:"secret_access_key,omitempty" doc:"sqs: the secret access key. Sealed at rest, never shown again."`
+}
+
+// destinationOf shows d without its secrets.
+func destinationOf(d *topics.Destination) *Destination {
+	return &Destination{Type: d.Type, URL: d.URL, Brokers: d.Brokers, Topic: d.Topic, Subject: d.Subject, Exchange: d.Exchange,
+		RoutingKey: d.RoutingKey, Region: d.Region, TLS: d.TLS, CA: d.CA, SASL: d.SASL, Username: d.Username, AccessKeyID: d.AccessKeyID}
+}
+
+// destination is the record's destination the fields describe (nil for
+// http), keeping old's secrets where the fields leave them out and old is
+// of the same type.
+func (d *Destination) destination(old *topics.Destination) *topics.Destination {
+	if d.Type == topics.DestinationHTTP {
+		return nil
+	}
+	out := &topics.Destination{Type: d.Type, URL: d.URL, Brokers: d.Brokers, Topic: d.Topic, Subject: d.Subject,
+		Exchange: d.Exchange, RoutingKey: d.RoutingKey, Region: d.Region, TLS: d.TLS, CA: d.CA, SASL: d.SASL,
+		Username: d.Username, Password: d.Password, Token: d.Token, AccessKeyID: d.AccessKeyID, SecretAccessKey: d.SecretAccessKey}
+	if old != nil && old.Type == out.Type {
+		for _, kept := range [][2]*string{{&out.Password, &old.Password}, {&out.Token, &old.Token}, {&out.SecretAccessKey, &old.SecretAccessKey}} {
+			if *kept[0] == "" {
+				*kept[0] = *kept[1]
+			}
+		}
+	}
+	return out
+}
+
 // subscriptionFields are the settable fields of a subscription; nil leaves
 // a field as it is (PATCH) or at its default (create).
 type subscriptionFields struct {
@@ -108,6 +161,7 @@ type subscriptionFields struct {
 	RetrySchedule *[]string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
 	RetryStatuses *[]int             `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
 	Auth          *AuthFields        `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint, besides signing: an Authorization header (basic, bearer, oauth2) or a client certificate (mtls)."`
+	Destination   *Destination       `json:"destination,omitempty" doc:"Deliver to a Kafka topic, a NATS subject, a RabbitMQ exchange or an SQS queue instead of POSTing to url (then leave url out: it becomes the destination's address); type http goes back to url."`
 	Filter        *string            `json:"filter,omitempty" doc:"A CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. data.total > 100 && \"vip\" in data.tags; compiled and type-checked here (422 with the compiler's message); empty: none."`
 	Partitions    *int               `json:"partitions,omitempty" minimum:"1" maximum:"64" doc:"Spread the deliveries over this many partitions of the deliveries topics, by key (a key keeps its order), so that as many deliverers carry a hot subscription; each gets that share of the per-subscription in-flight cap. More than the topics' partitions gains nothing. A change moves keys to other partitions: an ordered key's deliveries already queued, retried or held may be overtaken by its next ones. Default 1."`
 	Secret        *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
@@ -133,6 +187,10 @@ func (f *subscriptionFields) apply(sub *topics.Subscription) {
 			sub.Auth = a.endpointAuth()
 		}
 	}
+	if d := f.Destination; d != nil {
+		sub.Destination = d.destination(sub.Destination)
+	}
+	sub.Target(sub.Destination, sub.URL)
 	if f.EventTypes != nil {
 		sub.EventTypes = f.EventTypes
 	}

@@ -99,12 +99,19 @@ func (s *Server) verify(ctx context.Context, sub *topics.Subscription) error {
 		why = "the endpoint did not answer: " + res.Error
 	case !res.Delivered:
 		why = fmt.Sprintf("the endpoint answered %d", res.Status)
+	case !sub.Destination.IsHTTP():
+		// A queue or topic takes the event; it has no answer to echo.
+		return nil
 	case !strings.Contains(res.Body, challenge):
 		why = fmt.Sprintf("the endpoint answered %d without the challenge in its body", res.Status)
 	default:
 		return nil
 	}
-	detail := &huma.ErrorDetail{Location: "body.url", Message: why}
+	where := "body.url"
+	if !sub.Destination.IsHTTP() {
+		where = "body.destination"
+	}
+	detail := &huma.ErrorDetail{Location: where, Message: why}
 	if res.Body != "" {
 		detail.Value = res.Body
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -32,6 +34,7 @@ type subFlags struct {
 	statuses string
 	filter   string
 	parts    int
+	dest     string
 	auth     string
 	authUser string
 	authPass string
@@ -48,7 +51,7 @@ type subFlags struct {
 
 // subFlagNames are the flags define registers, for telling which were given.
 var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "partitions", "auth", "auth-username", "auth-password", "auth-token",
-	"auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca", "disabled"}
+	"auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca", "destination", "disabled"}
 
 // authValueFlags are the flags that go with --auth.
 var authValueFlags = []string{"auth-username", "auth-password", "auth-token", "auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca"}
@@ -83,6 +86,7 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.StringVar(&f.certFile, "auth-cert", "", "mtls: file holding the client certificate (chain), PEM")
 	fs.StringVar(&f.keyFile, "auth-key", "", "mtls: file holding the certificate's private key, PEM (sealed at rest, never printed)")
 	fs.StringVar(&f.caFile, "auth-ca", "", "mtls: file holding the CA certificates that sign the endpoint's certificate, PEM (default: the system's)")
+	fs.StringVar(&f.dest, "destination", "", `deliver to a Kafka topic, NATS subject, RabbitMQ exchange or SQS queue instead of --url: the destination as JSON, or @file holding it, e.g. '{"type":"kafka","brokers":["b1:9092"],"topic":"hooks"}' (docs/api.md lists the fields; secrets sealed at rest, never printed); http goes back to --url`)
 	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
 }
 
@@ -158,6 +162,14 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 			s.Auth = a
 		}
 	}
+	if given("destination") {
+		d, err := f.destination(s.Destination)
+		if err != nil {
+			return err
+		}
+		s.Destination = d
+	}
+	s.Target(s.Destination, s.URL)
 	if given("disabled") {
 		s.Enabled = !f.disabled
 		if s.Enabled {
@@ -252,4 +264,38 @@ func (f *subFlags) endpointAuth() (*topics.EndpointAuth, error) {
 		*file.dst = string(b)
 	}
 	return a, nil
+}
+
+// destination is the destination --destination gives (nil for http),
+// keeping old's secrets where it leaves them out and old is of the same
+// type, as the API does.
+func (f *subFlags) destination(old *topics.Destination) (*topics.Destination, error) {
+	raw := []byte(f.dest)
+	if name, ok := strings.CutPrefix(f.dest, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, usagef("--destination: %v", err)
+		}
+		raw = b
+	}
+	if f.dest == topics.DestinationHTTP || f.dest == "" {
+		return nil, nil
+	}
+	var d topics.Destination
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, usagef("--destination: not a destination in JSON: %v", err)
+	}
+	if d.IsHTTP() {
+		return nil, nil
+	}
+	if old != nil && old.Type == d.Type {
+		for _, kept := range [][2]*string{{&d.Password, &old.Password}, {&d.Token, &old.Token}, {&d.SecretAccessKey, &old.SecretAccessKey}} {
+			if *kept[0] == "" {
+				*kept[0] = *kept[1]
+			}
+		}
+	}
+	return &d, nil
 }

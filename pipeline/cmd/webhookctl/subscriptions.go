@@ -20,14 +20,16 @@ func createCmd(fs *flag.FlagSet) runFunc {
 	f.define(fs, false)
 	id := fs.String("id", "", "subscription id (default: sub_ + 20 random lowercase letters and digits)")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		if f.url == "" {
-			return usagef("--url is required")
+		if (f.url == "") == (f.dest == "" || f.dest == topics.DestinationHTTP) {
+			return usagef("one of --url and --destination is required")
 		}
 		if f.events == "" {
 			return usagef("--events is required")
 		}
-		if err := c.checkURL(f.url); err != nil {
-			return err
+		if f.url != "" {
+			if err := c.checkURL(f.url); err != nil {
+				return err
+			}
 		}
 		now := time.Now().UTC()
 		s := topics.Subscription{ID: *id, CreatedAt: now, UpdatedAt: now}

@@ -202,6 +202,22 @@ func TestUpdate(t *testing.T) {
 			s.Auth = &topics.EndpointAuth{Type: topics.AuthMTLS, Certificate: string(cert.CertPEM), Key: string(cert.KeyPEM), CA: string(cert.CertPEM)}
 		}},
 		{"auth removed", []string{"--auth", "none"}, func(s *topics.Subscription) { s.Auth = nil }},
+		{"kafka destination", []string{"--destination", `{"type":"kafka","brokers":["b1:9092"],"topic":"hooks","sasl":"plain","username":"u","password":"pw_0123456789"}`},
+			func(s *topics.Subscription) {
+				s.Destination = &topics.Destination{Type: topics.DestinationKafka, Brokers: []string{"b1:9092"}, Topic: "hooks",
+					SASL: topics.SASLPlain, Username: "u", Password: "pw_0123456789"}
+				s.URL = "kafka://b1:9092/hooks"
+			}},
+		{"destination password kept", []string{"--destination", `{"type":"kafka","brokers":["b1:9092"],"topic":"orders","sasl":"plain","username":"u"}`},
+			func(s *topics.Subscription) {
+				s.Destination = &topics.Destination{Type: topics.DestinationKafka, Brokers: []string{"b1:9092"}, Topic: "orders",
+					SASL: topics.SASLPlain, Username: "u", Password: "pw_0123456789"}
+				s.URL = "kafka://b1:9092/orders"
+			}},
+		{"back to http", []string{"--destination", "http", "--url", "https://c.example/"}, func(s *topics.Subscription) {
+			s.Destination = nil
+			s.URL = "https://c.example/"
+		}},
 		{"disabled", []string{"--disabled"}, func(s *topics.Subscription) { s.Enabled = false }},
 		{"secret replaced", []string{"--secret", "whsec_" + strings.Repeat("A", 40)}, func(s *topics.Subscription) {
 			s.Secret = "whsec_" + strings.Repeat("A", 40)
@@ -223,7 +239,7 @@ func TestUpdate(t *testing.T) {
 			if printed.Secret != "redacted" {
 				t.Errorf("update printed secret %q, want redacted", printed.Secret)
 			}
-			for _, secret := range after.Auth.Secrets() {
+			for _, secret := range append(after.Auth.Secrets(), after.Destination.Secrets()...) {
 				if b, _ := json.Marshal(printed); strings.Contains(string(b), secret) {
 					t.Errorf("update printed an auth secret: %s", b)
 				}
@@ -234,6 +250,8 @@ func TestUpdate(t *testing.T) {
 
 	h.fails(2, "subscriptions", "update", "sub_u", "--url", "gopher://x")
 	h.fails(2, "subscriptions", "update", "sub_u", "--events", "")
+	h.fails(2, "subscriptions", "update", "sub_u", "--destination", `{"type":"kafka","topic":"t"}`)
+	h.fails(2, "subscriptions", "update", "sub_u", "--destination", `{"type":"kafka","nope":1}`)
 	h.fails(1, "subscriptions", "update", "sub_missing", "--url", "https://b.example/")
 	if got := h.stored("sub_u"); !reflect.DeepEqual(got, before) {
 		t.Errorf("failed updates changed the subscription to %+v", got)

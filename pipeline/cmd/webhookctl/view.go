@@ -26,6 +26,9 @@ func masked(s *topics.Subscription) topics.Subscription {
 	if s.Auth != nil {
 		m.Auth = s.Auth.Masked(redacted)
 	}
+	if s.Destination != nil {
+		m.Destination = s.Destination.Masked(redacted)
+	}
 	return m
 }
 
