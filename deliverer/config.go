@@ -81,7 +81,7 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.HTTP.Validate()}
+	errs := []error{c.Validate()} // the HTTP settings (send.HTTP)
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxInFlight)))
 	}
