@@ -766,7 +766,7 @@ func TestTableSecrets(t *testing.T) {
 	if n := logs.FilterMessageSnippet("plaintext").Len(); n != 1 {
 		t.Errorf("%d plaintext warnings, want 1", n)
 	}
-	if n := logs.FilterMessage("ignoring invalid subscription record").Len(); n != 2 {
+	if n := logs.FilterMessage("ignoring invalid record").Len(); n != 2 {
 		t.Errorf("%d ignored records logged, want 2 (unknown key, copied ciphertext)", n)
 	}
 	var all strings.Builder
