@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/api/alert"
+	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -61,44 +62,43 @@ type Server struct {
 	alertSender *alert.Sender
 }
 
-// WithAlerts gives the API the alert channels' table (running: Run).
-func (s *Server) WithAlerts(t *table.AlertTable) *Server {
-	s.alerts = t
-	return s
+// Options are what the API serves: the configuration, the Kafka client it
+// produces with, and the tables it reads (each running: Run). A nil
+// optional part turns its routes off, as documented on its field.
+type Options struct {
+	Config        Config
+	Client        *kgo.Client // produces to the pipeline's topics
+	Subscriptions *table.Table
+	Keys          *table.KeyTable
+	Registerer    prometheus.Registerer
+	Log           *zap.Logger
+	// Guard holds the per-key rate limits and the breakers; nil: no Redis.
+	Guard *redisstate.Guard
+	// ClickHouse is the recorder's, where the message log reads; nil: no
+	// message log.
+	ClickHouse retention.Conn
+	// Operations is the operations table, which the routes of
+	// /v1/operations read and RunOperations carries out; nil: no bulk
+	// operations.
+	Operations *table.OpTable
+	// Tenants are the tenants' quota overrides; nil: the defaults.
+	Tenants *table.TenantTable
+	// Holds is the holds topic's table, for the held ordered keys in the
+	// lag (and the dashboard's overview); nil: not shown.
+	Holds *table.HoldTable
+	// Catalog is the event catalog, which the API serves and judges
+	// published events by; nil: empty, every type unknown and accepted.
+	Catalog *catalog.Catalog
+	// Alerts are the alert channels; nil: none.
+	Alerts *table.AlertTable
 }
 
-// WithClickHouse gives the API the recorder's ClickHouse, where the message
-// log reads.
-func (s *Server) WithClickHouse(ch clickhouseConn) *Server {
-	s.ch = ch
-	return s
-}
-
-// WithTenants gives the API the tenants' quota overrides (running: Run).
-func (s *Server) WithTenants(t *table.TenantTable) *Server {
-	s.tenant = t
-	return s
-}
-
-// WithCatalog gives the API the event catalog (running: Run), which it
-// serves and judges published events by.
-func (s *Server) WithCatalog(c *catalog.Catalog) *Server {
-	s.catalog = c
-	return s
-}
-
-// WithHolds gives the API the holds topic's table, for the held ordered
-// keys in the lag (and the dashboard's overview).
-func (s *Server) WithHolds(t *table.HoldTable) *Server {
-	s.holds = t
-	return s
-}
-
-// New builds the API. cl produces to the pipeline's topics; subs and keys
-// must be running (Run); g holds the per-key rate limits (nil: none).
-func New(cfg Config, cl *kgo.Client, subs *table.Table, keys *table.KeyTable, g *redisstate.Guard, reg prometheus.Registerer, log *zap.Logger) *Server {
-	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: cl, subs: subs, keys: keys, log: log, mux: http.NewServeMux(), m: newMetrics(reg),
-		limit: newLimiter(g, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: g}
+// New builds the API.
+func New(o Options) *Server {
+	cfg, log := o.Config, o.Log
+	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: o.Client, subs: o.Subscriptions, keys: o.Keys, log: log, mux: http.NewServeMux(),
+		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
+		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
 	key, err := decodeSessionKey(cfg.SessionKey)
 	if err != nil {
 		key = make([]byte, 32)

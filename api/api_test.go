@@ -140,10 +140,8 @@ func (c *cluster) replicaWith(env map[string]string) *replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s := New(cfg, cl, subs, keys, g, ops.NewRegistry(), log).WithOperations(opTable).WithTenants(tenants).WithHolds(holds).WithCatalog(cat).WithAlerts(alerts)
-	if c.ch != nil {
-		s.WithClickHouse(c.ch)
-	}
+	s := New(Options{Config: cfg, Client: cl, Subscriptions: subs, Keys: keys, Guard: g, Registerer: ops.NewRegistry(), Log: log,
+		ClickHouse: c.ch, Operations: opTable, Tenants: tenants, Holds: holds, Catalog: cat, Alerts: alerts})
 	running := make(chan struct{})
 	go func() {
 		defer close(running)
@@ -308,7 +306,7 @@ func (c *cluster) records(topic string) []*kgo.Record {
 // TestOpenAPIIsCurrent: the committed openapi.json is what the code
 // generates (go test ./api -run TestOpenAPIIsCurrent -update rewrites it).
 func TestOpenAPIIsCurrent(t *testing.T) {
-	s := New(Config{}, nil, nil, nil, nil, ops.NewRegistry(), testkit.Logger(t))
+	s := New(Options{Registerer: ops.NewRegistry(), Log: testkit.Logger(t)})
 	got, err := json.MarshalIndent(s.OpenAPI(), "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +333,7 @@ func TestOpenAPIIsCurrent(t *testing.T) {
 // TestDocsPage: /docs/list lists every operation of the OpenAPI document, with
 // no key and no script.
 func TestDocsPage(t *testing.T) {
-	s := New(Config{}, nil, nil, nil, nil, ops.NewRegistry(), testkit.Logger(t))
+	s := New(Options{Registerer: ops.NewRegistry(), Log: testkit.Logger(t)})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL + "/docs/list")

@@ -101,8 +101,8 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
+	c.ch = ch
 	down := c.replica()
-	down.s.WithClickHouse(ch)
 	var withheld struct {
 		Data []DeadLetter `json:"data"`
 	}

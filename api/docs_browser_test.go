@@ -22,7 +22,7 @@ func TestReferencePageInBrowser(t *testing.T) {
 		testkit.NeedService(t, "the API was built without its assets (make assets)")
 	}
 	ctx := browsertest.New(t)
-	s := New(Config{}, nil, nil, nil, nil, ops.NewRegistry(), testkit.Logger(t))
+	s := New(Options{Registerer: ops.NewRegistry(), Log: testkit.Logger(t)})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 

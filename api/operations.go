@@ -10,7 +10,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -212,11 +211,4 @@ func (s *Server) opsCaughtUp(ctx context.Context) error {
 		return s.internal(fmt.Errorf("operations: %w", err))
 	}
 	return nil
-}
-
-// WithOperations gives the API the operations table, which the routes of
-// /v1/operations read and RunOperations carries out.
-func (s *Server) WithOperations(ops *table.OpTable) *Server {
-	s.ops = ops
-	return s
 }

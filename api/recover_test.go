@@ -85,7 +85,6 @@ func TestRecoverOperation(t *testing.T) {
 	})
 	first.stop()
 	second := c.replicaWith(first.env)
-	second.s.WithClickHouse(first.s.ch)
 	var stopped Operation
 	second.must(http.StatusOK, "GET", "/v1/operations/"+o.ID, adminKey, nil, &stopped)
 	if stopped.State != topics.OperationRunning || stopped.Sent >= 200 {

@@ -111,13 +111,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		defer g.Close()
 		redisstate.Register(reg, g)
 	}
-	s := New(cfg, cl, subs, keys, g, reg, log)
 	ch, err := cfg.Open(cfg.RequestTimeout)
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	s.WithClickHouse(ch).WithOperations(ops).WithTenants(tenants).WithHolds(holds).WithCatalog(cat).WithAlerts(alerts)
+	s := New(Options{Config: cfg, Client: cl, Subscriptions: subs, Keys: keys, Guard: g, Registerer: reg, Log: log,
+		ClickHouse: ch, Operations: ops, Tenants: tenants, Holds: holds, Catalog: cat, Alerts: alerts})
 	if s.alertSender != nil {
 		alerter, err := alert.New(cfg.Alert, base, n, alerts, s.alertSender, reg, log)
 		if err != nil {
