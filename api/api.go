@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/api/alert"
+	"github.com/hookpipe/hookpipe/api/internal/oprunner"
 	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -60,7 +61,13 @@ type Server struct {
 	alerts *table.AlertTable
 	// alertSender sends the alert channels' test messages.
 	alertSender *alert.Sender
+	runner      *oprunner.Runner
 }
+
+// RunOperations carries out the bulk operations until ctx is done, on the
+// one replica the consumer group (Config.Group) elects (package
+// internal/oprunner).
+func (s *Server) RunOperations(ctx context.Context) error { return s.runner.Run(ctx) }
 
 // Options are what the API serves: the configuration, the Kafka client it
 // produces with, and the tables it reads (each running: Run). A nil
@@ -99,6 +106,8 @@ func New(o Options) *Server {
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: o.Client, subs: o.Subscriptions, keys: o.Keys, log: log, mux: http.NewServeMux(),
 		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
 		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
+	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
+		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
 	key, err := decodeSessionKey(cfg.SessionKey)
 	if err != nil {
 		key = make([]byte, 32)

@@ -9,7 +9,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/hookpipe/hookpipe/recorder/retention"
-	"github.com/hookpipe/hookpipe/runtime/dlq"
 )
 
 // Expunged is the answer of an expunge: what was removed, and what stays
@@ -61,32 +60,12 @@ func (s *Server) registerExpunge() {
 		})
 }
 
-// expungedSince is the set of the events expunged since since, which a
-// replay of the events published since then skips; empty without
-// ClickHouse (nothing can be expunged without it). An error fails the
-// replay rather than resend what may have been expunged.
-func (s *Server) expungedSince(ctx context.Context, since time.Time) (map[string]bool, error) {
-	if s.ch == nil {
-		return map[string]bool{}, nil
-	}
-	return retention.ExpungedSince(ctx, s.ch, s.cfg.Database, since)
-}
-
 // expungedAmong is the set of the expunged events among ids (of dead
-// letters): their data is not shown, and they are not redriven; empty
+// letters): their data is not shown (the runner does not redrive them); empty
 // without ClickHouse.
 func (s *Server) expungedAmong(ctx context.Context, ids []string) (map[string]bool, error) {
 	if s.ch == nil {
 		return map[string]bool{}, nil
 	}
 	return retention.ExpungedAmong(ctx, s.ch, s.cfg.Database, ids)
-}
-
-// eventIDs are the events of dead letters.
-func eventIDs(entries []*dlq.Entry) []string {
-	ids := make([]string, len(entries))
-	for i, e := range entries {
-		ids[i] = deadLetterOf(e).EventID
-	}
-	return ids
 }

@@ -1,4 +1,8 @@
-package api
+// Package oprunner carries out the API's bulk operations (redrives,
+// replays, recovers) on the one replica the consumer group elects: each
+// batch of deliveries in a transaction with the operation's progress, so a
+// new runner resumes where the last committed batch left it.
+package oprunner
 
 import (
 	"context"
@@ -14,21 +18,59 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/dlq"
 	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// RunOperations carries out the bulk operations until ctx is done. Every
-// replica runs it; the consumer group cfg.Group on the one-partition
+// Options are what a Runner reads and writes with.
+type Options struct {
+	Kafka kafka.Config
+	// Group is the consumer group electing the runner.
+	Group string
+	// Client reads the topics' offsets (the API's producer).
+	Client *kgo.Client
+	// Operations and Subscriptions are running tables (Run).
+	Operations    *table.OpTable
+	Subscriptions *table.Table
+	// ClickHouse is where a recover finds the failed events and every
+	// operation the expunged ones; nil: no recovers, nothing expunged.
+	ClickHouse retention.Conn
+	Database   string
+	Log        *zap.Logger
+}
+
+// Runner carries out the bulk operations.
+type Runner struct {
+	kafka    kafka.Config
+	group    string
+	names    topics.Names
+	cl       *kgo.Client
+	ops      *table.OpTable
+	subs     *table.Table
+	ch       retention.Conn
+	database string
+	log      *zap.Logger
+}
+
+// New builds a Runner; Run runs it.
+func New(o Options) *Runner {
+	return &Runner{kafka: o.Kafka, group: o.Group, names: o.Kafka.Names, cl: o.Client, ops: o.Operations, subs: o.Subscriptions,
+		ch: o.ClickHouse, database: o.Database, log: o.Log}
+}
+
+// Run carries out the bulk operations until ctx is done. Every
+// replica runs it; the consumer group Options.Group on the one-partition
 // operations topic makes one of them, the one assigned the partition, the
 // runner. The runner writes each operation's progress in the transaction
 // of the records it produced, with a transactional id it takes over from
 // any earlier runner (fencing it), so an operation resumes after a restart
 // or a new assignment where the last committed batch left it: nothing
 // sent twice, nothing lost.
-func (s *Server) RunOperations(ctx context.Context) error {
+func (rn *Runner) Run(ctx context.Context) error {
 	var (
 		mu   sync.Mutex
 		stop func()
@@ -42,7 +84,7 @@ func (s *Server) RunOperations(ctx context.Context) error {
 		}
 	}
 	assigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-		if len(m[s.names.Operations()]) == 0 {
+		if len(m[rn.names.Operations()]) == 0 {
 			return
 		}
 		mu.Lock()
@@ -54,20 +96,20 @@ func (s *Server) RunOperations(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.lead(lctx)
+			rn.lead(lctx)
 		}()
 		stop = func() { cancel(); <-done }
 	}
 	revoked := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-		if len(m[s.names.Operations()]) > 0 {
+		if len(m[rn.names.Operations()]) > 0 {
 			release()
 		}
 	}
-	leaver := kafka.NewLeaver(s.log)
-	cl, err := kgo.NewClient(append(s.cfg.Kafka.ClientOpts(),
+	leaver := kafka.NewLeaver(rn.log)
+	cl, err := kgo.NewClient(append(rn.kafka.ClientOpts(),
 		leaver.Opt(),
-		kgo.ConsumerGroup(s.cfg.Group),
-		kgo.ConsumeTopics(s.names.Operations()),
+		kgo.ConsumerGroup(rn.group),
+		kgo.ConsumeTopics(rn.names.Operations()),
 		kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(assigned),
 		kgo.OnPartitionsRevoked(revoked),
@@ -87,11 +129,11 @@ func (s *Server) RunOperations(ctx context.Context) error {
 }
 
 // lead runs the unfinished operations, oldest first, until ctx is done.
-func (s *Server) lead(ctx context.Context) {
-	s.log.Info("running the bulk operations")
-	defer s.log.Info("no longer running the bulk operations")
+func (rn *Runner) lead(ctx context.Context) {
+	rn.log.Info("running the bulk operations")
+	defer rn.log.Info("no longer running the bulk operations")
 	for {
-		all, changed := s.ops.All()
+		all, changed := rn.ops.All()
 		i := slices.IndexFunc(all, func(o topics.Operation) bool { return !o.Finished() })
 		if i < 0 {
 			select {
@@ -101,7 +143,7 @@ func (s *Server) lead(ctx context.Context) {
 				continue
 			}
 		}
-		err := s.runOperation(ctx, all[i].ID)
+		err := rn.runOperation(ctx, all[i].ID)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -110,11 +152,11 @@ func (s *Server) lead(ctx context.Context) {
 		case errors.Is(err, kafka.ErrFenced):
 			// webhookctl dlq redrive took the dlq's transactional id: the
 			// operation resumes after it.
-			s.log.Warn("operation interrupted; resuming it", zap.String("operation", all[i].ID), zap.Error(err))
+			rn.log.Warn("operation interrupted; resuming it", zap.String("operation", all[i].ID), zap.Error(err))
 		default:
 			// Marked failed, or, when even that could not be written, tried
 			// again.
-			s.log.Error("operation failed", zap.String("operation", all[i].ID), zap.Error(err))
+			rn.log.Error("operation failed", zap.String("operation", all[i].ID), zap.Error(err))
 		}
 		// Not at once: Kafka may be down.
 		select {
@@ -127,42 +169,42 @@ func (s *Server) lead(ctx context.Context) {
 
 // runOperation carries out operation id from where its last record left
 // it. It returns once the operation is finished and the table shows it.
-func (s *Server) runOperation(ctx context.Context, id string) error {
+func (rn *Runner) runOperation(ctx context.Context, id string) error {
 	var (
 		run    func(*opRun) error
 		commit func(*kgo.Record) error
 	)
-	switch o, _ := s.ops.Get(id); o.Kind {
+	switch o, _ := rn.ops.Get(id); o.Kind {
 	case topics.OperationRedrive:
-		rd, err := dlq.NewRedriver(ctx, s.cfg.Kafka.ClientOpts(), s.names, "redriven by the API, operation "+id)
+		rd, err := dlq.NewRedriver(ctx, rn.kafka.ClientOpts(), rn.names, "redriven by the API, operation "+id)
 		if err != nil {
 			return err
 		}
 		defer rd.Close()
-		run = func(r *opRun) error { return s.redrive(ctx, r, rd) }
+		run = func(r *opRun) error { return rn.redrive(ctx, r, rd) }
 		commit = func(rec *kgo.Record) error { return rd.Batch(ctx, nil, rec) }
 	default:
-		tx, err := kafka.NewTx(ctx, s.cfg.Kafka.ClientOpts(), "webhooks-api-"+s.names.Operations(), kgo.RecordPartitioner(topics.Partitioner()))
+		tx, err := kafka.NewTx(ctx, rn.kafka.ClientOpts(), "webhooks-api-"+rn.names.Operations(), kgo.RecordPartitioner(topics.Partitioner()))
 		if err != nil {
 			return err
 		}
 		defer tx.Close()
-		run = func(r *opRun) error { return s.replay(ctx, r, tx) }
+		run = func(r *opRun) error { return rn.replay(ctx, r, tx) }
 		if o.Kind == topics.OperationRecover {
-			run = func(r *opRun) error { return s.recoverFailed(ctx, r, tx) }
+			run = func(r *opRun) error { return rn.recoverFailed(ctx, r, tx) }
 		}
 		commit = func(rec *kgo.Record) error { return tx.Commit(ctx, rec) }
 	}
 	// The producer above fenced any earlier runner: what that one committed
 	// is readable now, and the table shows the operation as it left it.
-	if err := s.ops.WaitCaughtUp(ctx); err != nil {
+	if err := rn.ops.WaitCaughtUp(ctx); err != nil {
 		return err
 	}
-	o, ok := s.ops.Get(id)
+	o, ok := rn.ops.Get(id)
 	if !ok || o.Finished() {
 		return nil
 	}
-	r := &opRun{o: o, topic: s.names.Operations(), batch: int(min(math.Ceil(o.Rate), 100))}
+	r := &opRun{o: o, topic: rn.names.Operations(), batch: int(min(math.Ceil(o.Rate), 100))}
 	r.lim = rate.NewLimiter(rate.Limit(o.Rate), r.batch)
 	err := run(r)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, kafka.ErrFenced) {
@@ -174,7 +216,7 @@ func (s *Server) runOperation(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.ops.WaitCaughtUp(ctx)
+	return rn.ops.WaitCaughtUp(ctx)
 }
 
 // opRun is an operation being carried out.
@@ -204,10 +246,10 @@ func (r *opRun) progress(last bool) *kgo.Record {
 
 // redrive sends back the operation's dead letters that no redrive sent
 // back yet, each batch in a transaction with the progress.
-func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error {
+func (rn *Runner) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error {
 	o := &r.o
 	f := dlq.Filter{Subscription: o.Subscription, Type: o.EventType, Category: o.Category, Tenant: o.Tenant, Since: o.Since, Until: o.Until}
-	found, err := dlq.Read(ctx, s.cfg.Kafka.ClientOpts(), kadm.NewClient(s.cl), s.names, &f)
+	found, err := dlq.Read(ctx, rn.kafka.ClientOpts(), kadm.NewClient(rn.cl), rn.names, &f)
 	if err != nil {
 		return fmt.Errorf("reading the dead letters: %w", err)
 	}
@@ -217,12 +259,12 @@ func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error 
 		})
 	}
 	todo, already, undecodable := dlq.ToRedrive(found)
-	expunged, err := s.expungedAmong(ctx, eventIDs(todo))
+	expunged, err := rn.expungedAmong(ctx, eventIDs(todo))
 	if err != nil {
 		return err
 	}
 	n := len(todo)
-	todo = slices.DeleteFunc(todo, func(e *dlq.Entry) bool { return expunged[deadLetterOf(e).EventID] })
+	todo = slices.DeleteFunc(todo, func(e *dlq.Entry) bool { return expunged[eventID(e)] })
 	already += n - len(todo)
 	if o.State == topics.OperationPending {
 		o.Matched, o.Skipped, o.Failed = len(found), already, undecodable
@@ -248,23 +290,23 @@ func (s *Server) redrive(ctx context.Context, r *opRun, rd *dlq.Redriver) error 
 // replay reads the events of the operation's time range from where it
 // left off and sends those its subscription takes as new deliveries, each
 // batch in a transaction with the progress (the offsets read so far).
-func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
+func (rn *Runner) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 	o := &r.o
-	sub, err := s.operationSubscription(o)
+	sub, err := rn.operationSubscription(o)
 	if err != nil {
 		return err
 	}
 	if o.State == topics.OperationPending {
-		if err := s.startWindow(ctx, o, o.Since, o.Until); err != nil {
+		if err := rn.startWindow(ctx, o, o.Since, o.Until); err != nil {
 			return err
 		}
 	}
-	expunged, err := s.expungedSince(ctx, o.Since)
+	expunged, err := rn.expungedSince(ctx, o.Since)
 	if err != nil {
 		return err
 	}
 	filters := filter.NewCache()
-	return s.sendEvents(ctx, r, tx, sub, func(ev *topics.Event) bool {
+	return rn.sendEvents(ctx, r, tx, sub, func(ev *topics.Event) bool {
 		// As the dispatcher matches: types, tenant, filter.
 		ok, _ := filters.Matches(sub, filter.NewInput(ev))
 		return ok && (o.EventType == "" || topics.MatchType(o.EventType, ev.Type)) && !expunged[ev.ID]
@@ -273,8 +315,8 @@ func (s *Server) replay(ctx context.Context, r *opRun, tx *kafka.Tx) error {
 
 // operationSubscription is the subscription an operation sends to, which
 // must still exist and be enabled.
-func (s *Server) operationSubscription(o *topics.Operation) (*topics.Subscription, error) {
-	sub, ok := s.subs.Get(o.Subscription)
+func (rn *Runner) operationSubscription(o *topics.Operation) (*topics.Subscription, error) {
+	sub, ok := rn.subs.Get(o.Subscription)
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("subscription %s was deleted", o.Subscription)
@@ -286,8 +328,8 @@ func (s *Server) operationSubscription(o *topics.Operation) (*topics.Subscriptio
 
 // startWindow sets a pending operation's window of the events topic: the
 // offsets of the records published from since to until, and how many.
-func (s *Server) startWindow(ctx context.Context, o *topics.Operation, since, until time.Time) error {
-	w, err := kafka.ReadWindow(ctx, kadm.NewClient(s.cl), s.names.Events(), since, until)
+func (rn *Runner) startWindow(ctx context.Context, o *topics.Operation, since, until time.Time) error {
+	w, err := kafka.ReadWindow(ctx, kadm.NewClient(rn.cl), rn.names.Events(), since, until)
 	if err != nil {
 		return fmt.Errorf("reading the events: %w", err)
 	}
@@ -301,7 +343,7 @@ func (s *Server) startWindow(ctx context.Context, o *topics.Operation, since, un
 // sendEvents reads the operation's window of the events topic from where
 // it left off and sends the events take keeps to sub as new deliveries,
 // each batch in a transaction with the progress (the offsets read so far).
-func (s *Server) sendEvents(ctx context.Context, r *opRun, tx *kafka.Tx, sub *topics.Subscription, take func(*topics.Event) bool) error {
+func (rn *Runner) sendEvents(ctx context.Context, r *opRun, tx *kafka.Tx, sub *topics.Subscription, take func(*topics.Event) bool) error {
 	o := &r.o
 	var (
 		batch   []*kgo.Record
@@ -317,8 +359,8 @@ func (s *Server) sendEvents(ctx context.Context, r *opRun, tx *kafka.Tx, sub *to
 		batch, pending = batch[:0], 0
 		return nil
 	}
-	w := kafka.Window{Topic: s.names.Events(), Start: o.Next, Stop: o.Stop}
-	err := kafka.Scan(ctx, s.cfg.Kafka.ClientOpts(), w, func(rec *kgo.Record) error {
+	w := kafka.Window{Topic: rn.names.Events(), Start: o.Next, Stop: o.Stop}
+	err := kafka.Scan(ctx, rn.kafka.ClientOpts(), w, func(rec *kgo.Record) error {
 		o.Done++
 		o.Next[rec.Partition] = rec.Offset + 1
 		pending++
@@ -330,7 +372,7 @@ func (s *Server) sendEvents(ctx context.Context, r *opRun, tx *kafka.Tx, sub *to
 			o.Skipped++
 		default:
 			o.Sent++
-			batch = append(batch, topics.DeliveryRecord(rec, &ev, sub, s.names))
+			batch = append(batch, topics.DeliveryRecord(rec, &ev, sub, rn.names))
 		}
 		if len(batch) >= r.batch || pending >= 1000 {
 			return flush(false)
