@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/api/alert"
 	"github.com/hookpipe/hookpipe/api/internal/oprunner"
+	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/ops"
@@ -56,7 +57,7 @@ type Server struct {
 	// catalog is the event catalog; nil: empty, every type unknown and
 	// accepted.
 	catalog *catalog.Catalog
-	signer  signer // of dashboard sessions and portal links
+	signer  session.Signer // of dashboard sessions and portal links
 	// alerts are the alert channels (running: Run); nil: none.
 	alerts *table.AlertTable
 	// alertSender sends the alert channels' test messages.
@@ -108,7 +109,7 @@ func New(o Options) *Server {
 		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
-	key, err := decodeSessionKey(cfg.SessionKey)
+	key, err := session.DecodeKey(cfg.SessionKey)
 	if err != nil {
 		key = make([]byte, 32)
 		_, _ = rand.Read(key)
@@ -116,7 +117,7 @@ func New(o Options) *Server {
 			log.Warn("no WEBHOOKS_API_SESSION_KEY: dashboard sessions and portal links work on this replica only, until it restarts")
 		}
 	}
-	s.signer = signer{key: key}
+	s.signer = session.NewSigner(key)
 	// The config was validated (LoadConfig): the SMTP CA file was read.
 	if s.alertSender, err = alert.NewSender(cfg.Alert, s.prober.Client()); err != nil && log != nil {
 		log.Error("alert channels cannot send", zap.Error(err))

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookpipe/hookpipe/api/alert"
+	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/config"
@@ -105,7 +105,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.TenantMaxSubscriptions)))
 	}
 	if c.SessionKey != "" {
-		if _, err := decodeSessionKey(c.SessionKey); err != nil {
+		if _, err := session.DecodeKey(c.SessionKey); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", config.Name(c, &c.SessionKey), err))
 		}
 	}
@@ -119,17 +119,4 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("%s: %w", config.Name(c, &c.UnknownEventTypes), err))
 	}
 	return errors.Join(errs...)
-}
-
-// decodeSessionKey reads a base64 session key of at least 32 bytes.
-func decodeSessionKey(s string) ([]byte, error) {
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err := enc.DecodeString(s); err == nil {
-			if len(b) < 32 {
-				return nil, fmt.Errorf("%d bytes; want 32 or more random bytes", len(b))
-			}
-			return b, nil
-		}
-	}
-	return nil, errors.New("not base64")
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/api/internal/session"
+
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -47,9 +49,9 @@ func (s *Server) registerPortalSessions() {
 				return nil, s.invalid(err, "")
 			}
 			ttl := time.Duration(in.Body.TTLSeconds) * time.Second
-			sess := newSession(session{Tenant: tenant, Portal: true}, ttl)
+			sess := session.New(session.Session{Tenant: tenant, Portal: true}, ttl)
 			out := &portalSessionOutput{}
-			out.Body.URL = "/portal/" + s.signer.sign(sess) + "/"
+			out.Body.URL = "/portal/" + s.signer.Sign(sess) + "/"
 			out.Body.Tenant, out.Body.ExpiresAt = tenant, time.Unix(sess.Expires, 0).UTC()
 			return out, nil
 		})

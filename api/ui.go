@@ -3,10 +3,8 @@ package api
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/recorder/report"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
@@ -188,14 +187,14 @@ func (s *Server) adminView(r *http.Request) (*view, bool) {
 	if err != nil {
 		return nil, false
 	}
-	sess, err := s.signer.verify(c.Value, time.Now())
+	sess, err := s.signer.Verify(c.Value, time.Now())
 	if err != nil || sess.Portal {
 		return nil, false
 	}
 	// The key signed in with must still be valid: revoking it ends its
 	// sessions.
 	if sess.Boot {
-		if s.cfg.AdminKey == "" || sess.KeyID != bootID(s.cfg.AdminKey) {
+		if s.cfg.AdminKey == "" || sess.KeyID != session.BootID(s.cfg.AdminKey) {
 			return nil, false
 		}
 	} else if k, ok := s.keys.Get(sess.KeyID); !ok || k.Revoked() || k.Tenant != "" {
@@ -205,7 +204,7 @@ func (s *Server) adminView(r *http.Request) (*view, bool) {
 	if sess.Boot {
 		p.keyID = ""
 	}
-	return &view{Base: "/ui", Assets: "/ui/assets", CSRF: s.signer.csrf(sess), p: p, tls: r.TLS != nil}, true
+	return &view{Base: "/ui", Assets: "/ui/assets", CSRF: s.signer.CSRF(sess), p: p, tls: r.TLS != nil}, true
 }
 
 // portal serves h to the holder of a portal link: the token in the path,
@@ -215,12 +214,12 @@ func (s *Server) portal(h pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		uiSecurity(w, "*")
 		token := r.PathValue("token")
-		sess, err := s.signer.verify(token, time.Now())
+		sess, err := s.signer.Verify(token, time.Now())
 		if err != nil || !sess.Portal || sess.Tenant == "" {
 			http.Error(w, "this portal link is invalid or has expired: ask for a new one", http.StatusUnauthorized)
 			return
 		}
-		v := &view{Base: "/portal/" + token, Assets: "/ui/assets", CSRF: s.signer.csrf(sess), Portal: true, Tenant: sess.Tenant,
+		v := &view{Base: "/portal/" + token, Assets: "/ui/assets", CSRF: s.signer.CSRF(sess), Portal: true, Tenant: sess.Tenant,
 			p: principal{keyID: "portal:" + sess.Tenant, tenant: sess.Tenant}, tls: r.TLS != nil}
 		s.serve(w, r, v, h)
 	}
@@ -263,7 +262,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A login form's CSRF token: a random value in a cookie and the form.
-	sess := newSession(session{}, 10*time.Minute)
+	sess := session.New(session.Session{}, 10*time.Minute)
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: sess.Nonce, Path: "/ui/login", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: 600})
 	s.renderLogin(w, sess.Nonce, "")
@@ -289,12 +288,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, c.Value, "That is not a valid admin key.")
 		return
 	}
-	sess := newSession(session{KeyID: p.keyID}, sessionTTL)
+	sess := session.New(session.Session{KeyID: p.keyID}, sessionTTL)
 	if p.keyID == "" {
 		// The bootstrap key: a session ends when the key changes.
-		sess.Boot, sess.KeyID = true, bootID(s.cfg.AdminKey)
+		sess.Boot, sess.KeyID = true, session.BootID(s.cfg.AdminKey)
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.signer.sign(sess), Path: "/ui", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.signer.Sign(sess), Path: "/ui", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL.Seconds())})
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
@@ -781,11 +780,4 @@ func (s *Server) operationProgress(w http.ResponseWriter, r *http.Request, v *vi
 		return notFound(w, "operation "+r.PathValue("id"))
 	}
 	return page{Data: map[string]any{"Op": op}, template: "progress"}
-}
-
-// bootID names the bootstrap admin key in its sessions: a hash, never the
-// key.
-func bootID(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return "boot-" + hex.EncodeToString(sum[:8])
 }

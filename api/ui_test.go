@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
@@ -237,15 +238,15 @@ func TestPortalIsolation(t *testing.T) {
 	}
 	for name, link := range map[string]string{
 		"tampered":             portal[:len(portal)-3] + "abc",
-		"not a portal session": "/portal/" + r.s.signer.sign(newSession(session{Tenant: "globex"}, time.Hour)),
-		"a dashboard session":  "/portal/" + r.s.signer.sign(newSession(session{KeyID: "key_x"}, time.Hour)),
+		"not a portal session": "/portal/" + r.s.signer.Sign(session.New(session.Session{Tenant: "globex"}, time.Hour)),
+		"a dashboard session":  "/portal/" + r.s.signer.Sign(session.New(session.Session{KeyID: "key_x"}, time.Hour)),
 		"garbage":              "/portal/nope",
 	} {
 		if status, _ := u.get(link + "/subscriptions"); status != http.StatusUnauthorized {
 			t.Errorf("portal link (%s): %d, want 401", name, status)
 		}
 	}
-	expired := "/portal/" + r.s.signer.sign(session{Tenant: "acme", Portal: true, Nonce: "x", Expires: time.Now().Add(-time.Second).Unix()})
+	expired := "/portal/" + r.s.signer.Sign(session.Session{Tenant: "acme", Portal: true, Nonce: "x", Expires: time.Now().Add(-time.Second).Unix()})
 	if status, _ := u.get(expired + "/subscriptions"); status != http.StatusUnauthorized {
 		t.Errorf("an expired portal link: %d, want 401", status)
 	}
