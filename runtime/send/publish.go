@@ -73,8 +73,9 @@ func (s *Sender) publisher(kind string) (Publisher, error) {
 
 // publisherKinds make the Publisher of each destination kind but http.
 var publisherKinds = map[string]func(dial dialFunc) Publisher{
-	topics.DestinationKafka: newKafkaPublisher,
-	topics.DestinationNATS:  newNATSPublisher,
+	topics.DestinationKafka:    newKafkaPublisher,
+	topics.DestinationNATS:     newNATSPublisher,
+	topics.DestinationRabbitMQ: newRabbitPublisher,
 }
 
 // publish sends a delivery to a destination other than an HTTP endpoint,
