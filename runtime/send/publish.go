@@ -76,6 +76,7 @@ var publisherKinds = map[string]func(dial dialFunc) Publisher{
 	topics.DestinationKafka:    newKafkaPublisher,
 	topics.DestinationNATS:     newNATSPublisher,
 	topics.DestinationRabbitMQ: newRabbitPublisher,
+	topics.DestinationSQS:      newSQSPublisher,
 }
 
 // publish sends a delivery to a destination other than an HTTP endpoint,
