@@ -35,6 +35,8 @@ STOP_TEST_KAFKA := $(SERVICES) stop kafka $(TESTDIR)/kafka >/dev/null 2>&1 || tr
 # The customers' own brokers of issue 27's destinations: nats-server with
 # JetStream, RabbitMQ (AMQP on this port, its Erlang distribution and epmd
 # on the next two) and ElasticMQ for SQS (in memory: nothing restarts it).
+# make test starts them in the background while it starts the others:
+# ElasticMQ's fetch from Maven Central and RabbitMQ's boot take a minute.
 TEST_NATS_PORT := 14222
 TEST_RABBITMQ_PORT := 15673
 TEST_ELASTICMQ_PORT := 19324
@@ -167,13 +169,14 @@ $(ASYNCAPI_VALIDATOR)/.installed: $(ASYNCAPI_SRC)/package.json $(ASYNCAPI_SRC)/p
 # (services.sh fetches it from Maven Central once, into .build/), each test
 # in topics and groups of its own (runtime/testkit.ApacheKafka).
 test: deps assets lint fuzz helm asyncapi-validator
-	@set -euo pipefail; \
-	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_REDIS_CLUSTER); $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA); $(STOP_TEST_QUEUES)' EXIT; \
+	@set -euo pipefail; mkdir -p $(TESTDIR); \
+	  { $(TEST_QUEUES); } >$(TESTDIR)/queues.log 2>&1 & queues=$$!; \
+	  trap 'wait $$queues 2>/dev/null || true; $(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_REDIS_CLUSTER); $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA); $(STOP_TEST_QUEUES)' EXIT; \
 	  $(SERVICES) start redis $(TEST_REDIS_PORT) $(TESTDIR)/redis; \
 	  $(SERVICES) start redis-cluster $(TEST_REDIS_CLUSTER_PORT) $(TESTDIR)/redis-cluster; \
 	  $(TEST_CLICKHOUSE); \
 	  $(TEST_KAFKA); \
-	  $(TEST_QUEUES); \
+	  wait $$queues || { cat $(TESTDIR)/queues.log >&2; exit 1; }; cat $(TESTDIR)/queues.log >&2; \
 	  export WEBHOOKS_TEST_REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
 	    WEBHOOKS_TEST_REDIS_CLUSTER_ADDRS=127.0.0.1:$(TEST_REDIS_CLUSTER_PORT),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+1)),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+2)) \
 	    WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \

@@ -731,6 +731,7 @@ rabbitmq_env() {
 		RABBITMQ_MNESIA_BASE="$dir/mnesia" \
 		RABBITMQ_LOG_BASE="$dir/log" \
 		RABBITMQ_PID_FILE="$dir/rabbitmq.pid" \
+		ERL_CRASH_DUMP="$dir/erl_crash.dump" \
 		RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="'-kernel inet_dist_use_interface {127,0,0,1} -hookpipe_dir $dir'"
 }
 
