@@ -45,8 +45,8 @@ func newNATSPublisher(dial dialFunc) Publisher {
 
 // Publish publishes m to d's subject and waits for the stream's ack. The
 // webhook-id is the message id: a stream drops a second copy within its
-// duplicate window, so a retry (or a message the client buffered while
-// reconnecting and sent after the attempt gave up) is stored once.
+// duplicate window, so a retry whose first try was stored after all is
+// stored once.
 func (p *natsPublisher) Publish(ctx context.Context, d *topics.Destination, m *Message) error {
 	c, err := p.conns.get(d, func() (*natsConn, error) { return p.connect(ctx, d) })
 	if err != nil {
@@ -83,6 +83,10 @@ func (p *natsPublisher) connect(ctx context.Context, d *topics.Destination) (*na
 		// it and checks the address it reaches.
 		nats.SkipHostLookup(),
 		nats.Timeout(natsConnectTimeout),
+		// While it reconnects the client would buffer a publish and send it
+		// once back, long after its attempt gave up and was scheduled
+		// again, past the stream's duplicate window: fail it at once.
+		nats.ReconnectBufSize(-1),
 		// The client's asynchronous errors would go to stderr; those that
 		// matter to an attempt come back to it (a publish never acked
 		// times out and is retried).
