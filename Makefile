@@ -32,6 +32,19 @@ STOP_TEST_CLICKHOUSE := $(SERVICES) stop clickhouse $(TESTDIR)/clickhouse >/dev/
 TEST_KAFKA_PORT := 19092
 TEST_KAFKA := $(SERVICES) install-kafka && $(SERVICES) start kafka $(TEST_KAFKA_PORT) $(TESTDIR)/kafka
 STOP_TEST_KAFKA := $(SERVICES) stop kafka $(TESTDIR)/kafka >/dev/null 2>&1 || true
+# The customers' own brokers of issue 27's destinations: nats-server with
+# JetStream, RabbitMQ (AMQP on this port, its Erlang distribution and epmd
+# on the next two) and ElasticMQ for SQS (in memory: nothing restarts it).
+# make test starts them in the background while it starts the others:
+# ElasticMQ's fetch from Maven Central and RabbitMQ's boot take a minute.
+TEST_NATS_PORT := 14222
+TEST_RABBITMQ_PORT := 15673
+TEST_ELASTICMQ_PORT := 19324
+TEST_QUEUES := $(SERVICES) start nats $(TEST_NATS_PORT) $(TESTDIR)/nats && \
+  $(SERVICES) start rabbitmq $(TEST_RABBITMQ_PORT) $(TESTDIR)/rabbitmq && \
+  $(SERVICES) install-elasticmq && \
+  ELASTICMQ_STORAGE=memory $(SERVICES) start elasticmq $(TEST_ELASTICMQ_PORT) $(TESTDIR)/elasticmq
+STOP_TEST_QUEUES := for s in nats rabbitmq elasticmq; do $(SERVICES) stop $$s $(TESTDIR)/$$s >/dev/null 2>&1 || true; done
 # The tests that run on Apache Kafka too (make test's third pass): the
 # end-to-end and crash tiers, the dispatcher's transactions, fencing and
 # fan-out, topic creation with our configs, and the broker settings.
@@ -63,7 +76,8 @@ assets:
 docs:
 	$(GO) run ./pipeline/cmd/configdoc
 
-# Installs redis-server, clickhouse-server and kcat from Debian when missing.
+# Installs redis-server, clickhouse-server, kcat, nats-server, rabbitmq-server (and the
+# tools the tests use) from Debian when missing.
 deps:
 	@$(SERVICES) install
 
@@ -137,9 +151,10 @@ $(ASYNCAPI_VALIDATOR)/.installed: $(ASYNCAPI_SRC)/package.json $(ASYNCAPI_SRC)/p
 	cd $(ASYNCAPI_VALIDATOR) && npm ci --ignore-scripts --no-audit --no-fund
 	@touch $@
 
-# Starts a throwaway redis-server, Redis Cluster and clickhouse-server for the tests and
-# stops them whatever the outcome. WEBHOOKS_TEST_REQUIRE_SERVICES makes a
-# test that would skip for want of a service fail instead.
+# Starts a throwaway redis-server, Redis Cluster, clickhouse-server, Apache
+# Kafka, nats-server, RabbitMQ and ElasticMQ for the tests and stops them
+# whatever the outcome. WEBHOOKS_TEST_REQUIRE_SERVICES makes a test that
+# would skip for want of a service fail instead.
 #
 # Two passes. Every test but the virtual-time ones runs with -race, on the
 # mutexes production builds. The virtual-time tests (TestVirtual..., each
@@ -154,15 +169,20 @@ $(ASYNCAPI_VALIDATOR)/.installed: $(ASYNCAPI_SRC)/package.json $(ASYNCAPI_SRC)/p
 # (services.sh fetches it from Maven Central once, into .build/), each test
 # in topics and groups of its own (runtime/testkit.ApacheKafka).
 test: deps assets lint fuzz helm asyncapi-validator
-	@set -euo pipefail; \
-	  trap '$(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_REDIS_CLUSTER); $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA)' EXIT; \
+	@set -euo pipefail; mkdir -p $(TESTDIR); \
+	  { $(TEST_QUEUES); } >$(TESTDIR)/queues.log 2>&1 & queues=$$!; \
+	  trap 'wait $$queues 2>/dev/null || true; $(SERVICES) stop redis $(TESTDIR)/redis >/dev/null 2>&1 || true; $(STOP_TEST_REDIS_CLUSTER); $(STOP_TEST_CLICKHOUSE); $(STOP_TEST_KAFKA); $(STOP_TEST_QUEUES)' EXIT; \
 	  $(SERVICES) start redis $(TEST_REDIS_PORT) $(TESTDIR)/redis; \
 	  $(SERVICES) start redis-cluster $(TEST_REDIS_CLUSTER_PORT) $(TESTDIR)/redis-cluster; \
 	  $(TEST_CLICKHOUSE); \
 	  $(TEST_KAFKA); \
+	  wait $$queues || { cat $(TESTDIR)/queues.log >&2; exit 1; }; cat $(TESTDIR)/queues.log >&2; \
 	  export WEBHOOKS_TEST_REDIS_URL=redis://127.0.0.1:$(TEST_REDIS_PORT)/0 \
 	    WEBHOOKS_TEST_REDIS_CLUSTER_ADDRS=127.0.0.1:$(TEST_REDIS_CLUSTER_PORT),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+1)),127.0.0.1:$$(($(TEST_REDIS_CLUSTER_PORT)+2)) \
 	    WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) \
+	    WEBHOOKS_TEST_NATS_URL=nats://hookpipe:hookpipe-secret@127.0.0.1:$(TEST_NATS_PORT) \
+	    WEBHOOKS_TEST_AMQP_URL=amqp://hookpipe:hookpipe-secret@127.0.0.1:$(TEST_RABBITMQ_PORT)/ \
+	    WEBHOOKS_TEST_SQS_ENDPOINT=http://127.0.0.1:$(TEST_ELASTICMQ_PORT) \
 	    WEBHOOKS_TEST_REQUIRE_SERVICES=1 \
 	    WEBHOOKS_TEST_ASYNCAPI_VALIDATOR=$(ASYNCAPI_VALIDATOR) \
 	    HELM=$(HELM); \

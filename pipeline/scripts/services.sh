@@ -7,12 +7,17 @@
 # Usage:
 #   services.sh install
 #   services.sh install-kafka
+#   services.sh install-elasticmq
+#   services.sh installed SERVICE
 #   services.sh start redis PORT DIR
 #   services.sh start redis-cluster PORT DIR
 #   services.sh start clickhouse TCPPORT HTTPPORT DIR
 #   services.sh start kafka PORT DIR
-#   services.sh stop redis|redis-cluster|clickhouse|kafka DIR
-#   services.sh kill redis|redis-cluster|clickhouse|kafka DIR
+#   services.sh start nats PORT DIR
+#   services.sh start rabbitmq PORT DIR
+#   services.sh start elasticmq PORT DIR
+#   services.sh stop SERVICE DIR
+#   services.sh kill SERVICE DIR
 #   services.sh status
 #
 # Every instance binds to 127.0.0.1 only and keeps all of its state (data,
@@ -40,6 +45,28 @@
 # DIR/node-PORT, and creates the cluster on first start. Full slot coverage
 # is not required, so a dead master (`kill redis DIR/node-PORT`) fails only
 # the keys in its slots. `stop` and `kill` of redis-cluster act on the three.
+#
+# The destinations besides HTTP (issue 27): the customers' own brokers.
+# `start nats PORT DIR`: Debian's nats-server with JetStream (its store in
+#   DIR/jetstream), user hookpipe, password hookpipe-secret:
+#   nats://hookpipe:hookpipe-secret@127.0.0.1:PORT
+# `start rabbitmq PORT DIR`: Debian's rabbitmq-server (no plugins), node
+#   hookpipe-PORT@localhost, user hookpipe, password hookpipe-secret:
+#   127.0.0.1:PORT     AMQP 0-9-1
+#   127.0.0.1:PORT+1   Erlang distribution (rabbitmqctl)
+#   127.0.0.1:PORT+2   an epmd of its own, stopped with the node
+#   Its Erlang cookie is DIR/.erlang.cookie (HOME=DIR), its mnesia, logs and
+#   config under DIR, so instances never share anything; it runs as whoever
+#   starts it, root included. For rabbitmqctl: `services.sh ctl DIR ARGS...`.
+# `start elasticmq PORT DIR`: ElasticMQ, an SQS-compatible server (both
+#   the JSON and the query protocol), from the jars `install-elasticmq`
+#   fetches from Maven Central into .build/elasticmq-VERSION (java 17+, mvn),
+#   each checked against pipeline/scripts/elasticmq.sha256. Endpoint
+#   http://127.0.0.1:PORT, region us-east-1, account 000000000000, any
+#   credentials; queues (DIR/queues.conf) and messages (DIR/messages*.db)
+#   kept on disk, so a restart on the same DIR finds them again; with
+#   ELASTICMQ_STORAGE=memory in memory only (faster: make test's shared one).
+# `installed SERVICE` succeeds if `start SERVICE` has what it needs.
 set -euo pipefail
 
 PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
@@ -48,6 +75,15 @@ PROG=${0##*/}
 REDIS_START_TIMEOUT=${REDIS_START_TIMEOUT:-20}
 CLICKHOUSE_START_TIMEOUT=${CLICKHOUSE_START_TIMEOUT:-60}
 KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
+NATS_START_TIMEOUT=${NATS_START_TIMEOUT:-20}
+# RabbitMQ boots in 5-10 s on a quiet machine (the Erlang VM, then mnesia
+# and every boot step); a loaded CI machine may take several times that.
+RABBITMQ_START_TIMEOUT=${RABBITMQ_START_TIMEOUT:-120}
+ELASTICMQ_START_TIMEOUT=${ELASTICMQ_START_TIMEOUT:-60}
+# disk: ElasticMQ keeps queues and messages under DIR (a restart finds
+# them); memory: it keeps nothing, and takes messages 3-4 times as fast
+# (each one on disk is a commit of H2's).
+ELASTICMQ_STORAGE=${ELASTICMQ_STORAGE:-disk}
 STOP_TIMEOUT=${STOP_TIMEOUT:-30}
 
 # The Kafka release `install-kafka` fetches, and the SHA-256 of its
@@ -57,7 +93,26 @@ STOP_TIMEOUT=${STOP_TIMEOUT:-30}
 KAFKA_VERSION=4.4.0
 KAFKA_JAR_SHA256=76d3314f873571677ff98620ab9a431e508e3687f921a3df4f70d692a970475e
 KAFKA_LOG4J_VERSION=2.25.4
-KAFKA_CACHE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/.build/kafka-$KAFKA_VERSION
+SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(cd "$SCRIPTS/../.." && pwd -P)
+KAFKA_CACHE=$ROOT/.build/kafka-$KAFKA_VERSION
+
+# The ElasticMQ release `install-elasticmq` fetches; the SHA-256 of every
+# jar it runs on (its dependencies resolved by Maven, pinned here so that
+# a changed POM cannot bring in another jar unnoticed) is in
+# elasticmq.sha256 beside this script.
+ELASTICMQ_VERSION=1.7.1
+ELASTICMQ_CACHE=$ROOT/.build/elasticmq-$ELASTICMQ_VERSION
+
+# Debian's /usr/sbin/rabbitmq-server switches to the rabbitmq user when
+# started as root, which could not write a DIR of root's: the script it
+# wraps runs as whoever calls it.
+RABBITMQ_SERVER=/usr/lib/rabbitmq/bin/rabbitmq-server
+RABBITMQ_CTL=/usr/lib/rabbitmq/bin/rabbitmqctl
+
+# The user and password of the NATS and RabbitMQ test servers.
+QUEUE_USER=hookpipe
+QUEUE_PASS=hookpipe-secret
 
 die() {
 	echo "$PROG: $*" >&2
@@ -73,13 +128,20 @@ usage() {
 usage:
   $PROG install
   $PROG install-kafka          fetch Kafka $KAFKA_VERSION from Maven Central (slow, once)
+  $PROG install-elasticmq      fetch ElasticMQ $ELASTICMQ_VERSION from Maven Central (once)
+  $PROG installed SERVICE      succeed if SERVICE can be started
   $PROG start redis PORT DIR
   $PROG start redis-cluster PORT DIR  three masters on PORT, PORT+1, PORT+2
   $PROG start clickhouse TCPPORT HTTPPORT DIR
   $PROG start kafka PORT DIR   PLAINTEXT on PORT, SASL_SSL on PORT+1, controller on PORT+2
-  $PROG stop redis|redis-cluster|clickhouse|kafka DIR
-  $PROG kill redis|redis-cluster|clickhouse|kafka DIR
+  $PROG start nats PORT DIR    JetStream enabled
+  $PROG start rabbitmq PORT DIR  AMQP on PORT, distribution on PORT+1, epmd on PORT+2
+  $PROG start elasticmq PORT DIR
+  $PROG stop SERVICE DIR
+  $PROG kill SERVICE DIR
+  $PROG ctl DIR ARGS...        rabbitmqctl ARGS against the node of DIR
   $PROG status
+SERVICE: redis|redis-cluster|clickhouse|kafka|nats|rabbitmq|elasticmq
 EOF
 	exit 2
 }
@@ -136,9 +198,13 @@ install_services() {
 	# For the Apache Kafka broker (install-kafka, start kafka).
 	have java || need+=(openjdk-17-jre-headless)
 	have mvn || need+=(maven)
+	# The customers' own brokers of issue 27's destinations (ElasticMQ, the
+	# SQS one, is fetched by install-elasticmq).
+	have nats-server || need+=(nats-server)
+	[[ -x $RABBITMQ_SERVER ]] || need+=(rabbitmq-server)
 
 	if ((${#need[@]} == 0)); then
-		log "install: redis-server, clickhouse-server, clickhouse-client, kcat, chromium, curl, node, npm, java and mvn are already installed"
+		log "install: redis-server, clickhouse-server, clickhouse-client, kcat, chromium, curl, node, npm, java, mvn, nats-server and rabbitmq-server are already installed"
 		return 0
 	fi
 
@@ -169,9 +235,10 @@ install_services() {
 	fi
 
 	local c
-	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat chromium curl openssl node npm java mvn; do
+	for c in redis-server redis-cli clickhouse-server clickhouse-client kcat chromium curl openssl node npm java mvn nats-server; do
 		have "$c" || die "install: $c still missing after apt-get install"
 	done
+	[[ -x $RABBITMQ_SERVER ]] || die "install: $RABBITMQ_SERVER still missing after apt-get install"
 	log "install: done"
 }
 
@@ -572,6 +639,325 @@ start_kafka() {
 	exit 1
 }
 
+# ---------------------------------------------------------------- nats
+
+# nats_ping PORT: succeed if a nats-server with JetStream answers on PORT
+# (its first line, INFO, says so; nothing is sent).
+nats_ping() {
+	# shellcheck disable=SC2016 # $1 is the inner shell's
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && head -n 1 <&3' _ "$1" 2>/dev/null |
+		grep -q '^INFO .*"jetstream":true'
+}
+
+start_nats() {
+	(($# == 2)) || usage
+	local port=$1 dir
+	check_port "$port"
+	have nats-server || die "nats-server not found; run: $PROG install"
+	dir=$(abs_dir "$2")
+
+	if nats_ping "$port"; then
+		log "nats already answering on 127.0.0.1:$port"
+		return 0
+	fi
+
+	# The config path names the instance in the server's command line.
+	local pidfile=$dir/nats.pid logfile=$dir/nats.log conf=$dir/nats.conf
+	if ! pid_alive "$pidfile" "$conf"; then
+		rm -f -- "$pidfile"
+		cat >"$conf" <<EOF
+# Generated by $PROG on every start: a test server with JetStream.
+listen: "127.0.0.1:$port"
+server_name: "hookpipe-test-$port"
+jetstream {
+  store_dir: "$dir/jetstream"
+  max_memory_store: 256MB
+  max_file_store: 4GB
+}
+authorization {
+  user: "$QUEUE_USER"
+  password: "$QUEUE_PASS"
+}
+EOF
+		echo "=== $PROG: start on 127.0.0.1:$port, $(date -u +%FT%TZ)" >>"$logfile"
+		setsid nats-server -c "$conf" </dev/null >>"$logfile" 2>&1 &
+		echo $! >"$pidfile"
+	fi
+
+	local start=$SECONDS why="did not answer within ${NATS_START_TIMEOUT}s"
+	while ((SECONDS - start < NATS_START_TIMEOUT)); do
+		if nats_ping "$port"; then
+			log "nats up on 127.0.0.1:$port (JetStream in $dir/jetstream)"
+			return 0
+		fi
+		if ! pid_alive "$pidfile" "$conf"; then
+			why="exited during startup"
+			break
+		fi
+		sleep 0.1
+	done
+	log "nats on 127.0.0.1:$port $why; last lines of $logfile:"
+	tail -n 20 -- "$logfile" >&2
+	exit 1
+}
+
+# ---------------------------------------------------------------- rabbitmq
+
+# rabbitmq_ping PORT: succeed if RabbitMQ answers an AMQP 0-9-1 protocol
+# header on PORT with its Connection.Start (which names the product). The
+# listener opens only once the node has booted.
+rabbitmq_ping() {
+	# shellcheck disable=SC2016 # $1 is the inner shell's
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "AMQP\0\0\011\001" >&3 && dd bs=4096 count=1 <&3 2>/dev/null' _ "$1" 2>/dev/null |
+		grep -aq RabbitMQ
+}
+
+# rabbitmq_env DIR PORT: the environment of the node of DIR, for the server
+# and for rabbitmqctl (which finds the node through the same epmd and
+# cookie).
+rabbitmq_env() {
+	local dir=$1 port=$2
+	echo HOME="$dir" \
+		RABBITMQ_NODENAME="hookpipe-$port@localhost" \
+		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+		RABBITMQ_NODE_PORT="$port" \
+		RABBITMQ_DIST_PORT=$((port + 1)) \
+		ERL_EPMD_PORT=$((port + 2)) \
+		ERL_EPMD_ADDRESS=127.0.0.1 \
+		RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
+		RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
+		RABBITMQ_ADVANCED_CONFIG_FILE="$dir/advanced.config" \
+		RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
+		RABBITMQ_MNESIA_BASE="$dir/mnesia" \
+		RABBITMQ_LOG_BASE="$dir/log" \
+		RABBITMQ_PID_FILE="$dir/rabbitmq.pid" \
+		ERL_CRASH_DUMP="$dir/erl_crash.dump" \
+		RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="'-kernel inet_dist_use_interface {127,0,0,1} -hookpipe_dir $dir'"
+}
+
+# rabbitmq_port DIR: the AMQP port of the node of DIR (from its config).
+rabbitmq_port() {
+	sed -n 's/^listeners\.tcp\.1 = 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$1/rabbitmq.conf" 2>/dev/null
+}
+
+start_rabbitmq() {
+	(($# == 2)) || usage
+	local port=$1 dir
+	check_port "$port"
+	check_port $((port + 2))
+	[[ -x $RABBITMQ_SERVER ]] || die "rabbitmq-server not found; run: $PROG install"
+	dir=$(abs_dir "$2")
+	# Erlang's arguments are split at blanks.
+	[[ $dir != *[[:space:]]* ]] || die "rabbitmq: DIR must not contain blanks: '$dir'"
+
+	if rabbitmq_ping "$port"; then
+		log "rabbitmq already answering on 127.0.0.1:$port"
+		return 0
+	fi
+
+	# The node's command line names its DIR (-hookpipe_dir); the node
+	# writes its pid file itself once booting, its launcher (a shell of
+	# rabbitmq-server's that waits on it) lives as long as it does.
+	local pidfile=$dir/rabbitmq.pid logfile=$dir/rabbitmq.out name="-hookpipe_dir $dir" launcher=
+	if ! pid_alive "$pidfile" "$name"; then
+		rm -f -- "$pidfile"
+		mkdir -p -- "$dir/mnesia" "$dir/log"
+		cat >"$dir/rabbitmq.conf" <<EOF
+# Generated by $PROG on every start: a single test node, no plugins.
+listeners.tcp.1 = 127.0.0.1:$port
+default_user = $QUEUE_USER
+default_pass = $QUEUE_PASS
+default_vhost = /
+loopback_users = none
+log.console = false
+log.file = rabbit.log
+log.file.level = info
+EOF
+		: >"$dir/rabbitmq-env.conf"
+		echo '[].' >"$dir/enabled_plugins"
+		echo '[].' >"$dir/advanced.config"
+		echo "=== $PROG: start on 127.0.0.1:$port, $(date -u +%FT%TZ)" >>"$logfile"
+		# The environment as one command (eval: the extra Erlang arguments
+		# hold blanks); setsid detaches the node.
+		eval "setsid env $(rabbitmq_env "$dir" "$port") $RABBITMQ_SERVER" </dev/null >>"$logfile" 2>&1 &
+		launcher=$!
+	fi
+
+	local start=$SECONDS why="did not answer within ${RABBITMQ_START_TIMEOUT}s (RABBITMQ_START_TIMEOUT)"
+	while ((SECONDS - start < RABBITMQ_START_TIMEOUT)); do
+		if rabbitmq_ping "$port"; then
+			log "rabbitmq up on 127.0.0.1:$port after $((SECONDS - start))s (distribution $((port + 1)), epmd $((port + 2)), dir $dir)"
+			return 0
+		fi
+		local alive
+		if [[ -n $launcher ]]; then
+			kill -0 "$launcher" 2>/dev/null && alive=1 || alive=0
+		else
+			pid_alive "$pidfile" "$name" && alive=1 || alive=0
+		fi
+		if ((!alive)); then
+			why="exited during startup"
+			break
+		fi
+		sleep 0.25
+	done
+	log "rabbitmq on 127.0.0.1:$port $why; last lines of $logfile and $dir/log/rabbit.log:"
+	tail -n 20 -- "$logfile" "$dir/log/rabbit.log" >&2 2>/dev/null || true
+	exit 1
+}
+
+# stop_epmd DIR: stop the epmd of the node of DIR, once the node is gone.
+stop_epmd() {
+	local port
+	port=$(rabbitmq_port "$1")
+	[[ -n $port ]] || return 0
+	ERL_EPMD_PORT=$((port + 2)) epmd -kill >/dev/null 2>&1 || true
+}
+
+# rabbitmq_ctl DIR ARGS...: rabbitmqctl against the node of DIR.
+rabbitmq_ctl() {
+	(($# >= 1)) || usage
+	local dir port
+	dir=$(cd -- "$1" && pwd -P) || die "no such DIR: $1"
+	shift
+	port=$(rabbitmq_port "$dir")
+	[[ -n $port ]] || die "no rabbitmq config in $dir"
+	eval "env $(rabbitmq_env "$dir" "$port") $RABBITMQ_CTL \"\$@\""
+}
+
+# ---------------------------------------------------------------- elasticmq
+
+# install_elasticmq: fetch the ElasticMQ jars into $ELASTICMQ_CACHE/libs
+# and check each against elasticmq.sha256, unless a previous run completed.
+install_elasticmq() {
+	local libs=$ELASTICMQ_CACHE/libs marker=$ELASTICMQ_CACHE/installed lock
+	mkdir -p -- "$ELASTICMQ_CACHE"
+	exec {lock}>"$ELASTICMQ_CACHE/.lock"
+	flock "$lock"
+	if [[ -e $marker ]]; then
+		log "install-elasticmq: ElasticMQ $ELASTICMQ_VERSION already in $libs"
+		return 0
+	fi
+	have java || die "java not found; install OpenJDK 17+ (apt-get install openjdk-17-jre-headless)"
+	have mvn || die "mvn not found; install Maven (apt-get install maven)"
+
+	log "install-elasticmq: fetching ElasticMQ $ELASTICMQ_VERSION and its dependencies from Maven Central"
+	rm -rf -- "$libs" "$ELASTICMQ_CACHE/m2"
+	cat >"$ELASTICMQ_CACHE/pom.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.hookpipe</groupId>
+  <artifactId>elasticmq-libs</artifactId>
+  <version>$ELASTICMQ_VERSION</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.elasticmq</groupId>
+      <artifactId>elasticmq-server_2.13</artifactId>
+      <version>$ELASTICMQ_VERSION</version>
+    </dependency>
+  </dependencies>
+  <build>
+    <plugins>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-dependency-plugin</artifactId>
+        <version>3.8.1</version>
+        <configuration>
+          <includeScope>runtime</includeScope>
+          <outputDirectory>$libs</outputDirectory>
+        </configuration>
+      </plugin>
+    </plugins>
+  </build>
+</project>
+EOF
+	mvn -B --strict-checksums -f "$ELASTICMQ_CACHE/pom.xml" -Dmaven.repo.local="$ELASTICMQ_CACHE/m2" \
+		dependency:copy-dependencies >"$ELASTICMQ_CACHE/mvn.log" 2>&1 || {
+		tail -n 30 -- "$ELASTICMQ_CACHE/mvn.log" >&2
+		die "install-elasticmq: mvn failed (log: $ELASTICMQ_CACHE/mvn.log)"
+	}
+	rm -rf -- "$ELASTICMQ_CACHE/m2"
+
+	# Exactly the pinned jars, each with its pinned SHA-256.
+	local sums=$SCRIPTS/elasticmq.sha256
+	(cd -- "$libs" && sha256sum --quiet --strict -c "$sums") >&2 ||
+		die "install-elasticmq: a jar in $libs differs from $sums"
+	diff <(sed 's/^[0-9a-f]*  //' "$sums" | sort) <(cd -- "$libs" && printf '%s\n' * | sort) >&2 ||
+		die "install-elasticmq: the jars in $libs (>) are not those of $sums (<)"
+	touch -- "$marker"
+	log "install-elasticmq: ElasticMQ $ELASTICMQ_VERSION in $libs"
+}
+
+# elasticmq_ping PORT: succeed if an SQS endpoint answers ListQueues on PORT.
+elasticmq_ping() {
+	curl -fsS -m 3 -o /dev/null "http://127.0.0.1:$1/?Action=ListQueues" 2>/dev/null
+}
+
+start_elasticmq() {
+	(($# == 2)) || usage
+	local port=$1 dir
+	check_port "$port"
+	[[ -e $ELASTICMQ_CACHE/installed ]] || die "ElasticMQ $ELASTICMQ_VERSION not installed; run: $PROG install-elasticmq"
+	have java || die "java not found; install OpenJDK 17+"
+	have curl || die "curl not found; run: $PROG install"
+	dir=$(abs_dir "$2")
+
+	if elasticmq_ping "$port"; then
+		log "elasticmq already answering on 127.0.0.1:$port"
+		return 0
+	fi
+
+	# The config path names the instance in the server's command line.
+	local pidfile=$dir/elasticmq.pid logfile=$dir/elasticmq.out conf=$dir/elasticmq.conf
+	if ! pid_alive "$pidfile" "$conf"; then
+		rm -f -- "$pidfile"
+		# HOCON: the jar's defaults (application.conf), then ours.
+		cat >"$conf" <<EOF
+# Generated by $PROG on every start: an SQS endpoint for the tests.
+include classpath("application.conf")
+node-address { protocol = "http", host = "127.0.0.1", port = $port, context-path = "" }
+rest-sqs { enabled = true, bind-port = $port, bind-hostname = "127.0.0.1", sqs-limits = strict }
+generate-node-address = false
+aws { region = "us-east-1", accountId = "000000000000" }
+EOF
+		case $ELASTICMQ_STORAGE in
+		disk)
+			# H2 commits each change at once (WRITE_DELAY=0): with its
+			# default delay a message sent just before a SIGKILL is lost.
+			cat >>"$conf" <<EOF
+queues-storage { enabled = true, path = "$dir/queues.conf" }
+messages-storage { enabled = true, uri = "jdbc:h2:$dir/messages;WRITE_DELAY=0" }
+EOF
+			;;
+		memory) ;;
+		*) die "ELASTICMQ_STORAGE=$ELASTICMQ_STORAGE: want disk or memory" ;;
+		esac
+		echo "=== $PROG: start on 127.0.0.1:$port, $(date -u +%FT%TZ)" >>"$logfile"
+		setsid java -Xms64m -Xmx512m -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError -XX:-UsePerfData \
+			-Djava.awt.headless=true -Dconfig.file="$conf" \
+			-cp "$ELASTICMQ_CACHE/libs/*" org.elasticmq.server.Main </dev/null >>"$logfile" 2>&1 &
+		echo $! >"$pidfile"
+	fi
+
+	local start=$SECONDS why="did not answer within ${ELASTICMQ_START_TIMEOUT}s"
+	while ((SECONDS - start < ELASTICMQ_START_TIMEOUT)); do
+		if elasticmq_ping "$port"; then
+			log "elasticmq up on 127.0.0.1:$port (dir $dir)"
+			return 0
+		fi
+		if ! pid_alive "$pidfile" "$conf"; then
+			why="exited during startup"
+			break
+		fi
+		sleep 0.25
+	done
+	log "elasticmq on 127.0.0.1:$port $why; last lines of $logfile:"
+	tail -n 20 -- "$logfile" >&2
+	exit 1
+}
+
 # ---------------------------------------------------------------- stop
 
 # stop_service TERM|KILL SVC DIR: TERM stops the instance (SIGTERM, then
@@ -597,9 +983,29 @@ stop_service() {
 		[[ -d $dir ]] && dir=$(cd -- "$dir" && pwd -P)
 		pidfile=$dir/kafka.pid name=$dir/server.properties
 		;;
+	nats)
+		[[ -d $dir ]] && dir=$(cd -- "$dir" && pwd -P)
+		pidfile=$dir/nats.pid name=$dir/nats.conf
+		;;
+	rabbitmq)
+		[[ -d $dir ]] && dir=$(cd -- "$dir" && pwd -P)
+		pidfile=$dir/rabbitmq.pid name="-hookpipe_dir $dir"
+		;;
+	elasticmq)
+		[[ -d $dir ]] && dir=$(cd -- "$dir" && pwd -P)
+		pidfile=$dir/elasticmq.pid name=$dir/elasticmq.conf
+		;;
 	*) usage ;;
 	esac
+	signal_service "$sig" "$svc" "$dir" "$pidfile" "$name"
+	# A node's epmd goes once the node is gone (stopped or killed).
+	[[ $svc != rabbitmq ]] || stop_epmd "$dir"
+}
 
+# signal_service TERM|KILL SVC DIR PIDFILE NAME: stop_service's signal
+# and wait.
+signal_service() {
+	local sig=$1 svc=$2 dir=$3 pidfile=$4 name=$5
 	if ! pid_alive "$pidfile" "$name"; then
 		rm -f -- "$pidfile"
 		log "$svc in $dir is not running"
@@ -668,8 +1074,36 @@ status() {
 			echo "clickhouse  pid=$pid tcp=$tcp http=$http state=$state dir=${cfg%/config.xml}"
 			found=1
 			;;
+		nats-server)
+			cmd=$(tr '\0' '\n' <"$p/cmdline" 2>/dev/null) || continue
+			cfg=$(tail -n 1 <<<"$cmd")
+			port=$(sed -n 's|^listen: "127.0.0.1:\([0-9]*\)"$|\1|p' "$cfg" 2>/dev/null || true)
+			state=down
+			[[ $port =~ ^[0-9]+$ ]] && nats_ping "$port" && state=up
+			echo "nats        pid=$pid port=${port:-?} state=$state dir=${cfg%/nats.conf}"
+			found=1
+			;;
+		beam.smp)
+			cmd=$(tr '\0' '\n' <"$p/cmdline" 2>/dev/null) || continue
+			cfg=$(grep -x -A 1 -- -hookpipe_dir <<<"$cmd" | tail -n 1)
+			[[ -n $cfg ]] || continue
+			port=$(rabbitmq_port "$cfg")
+			state=down
+			[[ $port =~ ^[0-9]+$ ]] && rabbitmq_ping "$port" && state=up
+			echo "rabbitmq    pid=$pid port=${port:-?} state=$state dir=$cfg"
+			found=1
+			;;
 		java)
 			cmd=$(tr '\0' '\n' <"$p/cmdline" 2>/dev/null) || continue
+			if grep -qx org.elasticmq.server.Main <<<"$cmd"; then
+				cfg=$(sed -n 's/^-Dconfig.file=//p' <<<"$cmd")
+				port=$(sed -n 's/^rest-sqs { enabled = true, bind-port = \([0-9]*\),.*/\1/p' "$cfg" 2>/dev/null || true)
+				state=down
+				[[ $port =~ ^[0-9]+$ ]] && elasticmq_ping "$port" && state=up
+				echo "elasticmq   pid=$pid port=${port:-?} state=$state dir=${cfg%/elasticmq.conf}"
+				found=1
+				continue
+			fi
 			grep -qx kafka.Kafka <<<"$cmd" || continue
 			# the broker's last argument is DIR/server.properties
 			cfg=$(tail -n 1 <<<"$cmd")
@@ -682,7 +1116,23 @@ status() {
 		*) ;;
 		esac
 	done
-	((found)) || echo "no redis-server, clickhouse-server or kafka running"
+	((found)) || echo "no redis-server, clickhouse-server, kafka, nats-server, rabbitmq or elasticmq running"
+}
+
+# ---------------------------------------------------------------- installed
+
+# installed SERVICE: succeed if `start SERVICE` has what it needs (for
+# tests that skip without it when run by hand).
+installed() {
+	case $1 in
+	redis | redis-cluster) have redis-server && have redis-cli ;;
+	clickhouse) have clickhouse-server && have clickhouse-client ;;
+	kafka) [[ -e $KAFKA_CACHE/installed ]] && have java && have kcat && have openssl ;;
+	nats) have nats-server ;;
+	rabbitmq) [[ -x $RABBITMQ_SERVER ]] && have epmd ;;
+	elasticmq) [[ -e $ELASTICMQ_CACHE/installed ]] && have java && have curl ;;
+	*) usage ;;
+	esac
 }
 
 # ---------------------------------------------------------------- main
@@ -700,6 +1150,10 @@ main() {
 		(($# == 0)) || usage
 		install_kafka
 		;;
+	install-elasticmq)
+		(($# == 0)) || usage
+		install_elasticmq
+		;;
 	start)
 		(($# >= 1)) || usage
 		local svc=$1
@@ -712,11 +1166,19 @@ main() {
 		redis-cluster) start_redis_cluster "$@" ;;
 		clickhouse) start_clickhouse "$@" ;;
 		kafka) start_kafka "$@" ;;
+		nats) start_nats "$@" ;;
+		rabbitmq) start_rabbitmq "$@" ;;
+		elasticmq) start_elasticmq "$@" ;;
 		*) usage ;;
 		esac
 		;;
+	installed)
+		(($# == 1)) || usage
+		installed "$1"
+		;;
 	stop) stop_service TERM "$@" ;;
 	kill) stop_service KILL "$@" ;;
+	ctl) rabbitmq_ctl "$@" ;;
 	status) status ;;
 	-h | --help | help) usage ;;
 	*) usage ;;

@@ -18,8 +18,11 @@ const maxConns = 256
 // share one, so a subscription's change of password takes effect at once.
 type conns[C any] struct {
 	close1 func(C)
-	mu     sync.Mutex
-	m      map[[32]byte]*conn[C]
+	// alive, when set, tells a connection that still works from one the
+	// server or the network closed for good, which get replaces.
+	alive func(C) bool
+	mu    sync.Mutex
+	m     map[[32]byte]*conn[C]
 }
 
 type conn[C any] struct {
@@ -27,8 +30,8 @@ type conn[C any] struct {
 	used time.Time
 }
 
-func newConns[C any](close1 func(C)) *conns[C] {
-	return &conns[C]{close1: close1, m: map[[32]byte]*conn[C]{}}
+func newConns[C any](close1 func(C), alive func(C) bool) *conns[C] {
+	return &conns[C]{close1: close1, alive: alive, m: map[[32]byte]*conn[C]{}}
 }
 
 // get is d's connection, made by open the first time (outside the lock:
@@ -38,9 +41,13 @@ func (cs *conns[C]) get(d *topics.Destination, open func() (C, error)) (C, error
 	key := sha256.Sum256(b)
 	cs.mu.Lock()
 	if c := cs.m[key]; c != nil {
-		c.used = time.Now()
-		cs.mu.Unlock()
-		return c.c, nil
+		if cs.alive == nil || cs.alive(c.c) {
+			c.used = time.Now()
+			cs.mu.Unlock()
+			return c.c, nil
+		}
+		cs.close1(c.c)
+		delete(cs.m, key)
 	}
 	cs.mu.Unlock()
 	c, err := open()

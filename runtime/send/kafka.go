@@ -3,7 +3,6 @@ package send
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -27,7 +26,7 @@ type kafkaPublisher struct {
 }
 
 func newKafkaPublisher(dial dialFunc) Publisher {
-	return &kafkaPublisher{dial: dial, conns: newConns(func(cl *kgo.Client) { cl.Close() })}
+	return &kafkaPublisher{dial: dial, conns: newConns(func(cl *kgo.Client) { cl.Close() }, nil)}
 }
 
 // Publish produces m with m.Key as the record key, so that the cluster's
@@ -87,11 +86,7 @@ func (p *kafkaPublisher) client(ctx context.Context, d *topics.Destination) (*kg
 // tlsDial wraps dial in TLS, verifying the server's name against the
 // system's roots, or ca's certificates (PEM) when given.
 func tlsDial(dial dialFunc, ca string) dialFunc {
-	var roots *x509.CertPool
-	if ca != "" {
-		roots = x509.NewCertPool()
-		roots.AppendCertsFromPEM([]byte(ca)) // validated with the subscription
-	}
+	roots := caPool(ca)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {

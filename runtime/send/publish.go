@@ -73,7 +73,10 @@ func (s *Sender) publisher(kind string) (Publisher, error) {
 
 // publisherKinds make the Publisher of each destination kind but http.
 var publisherKinds = map[string]func(dial dialFunc) Publisher{
-	topics.DestinationKafka: newKafkaPublisher,
+	topics.DestinationKafka:    newKafkaPublisher,
+	topics.DestinationNATS:     newNATSPublisher,
+	topics.DestinationRabbitMQ: newRabbitPublisher,
+	topics.DestinationSQS:      newSQSPublisher,
 }
 
 // publish sends a delivery to a destination other than an HTTP endpoint,
