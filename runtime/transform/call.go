@@ -1,0 +1,206 @@
+package transform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime/metrics"
+	"sync"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// sampleEvery is how often a running call's allocations are measured: a
+// script doubling a string every step reaches the memory limit within a
+// few steps of a millisecond or more each, and a call of tens of
+// microseconds never pays for a sample.
+const sampleEvery = time.Millisecond
+
+// grace is how long Run waits, once it stopped a call, for the script to
+// notice: the interrupt lands between two instructions at once, so only a
+// builtin running long (a guard missed it) takes longer; its goroutine is
+// then left to finish alone.
+const grace = 250 * time.Millisecond
+
+// call is one run of a script: its runtime and why it was stopped.
+type call struct {
+	s   *Script
+	in  Input
+	url *url.URL
+	rt  *goja.Runtime
+
+	mu      sync.Mutex
+	stopped error
+}
+
+type result struct {
+	out Output
+	err error
+}
+
+func newCall(s *Script, in Input, u *url.URL) *call {
+	rt := goja.New()
+	rt.SetMaxCallStackSize(s.limits.CallDepth)
+	return &call{s: s, in: in, url: u, rt: rt}
+}
+
+// stop interrupts the script for err, once: the first reason stands.
+func (c *call) stop(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped == nil {
+		c.stopped = err
+		c.rt.Interrupt(err)
+	}
+}
+
+func (c *call) cause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped
+}
+
+// watch waits for the call, stopping it at its time and memory limits and
+// when ctx ends, and returns at most grace after it stopped it.
+func (c *call) watch(ctx context.Context, done <-chan result) (Output, error) {
+	l := c.s.limits
+	timer := time.NewTimer(l.Time)
+	defer timer.Stop()
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	start := allocated()
+	var abandon <-chan time.Time
+	stop := func(err error) {
+		c.stop(err)
+		if abandon == nil {
+			abandon = time.After(grace)
+		}
+	}
+	for {
+		select {
+		case r := <-done:
+			return r.out, r.err
+		case <-timer.C:
+			stop(&LimitError{Limit: LimitTime, Detail: fmt.Sprintf("still running after %v", l.Time)})
+		case <-tick.C:
+			if n := allocated() - start; n > uint64(l.Memory) {
+				stop(&LimitError{Limit: LimitMemory, Detail: fmt.Sprintf("%d bytes allocated, over %d", n, l.Memory)})
+			}
+		case <-ctx.Done():
+			stop(ctx.Err())
+		case <-abandon:
+			return Output{}, c.cause()
+		}
+	}
+}
+
+// allocated is the bytes the process allocated on the heap since it began.
+func allocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// run executes the call on its own goroutine, so that Run can return when
+// a builtin does not. A panic of the engine is the script's failure, not
+// the process's.
+func (c *call) run(done chan<- result) {
+	defer func() {
+		if x := recover(); x != nil {
+			done <- result{err: fmt.Errorf("%w: the engine failed: %v", ErrFailed, x)}
+		}
+	}()
+	out, err := c.execute()
+	if err != nil {
+		if cause := c.cause(); cause != nil {
+			err = cause
+		}
+	}
+	done <- result{out: out, err: err}
+}
+
+// execute sets the runtime up, runs the script's top level, calls its
+// handler and reads what it returned.
+func (c *call) execute() (Output, error) {
+	g, err := guard(c)
+	if err != nil {
+		return Output{}, c.scriptError(err)
+	}
+	if _, err := c.rt.RunProgram(c.s.prg); err != nil {
+		return Output{}, c.scriptError(err)
+	}
+	var handler goja.Callable
+	var webhook goja.Value
+	err = c.try(func() {
+		h, ok := goja.AssertFunction(c.rt.Get("handler"))
+		if !ok {
+			panic(c.rt.NewTypeError("handler is not a function"))
+		}
+		handler, webhook = h, c.input(g)
+	})
+	if err != nil {
+		return Output{}, c.scriptError(err)
+	}
+	res, err := handler(goja.Undefined(), webhook)
+	if err != nil {
+		return Output{}, c.scriptError(err)
+	}
+	return c.output(g, res)
+}
+
+// try runs f as a builtin of the runtime, so that what the script's code
+// throws or the interrupt raises while f reads its values comes back as an
+// error.
+func (c *call) try(f func()) error {
+	fn, _ := goja.AssertFunction(c.rt.ToValue(func(goja.FunctionCall) goja.Value {
+		f()
+		return goja.Undefined()
+	}))
+	_, err := fn(goja.Undefined())
+	return err
+}
+
+// scriptError classifies an error of the runtime: the reason the call was
+// stopped, the call stack, or the script's exception.
+func (c *call) scriptError(err error) error {
+	var interrupted *goja.InterruptedError
+	var overflow *goja.StackOverflowError
+	var ex *goja.Exception
+	switch {
+	case errors.As(err, &interrupted):
+		if cause := c.cause(); cause != nil {
+			return cause
+		}
+		return fmt.Errorf("%w: interrupted: %v", ErrLimit, interrupted.Value())
+	case errors.As(err, &overflow):
+		return &LimitError{Limit: LimitCallStack, Detail: fmt.Sprintf("more than %d nested calls", c.s.limits.CallDepth)}
+	case errors.As(err, &ex):
+		te := &ThrowError{Message: c.message(ex.Value())}
+		for _, f := range ex.Stack() {
+			if p := f.Position(); p.Line > 0 {
+				te.Line, te.Column = p.Line, p.Column
+				break
+			}
+		}
+		return te
+	}
+	return fmt.Errorf("%w: %v", ErrThrew, err)
+}
+
+// maxMessage bounds the message of an exception kept in an error.
+const maxMessage = 1024
+
+// message is the thrown value as a string, which for an object is the
+// script's own code (toString) and may itself throw.
+func (c *call) message(v goja.Value) string {
+	var s string
+	if err := c.try(func() { s = v.String() }); err != nil {
+		return "a value whose toString failed"
+	}
+	if len(s) > maxMessage {
+		s = s[:maxMessage] + "..."
+	}
+	return s
+}
