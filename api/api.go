@@ -130,6 +130,7 @@ func New(o Options) *Server {
 	s.registerEvents()
 	s.registerEventTypes()
 	s.registerTestSend()
+	s.registerTransformations()
 	s.registerMessages()
 	s.registerMessageList()
 	s.registerHealth()

@@ -143,6 +143,10 @@ func (d *deliverer) attempt(ctx context.Context, rec *kgo.Record, del *topics.De
 		att.Outcome = topics.OutcomeSuccess
 		log.Debug("delivered", zap.Int("status", resp.Status), zap.Duration("duration", resp.Duration))
 		return []*kgo.Record{d.attemptRecord(ctx, rec, &att)}, finished
+	case classify.Skip:
+		att.Outcome = topics.OutcomeSkipped
+		log.Debug("skipped: the transformation cancelled it")
+		return []*kgo.Record{d.attemptRecord(ctx, rec, &att)}, finished
 	case classify.Retry:
 		schedule, _ := topics.ParseSchedule(sub.RetrySchedule)
 		nominal, more := backoff.Next(schedule, del.Attempt)

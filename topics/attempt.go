@@ -50,7 +50,8 @@ const (
 	FailureBreakerOpen  = "breaker_open"       // blocked: the subscription's circuit breaker is open
 	FailureThrottled    = "rate_limited_local" // throttled: the subscription's own rate limit
 	FailureTenantQuota  = "tenant_quota"       // throttled: the tenant's delivery quota
-	FailureCancelled    = "cancelled"          // skipped: a scheduled delivery cancelled before it was due
+	FailureCancelled    = "cancelled"          // skipped: a scheduled delivery cancelled before it was due, or a transformation cancelled it
+	FailureTransform    = "transformation"     // dead: the subscription's transformation threw, went over a limit or returned a bad webhook
 )
 
 // Attempt is the value on the attempts topic, keyed by subscription id.

@@ -29,6 +29,9 @@ const MaxURLLength = 2048
 // MaxFilterLength bounds a subscription's filter expression.
 const MaxFilterLength = 2048
 
+// MaxTransformationLength bounds a subscription's transformation script.
+const MaxTransformationLength = 64 << 10
+
 // SecretPrefix starts every signing secret (Standard Webhooks).
 const SecretPrefix = "whsec_"
 
@@ -58,6 +61,11 @@ type Subscription struct {
 	// (package runtime/filter); an expression that fails on an event does
 	// not match it.
 	Filter string `json:"filter,omitempty"`
+	// Transformation, when set, is a JavaScript function handler(webhook)
+	// run on each delivery before it is sent, which returns the body,
+	// headers, method and URL path to send, or cancels the delivery.
+	// Writers compile it before writing (package runtime/transform).
+	Transformation string `json:"transformation,omitempty"`
 	// Partitions spreads the subscription's deliveries over this many
 	// partitions of the deliveries topics, by key (see DeliveryKeyOf), so
 	// that several deliverers carry a hot subscription; 0 or 1: one
@@ -257,6 +265,9 @@ func (s Subscription) Validate() error {
 	}
 	if s.Partitions < 0 || s.Partitions > MaxPartitions {
 		return invalid("subscription", "partitions", "%d is not within 1..%d", s.Partitions, MaxPartitions)
+	}
+	if len(s.Transformation) > MaxTransformationLength {
+		return invalid("subscription", "transformation", "%d bytes; at most %d", len(s.Transformation), MaxTransformationLength)
 	}
 	if len(s.Filter) > MaxFilterLength {
 		return invalid("subscription", "filter", "%d characters; at most %d", len(s.Filter), MaxFilterLength)

@@ -38,8 +38,9 @@ func newDelivery(sub, eventID string) topics.Delivery {
 
 // received is one request as the endpoint saw it.
 type received struct {
-	header http.Header
-	body   []byte
+	method, uri string
+	header      http.Header
+	body        []byte
 }
 
 // receiver is an endpoint that records every request and answers with
@@ -59,7 +60,7 @@ func newReceiver(tb testing.TB, handle func(w http.ResponseWriter, r *http.Reque
 			return
 		}
 		rc.mu.Lock()
-		rc.reqs = append(rc.reqs, received{header: r.Header.Clone(), body: body})
+		rc.reqs = append(rc.reqs, received{method: r.Method, uri: r.RequestURI, header: r.Header.Clone(), body: body})
 		rc.mu.Unlock()
 		if handle != nil {
 			handle(w, r, body)

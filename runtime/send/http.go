@@ -44,6 +44,9 @@ type Sender struct {
 	dial       dialFunc
 	mu         sync.Mutex
 	publishers map[string]Publisher
+
+	// scripts are the subscriptions' transformations, compiled.
+	scripts scripts
 }
 
 // New returns a Sender with the settings h, sized by o.
@@ -155,15 +158,29 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // Send posts one delivery to the subscription's endpoint (or publishes it
-// to its destination, see Publisher), with the trace
-// headers traced (traceparent, tracestate), which replace any the
+// to its destination, see Publisher), through the subscription's
+// transformation when it has one, within the subscription's timeout, with
+// the trace headers traced (traceparent, tracestate), which replace any the
 // subscription sets. With oauth2 auth, a 401 answer to a cached token
 // fetches a new one and sends again, once.
 func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery,
 	traced []kgo.RecordHeader) (Response, error) {
-	if !sub.Destination.IsHTTP() {
-		return s.publish(ctx, sub, d, traced)
+	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
+	defer cancel()
+	start := time.Now()
+	req, err := s.prepare(ctx, sub, d)
+	if err != nil {
+		return Response{Duration: time.Since(start)}, err
 	}
+	if !sub.Destination.IsHTTP() {
+		return s.publish(ctx, req, d, traced)
+	}
+	return s.sendHTTP(ctx, req, d, traced)
+}
+
+// sendHTTP makes the request of an HTTP endpoint.
+func (s *Sender) sendHTTP(ctx context.Context, req request, d *topics.Delivery, traced []kgo.RecordHeader) (Response, error) {
+	sub := req.sub
 	u, err := url.Parse(sub.URL)
 	if err != nil {
 		return Response{}, err
@@ -171,13 +188,10 @@ func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	if s.requireHTTPS && u.Scheme != "https" {
 		return Response{}, ErrHTTPSRequired
 	}
-	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
-	defer cancel()
 	client, err := s.auth.client(s.client, sub)
 	if err != nil {
 		return Response{}, err
 	}
-	b := body(d)
 	keys := s.keys.of(sub, time.Now())
 	authz := authorization(sub.Auth)
 	oauth := sub.Auth != nil && sub.Auth.Type == topics.AuthOAuth2
@@ -190,7 +204,7 @@ func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.D
 			}
 			authz = "Bearer " + token
 		}
-		resp, err := s.post(ctx, client, u, sub, d, b, keys, authz, traced)
+		resp, err := s.post(ctx, client, u, req, d, keys, authz, traced)
 		if oauth {
 			resp.Sample = strings.ReplaceAll(resp.Sample, token, "[redacted]")
 		}
@@ -221,19 +235,20 @@ func (s *Sender) pool(client *http.Client, u *url.URL) *http1.Transport {
 }
 
 // post makes one request.
-func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, sub *topics.Subscription, d *topics.Delivery,
-	b []byte, keys []*sign.Key, authz string, traced []kgo.RecordHeader) (Response, error) {
+func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, r request, d *topics.Delivery,
+	keys []*sign.Key, authz string, traced []kgo.RecordHeader) (Response, error) {
 	now := time.Now()
-	header := requestHeader(sub, d, b, keys, authz, traced, now)
+	b := r.body
+	header := requestHeader(r.sub, d, b, keys, authz, traced, now)
 	var resp *http.Response
 	var err error
-	if pool := s.pool(client, u); pool != nil {
+	if pool := s.pool(client, u); pool != nil && r.method == http.MethodPost {
 		// As client.Do, which never follows a redirect here either.
 		if resp, err = pool.Post(ctx, &http1.Request{URL: u, Header: header, Body: b}); err != nil {
 			err = &url.Error{Op: "Post", URL: u.Redacted(), Err: err}
 		}
 	} else {
-		req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, sub.URL, bytes.NewReader(b))
+		req, rerr := http.NewRequestWithContext(ctx, r.method, r.sub.URL, bytes.NewReader(b))
 		if rerr != nil {
 			return Response{}, rerr
 		}

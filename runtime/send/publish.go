@@ -79,25 +79,22 @@ var publisherKinds = map[string]func(dial dialFunc) Publisher{
 	topics.DestinationSQS:      newSQSPublisher,
 }
 
-// publish sends a delivery to a destination other than an HTTP endpoint,
-// within the subscription's timeout.
-func (s *Sender) publish(ctx context.Context, sub *topics.Subscription, d *topics.Delivery,
+// publish sends a delivery to a destination other than an HTTP endpoint.
+func (s *Sender) publish(ctx context.Context, req request, d *topics.Delivery,
 	traced []kgo.RecordHeader) (Response, error) {
-	p, err := s.publisher(sub.Destination.Type)
+	p, err := s.publisher(req.sub.Destination.Type)
 	if err != nil {
 		return Response{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
-	defer cancel()
 	now := time.Now()
-	m := s.message(sub, d, traced, now)
-	err = p.Publish(ctx, sub.Destination, m)
+	m := s.message(req, d, traced, now)
+	err = p.Publish(ctx, req.sub.Destination, m)
 	return Response{Duration: time.Since(now)}, err
 }
 
-// message renders and signs d for sub at now.
-func (s *Sender) message(sub *topics.Subscription, d *topics.Delivery, traced []kgo.RecordHeader, now time.Time) *Message {
-	b := body(d)
+// message signs req's body for d at now.
+func (s *Sender) message(req request, d *topics.Delivery, traced []kgo.RecordHeader, now time.Time) *Message {
+	sub, b := req.sub, req.body
 	keys := s.keys.of(sub, now)
 	h := append(subscriptionHeader(sub, traced, 4),
 		Field{Name: "Content-Type", Value: "application/json"},

@@ -19,6 +19,8 @@ import (
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/ast"
 	"github.com/dop251/goja/parser"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Limits bound one call of a script. A zero field takes its default.
@@ -169,4 +171,17 @@ func (s *Script) Run(ctx context.Context, in Input) (Output, error) {
 	done := make(chan result, 1)
 	go c.run(done)
 	return c.watch(ctx, done)
+}
+
+// Validate checks a subscription's transformation as its writers must
+// before writing it: it compiles, under DefaultLimits. The error names the
+// field.
+func Validate(sub *topics.Subscription) error {
+	if sub.Transformation == "" {
+		return nil
+	}
+	if _, err := Compile(sub.Transformation); err != nil {
+		return &topics.InvalidError{Record: "subscription", Field: "transformation", Reason: err.Error()}
+	}
+	return nil
 }

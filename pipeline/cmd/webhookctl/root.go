@@ -97,21 +97,24 @@ var commands = []command{
 		setup: dropPartitionsCmd, example: "webhookctl clickhouse drop-partitions --older-than 90d --dry-run"},
 	{name: "clickhouse expire", summary: "delete the attempts past their tenant's retention (one mutation per table; run it daily)",
 		setup: expireCmd, example: "webhookctl clickhouse expire --dry-run\nwebhookctl clickhouse expire --default-days 90 --wait"},
+	{name: "transformations test", args: []string{"FILE"}, summary: "run a transformation on a sample event here: the request it would make, or why it fails",
+		setup: transformationsTestCmd, example: "webhookctl transformations test shape.js --type order.paid --data '{\"amount\": 12}'"},
 	{name: "messages expunge", args: []string{"EVENT_ID"}, summary: "clear an event's response samples and hide its payload for good (privacy)",
 		setup: expungeCmd, example: "webhookctl messages expunge evt_0123456789abcdefghij --wait"},
 }
 
 // groups are the first words of the commands that have several.
 var groups = map[string]string{
-	"topics":         "pipeline topics",
-	"subscriptions":  "endpoints that receive events",
-	"dlq":            "dead letters",
-	"clickhouse":     "the recorder's ClickHouse tables",
-	"apikeys":        "keys of the HTTP API (docs/api.md)",
-	"tenants":        "per-tenant quotas and retention",
-	"messages":       "the message log in ClickHouse",
-	"event-types":    "the event catalog: types, their schemas and examples",
-	"alert-channels": "where owners and operators are told of operational events",
+	"topics":          "pipeline topics",
+	"subscriptions":   "endpoints that receive events",
+	"dlq":             "dead letters",
+	"clickhouse":      "the recorder's ClickHouse tables",
+	"apikeys":         "keys of the HTTP API (docs/api.md)",
+	"tenants":         "per-tenant quotas and retention",
+	"messages":        "the message log in ClickHouse",
+	"event-types":     "the event catalog: types, their schemas and examples",
+	"alert-channels":  "where owners and operators are told of operational events",
+	"transformations": "subscriptions' JavaScript transformations",
 }
 
 // root builds the command tree of one invocation, bound to c.

@@ -35,6 +35,7 @@ type subFlags struct {
 	filter   string
 	parts    int
 	dest     string
+	script   string
 	auth     string
 	authUser string
 	authPass string
@@ -51,7 +52,7 @@ type subFlags struct {
 
 // subFlagNames are the flags define registers, for telling which were given.
 var subFlagNames = []string{"url", "events", "secret", "tenant", "ordering", "header", "rate-limit", "http-timeout", "retry-schedule", "retry-statuses", "filter", "partitions", "auth", "auth-username", "auth-password", "auth-token",
-	"auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca", "destination", "disabled"}
+	"auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca", "destination", "transformation", "disabled"}
 
 // authValueFlags are the flags that go with --auth.
 var authValueFlags = []string{"auth-username", "auth-password", "auth-token", "auth-token-url", "auth-client-id", "auth-client-secret", "auth-scopes", "auth-cert", "auth-key", "auth-ca"}
@@ -87,6 +88,7 @@ func (f *subFlags) define(fs *flag.FlagSet, update bool) {
 	fs.StringVar(&f.keyFile, "auth-key", "", "mtls: file holding the certificate's private key, PEM (sealed at rest, never printed)")
 	fs.StringVar(&f.caFile, "auth-ca", "", "mtls: file holding the CA certificates that sign the endpoint's certificate, PEM (default: the system's)")
 	fs.StringVar(&f.dest, "destination", "", `deliver to a Kafka topic, NATS subject, RabbitMQ exchange or SQS queue instead of --url: the destination as JSON, or @file holding it, e.g. '{"type":"kafka","brokers":["b1:9092"],"topic":"hooks"}' (docs/api.md lists the fields; secrets sealed at rest, never printed); http goes back to --url`)
+	fs.StringVar(&f.script, "transformation", "", "a JavaScript function handler(webhook) run on each delivery, or @file holding it: it returns the body, headers, method and path to send, or cancels the delivery (docs/api.md; try it with webhookctl transformations test; empty: none)")
 	fs.BoolVar(&f.disabled, "disabled", false, disabledHelp)
 }
 
@@ -170,6 +172,13 @@ func (f *subFlags) apply(s *topics.Subscription, given func(name string) bool) e
 		s.Destination = d
 	}
 	s.Target(s.Destination, s.URL)
+	if given("transformation") {
+		src, err := readValue(f.script)
+		if err != nil {
+			return usagef("--transformation: %v", err)
+		}
+		s.Transformation = string(src)
+	}
 	if given("disabled") {
 		s.Enabled = !f.disabled
 		if s.Enabled {
@@ -270,16 +279,12 @@ func (f *subFlags) endpointAuth() (*topics.EndpointAuth, error) {
 // keeping old's secrets where it leaves them out and old is of the same
 // type, as the API does.
 func (f *subFlags) destination(old *topics.Destination) (*topics.Destination, error) {
-	raw := []byte(f.dest)
-	if name, ok := strings.CutPrefix(f.dest, "@"); ok {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			return nil, usagef("--destination: %v", err)
-		}
-		raw = b
-	}
 	if f.dest == topics.DestinationHTTP || f.dest == "" {
 		return nil, nil
+	}
+	raw, err := readValue(f.dest)
+	if err != nil {
+		return nil, usagef("--destination: %v", err)
 	}
 	var d topics.Destination
 	dec := json.NewDecoder(bytes.NewReader(raw))

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/filter"
+	"github.com/hookpipe/hookpipe/runtime/transform"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -47,6 +48,9 @@ func createCmd(fs *flag.FlagSet) runFunc {
 			s.Secret = secret
 		}
 		if err := filter.Validate(&s); err != nil {
+			return err
+		}
+		if err := transform.Validate(&s); err != nil {
 			return err
 		}
 		k, err := c.connect(ctx)
@@ -283,6 +287,9 @@ func (c *cli) change(ctx context.Context, id string, fn func(s *topics.Subscript
 	}
 	s.UpdatedAt = now
 	if err := filter.Validate(&s); err != nil {
+		return nil, err
+	}
+	if err := transform.Validate(&s); err != nil {
 		return nil, err
 	}
 	if s.Tenant != cur.Tenant {

@@ -26,10 +26,13 @@ const (
 	// Disable is 410 Gone: the subscription is disabled and the delivery
 	// dead-lettered.
 	Disable
+	// Skip is a delivery its transformation cancelled: nothing was sent,
+	// and nothing is left to do.
+	Skip
 )
 
 func (a Action) String() string {
-	return [...]string{"success", "retry", "dead", "disable"}[a]
+	return [...]string{"success", "retry", "dead", "disable", "skip"}[a]
 }
 
 // Result is the classification of one attempt.
@@ -52,6 +55,15 @@ var ErrAuth = errors.New("endpoint auth failed")
 // or exchange, access denied. Such attempts are dead-lettered at once.
 var ErrRefused = errors.New("destination refused the message")
 
+// ErrTransformation is returned when the subscription's transformation
+// threw, went over a limit or returned a bad webhook: dead-lettered at
+// once, as sending it again runs the same script on the same event.
+var ErrTransformation = errors.New("transformation failed")
+
+// ErrCancelled is returned when the subscription's transformation
+// cancelled the delivery.
+var ErrCancelled = errors.New("transformation cancelled the delivery")
+
 // Classify maps an HTTP status (0 when there was no response) and the
 // transport error to a Result. A permanent status goes straight to the dlq
 // unless the subscription retries it (see For).
@@ -59,6 +71,12 @@ func Classify(status int, err error) Result {
 	if errors.Is(err, ErrBlockedAddress) {
 		// The guard will refuse it again: retrying only delays the dlq.
 		return Result{Dead, topics.FailureBlockedAddr}
+	}
+	if errors.Is(err, ErrCancelled) {
+		return Result{Skip, topics.FailureCancelled}
+	}
+	if errors.Is(err, ErrTransformation) {
+		return Result{Dead, topics.FailureTransform}
 	}
 	if errors.Is(err, ErrRefused) {
 		return Result{Dead, topics.FailureRefused}
