@@ -1,25 +1,17 @@
 package recorder
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/hookpipe/hookpipe/recorder/schema"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
-// TestValidateNamesEveryVariable: a configuration wrong in every field is
-// refused with one error naming each variable.
-func TestValidateNamesEveryVariable(t *testing.T) {
-	c := Config{Conn: schema.Conn{Database: "no good"}, BatchRows: 0, RetryMax: 0, RetentionDays: -1}
-	err := c.validate()
-	if err == nil {
-		t.Fatal("validate accepted it")
-	}
-	for _, v := range []string{"WEBHOOKS_RECORDER_GROUP", "WEBHOOKS_CLICKHOUSE_ADDR", "WEBHOOKS_CLICKHOUSE_DATABASE",
-		"WEBHOOKS_RECORDER_BATCH_ROWS", "WEBHOOKS_RECORDER_BATCH_WAIT", "WEBHOOKS_RECORDER_INSERT_TIMEOUT",
-		"WEBHOOKS_RECORDER_RETRY_MAX", "WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT", "WEBHOOKS_CLICKHOUSE_RETENTION_DAYS"} {
-		if !strings.Contains(err.Error(), v) {
-			t.Errorf("error %q does not name %s", err, v)
-		}
-	}
+// TestLoadConfigNamesEveryVariable: a configuration wrong in every
+// variable is refused with one error naming each, those the validate tags
+// check and the ClickHouse ones code checks alike.
+func TestLoadConfigNamesEveryVariable(t *testing.T) {
+	testkit.RefusesEach(t, LoadConfig, map[string]string{"WEBHOOKS_CLICKHOUSE_ADDR": " , ",
+		"WEBHOOKS_CLICKHOUSE_DATABASE": "no good", "WEBHOOKS_RECORDER_BATCH_ROWS": "1000001",
+		"WEBHOOKS_RECORDER_BATCH_WAIT": "0s", "WEBHOOKS_RECORDER_INSERT_TIMEOUT": "-1s", "WEBHOOKS_RECORDER_RETRY_MAX": "99ms",
+		"WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT": "0s", "WEBHOOKS_CLICKHOUSE_RETENTION_DAYS": "-1"})
 }
