@@ -3,14 +3,12 @@ package api
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/hookpipe/hookpipe/api/alert"
 	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/recorder/schema"
-	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -43,10 +41,10 @@ type Config struct {
 	Redis redisstate.Config `env:"-"`
 	// RateLimit is how many requests per second one API key may make,
 	// across all replicas (GCRA in Redis, a burst of the same); 0: none.
-	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
+	RateLimit float64 `env:"WEBHOOKS_API_RATE_LIMIT" envDefault:"50" validate:"finite,min=0" desc:"Requests per second one API key may make across all replicas (a burst of as many); 0: no limit. Needs Redis; without it, or while it is down, requests are not limited."`
 	// TenantMaxSubscriptions is the most subscriptions a tenant may have,
 	// unless the tenants topic sets its own; 0: unlimited.
-	TenantMaxSubscriptions int `env:"WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS" envDefault:"0" desc:"Most subscriptions one tenant may have, unless the tenants topic sets its own (webhookctl tenants set-quota); a create past it is refused (0: unlimited)."`
+	TenantMaxSubscriptions int `env:"WEBHOOKS_TENANT_MAX_SUBSCRIPTIONS" envDefault:"0" validate:"min=0" desc:"Most subscriptions one tenant may have, unless the tenants topic sets its own (webhookctl tenants set-quota); a create past it is refused (0: unlimited)."`
 	// SessionKey signs the dashboard's session cookies and the portal's
 	// links; every replica must have the same one.
 	SessionKey string `env:"WEBHOOKS_API_SESSION_KEY" desc:"Signs dashboard sessions and portal links: 32 or more random bytes, base64; the same on every replica. Empty: a random key per process (sessions and links then work on that replica only, until it restarts). Never logged."`
@@ -63,17 +61,18 @@ type Config struct {
 	// ClickHouse.
 	schema.Conn
 	// ShutdownTimeout bounds the requests in progress after SIGTERM.
-	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long requests in progress may finish after SIGTERM."`
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" validate:"gt=0" desc:"How long requests in progress may finish after SIGTERM."`
 	// UnknownEventTypes is what POST /v1/events does with an event whose
 	// type is not in the event catalog.
-	UnknownEventTypes string `env:"WEBHOOKS_UNKNOWN_EVENT_TYPES" envDefault:"accept" desc:"An event whose type is not in the event catalog: accept, warn (accept it, count it as unknown and say so in the answer) or reject (422); the dispatcher reads it too."`
+	UnknownEventTypes string `env:"WEBHOOKS_UNKNOWN_EVENT_TYPES" envDefault:"accept" validate:"oneof=accept warn reject" desc:"An event whose type is not in the event catalog: accept, warn (accept it, count it as unknown and say so in the answer) or reject (422); the dispatcher reads it too."`
 	// RequestTimeout bounds one request, the broker's acknowledgement
 	// included.
-	RequestTimeout time.Duration `env:"WEBHOOKS_API_REQUEST_TIMEOUT" envDefault:"15s" desc:"Bounds one request, waiting for the broker included."`
+	RequestTimeout time.Duration `env:"WEBHOOKS_API_REQUEST_TIMEOUT" envDefault:"15s" validate:"gt=0" desc:"Bounds one request, waiting for the broker included."`
 }
 
 // LoadConfig reads the configuration through getenv, reporting every bad
-// variable at once.
+// variable at once: config.Parse checks the validate tags, validate the
+// rest.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
 	errs := []error{config.Parse(getenv, &c, append(send.Parsers, schema.Parsers...)...)}
@@ -83,13 +82,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.Secrets, err = config.LoadKeyring(getenv)
 	errs = append(errs, err)
 	c.Redis, err = redisstate.Load(getenv)
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return c, err
-	}
-	return c, c.validate()
+	errs = append(errs, err, c.validate())
+	return c, errors.Join(errs...)
 }
 
+// validate checks what the tags cannot say: keys and the TLS files, which
+// go together.
 func (c *Config) validate() error {
 	errs := []error{c.Validate(), c.Alert.Validate()} // the HTTP settings (send.HTTP), the alerter's
 	if c.AdminKey != "" && (!strings.HasPrefix(c.AdminKey, topics.APIKeyPrefix) || len(c.AdminKey) < 24) {
@@ -98,25 +96,10 @@ func (c *Config) validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, fmt.Errorf("%s and %s go together", config.Name(c, &c.TLSCert), config.Name(c, &c.TLSKey)))
 	}
-	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
-		errs = append(errs, fmt.Errorf("%s must be a finite number, not negative", config.Name(c, &c.RateLimit)))
-	}
-	if c.TenantMaxSubscriptions < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.TenantMaxSubscriptions)))
-	}
 	if c.SessionKey != "" {
 		if _, err := session.DecodeKey(c.SessionKey); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", config.Name(c, &c.SessionKey), err))
 		}
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
-	}
-	if c.RequestTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.RequestTimeout)))
-	}
-	if err := catalog.ValidateUnknown(c.UnknownEventTypes); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", config.Name(c, &c.UnknownEventTypes), err))
 	}
 	return errors.Join(errs...)
 }

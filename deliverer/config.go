@@ -3,7 +3,6 @@ package deliverer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -26,37 +25,37 @@ type Config struct {
 	// Kafka locates the brokers and topics (package runtime/kafka).
 	Kafka kafka.Config `env:"-"`
 	// Group is the consumer group.
-	Group string `env:"WEBHOOKS_DELIVERER_GROUP" envDefault:"webhooks-deliverer" desc:"Consumer group of the deliverers."`
+	Group string `env:"WEBHOOKS_DELIVERER_GROUP" envDefault:"webhooks-deliverer" validate:"required" desc:"Consumer group of the deliverers."`
 	// MaxInFlight caps concurrent HTTP requests of the process.
-	MaxInFlight int `env:"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT" envDefault:"256" desc:"Concurrent HTTP requests of one process, and the most records whose requests a crash of it repeats: a record holds its slot until a commit covers it."`
+	MaxInFlight int `env:"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT" envDefault:"256" validate:"min=1" desc:"Concurrent HTTP requests of one process, and the most records whose requests a crash of it repeats: a record holds its slot until a commit covers it."`
 	// MaxBuffered caps records held in memory (running, ready or waiting
 	// behind their key); fetching pauses at the cap, due retries from the
 	// redeliveries topic take at most half of it, low-priority deliveries a
 	// quarter.
-	MaxBuffered int `env:"WEBHOOKS_DELIVERER_MAX_BUFFERED" envDefault:"8192" desc:"Records held in memory; fetching pauses at the cap, due retries take at most half, low-priority deliveries a quarter (at least the in-flight cap)."`
+	MaxBuffered int `env:"WEBHOOKS_DELIVERER_MAX_BUFFERED" envDefault:"8192" validate:"gtefield=MaxInFlight" desc:"Records held in memory; fetching pauses at the cap, due retries take at most half, low-priority deliveries a quarter."`
 	// MaxPerSubscription caps concurrent requests to one subscription.
-	MaxPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION" envDefault:"64" desc:"Concurrent requests to one subscription; a subscription spread over several partitions gets that share of it per partition, so its replicas together keep to it."`
+	MaxPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION" envDefault:"64" validate:"min=1" desc:"Concurrent requests to one subscription; a subscription spread over several partitions gets that share of it per partition, so its replicas together keep to it."`
 	// MaxQueuedPerSubscription caps the records of one subscription held
 	// here while it is slow (at the pace its requests run, it needs longer
 	// than the shortest retry delay to finish what it holds); beyond it
 	// they spill to the retry path unattempted, so a slow endpoint never
 	// fills the buffer that other subscriptions share. A busy but
 	// fast subscription keeps its records up to half of MaxBuffered.
-	MaxQueuedPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION" envDefault:"1024" desc:"Records of one slow subscription held before the rest spill to the retry path unattempted (at least the per-subscription cap)."`
+	MaxQueuedPerSubscription int `env:"WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION" envDefault:"1024" validate:"gtefield=MaxPerSubscription" desc:"Records of one slow subscription held before the rest spill to the retry path unattempted."`
 	// Notices publishes operational events (topics.Notice) to the events
 	// topic: an endpoint failing, recovered or disabled, a delivery
 	// dead-lettered.
 	Notices bool `env:"WEBHOOKS_OPERATIONAL_EVENTS" envDefault:"true" desc:"Publish operational events to the events topic, in the subscription's tenant: webhook.endpoint.failing, .recovered, .disabled and webhook.message.dead (docs/design.md)."`
 	// RetryFloor is the shortest delay before retrying a 429 or a timeout.
-	RetryFloor time.Duration `env:"WEBHOOKS_RETRY_FLOOR" envDefault:"1m" desc:"Shortest delay before retrying a 429 or a timeout."`
+	RetryFloor time.Duration `env:"WEBHOOKS_RETRY_FLOOR" envDefault:"1m" validate:"min=0" desc:"Shortest delay before retrying a 429 or a timeout."`
 	// Secrets seals and opens subscription secrets (config.LoadKeyring);
 	// nil means plaintext secrets.
 	Secrets *topics.Keyring `env:"-"`
 	// CommitInterval is how often watermarks are committed.
-	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" desc:"How often consumed offsets are committed, with the records finished above them, while few requests wait for a commit; when half the in-flight slots do, at once."`
+	CommitInterval time.Duration `env:"WEBHOOKS_DELIVERER_COMMIT_INTERVAL" envDefault:"1s" validate:"gt=0" desc:"How often consumed offsets are committed, with the records finished above them, while few requests wait for a commit; when half the in-flight slots do, at once."`
 	// ShutdownTimeout bounds how long in-flight requests may finish after
 	// SIGTERM.
-	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"30s" desc:"How long in-flight requests may finish after SIGTERM."`
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"30s" validate:"gt=0" desc:"How long in-flight requests may finish after SIGTERM."`
 	// MaxResponseBytes is how much of a response body is read (then the
 	// connection is dropped if more is left); not read from the
 	// environment, default 64 KiB.
@@ -80,38 +79,9 @@ type Config struct {
 	transport http.RoundTripper
 }
 
-func (c *Config) validate() error {
-	errs := []error{c.Validate()} // the HTTP settings (send.HTTP)
-	if c.MaxInFlight < 1 {
-		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxInFlight)))
-	}
-	if c.MaxBuffered < c.MaxInFlight {
-		errs = append(errs, fmt.Errorf("%s must be at least %s", config.Name(c, &c.MaxBuffered), config.Name(c, &c.MaxInFlight)))
-	}
-	if c.MaxPerSubscription < 1 {
-		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(c, &c.MaxPerSubscription)))
-	}
-	if c.MaxQueuedPerSubscription < c.MaxPerSubscription {
-		errs = append(errs, fmt.Errorf("%s must be at least %s", config.Name(c, &c.MaxQueuedPerSubscription), config.Name(c, &c.MaxPerSubscription)))
-	}
-	if c.RetryFloor < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.RetryFloor)))
-	}
-	if c.CommitInterval <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.CommitInterval)))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
-	}
-	if c.Group == "" {
-		errs = append(errs, fmt.Errorf("%s must not be empty", config.Name(c, &c.Group)))
-	}
-	errs = append(errs, c.Protection.validate())
-	return errors.Join(errs...)
-}
-
 // LoadConfig reads the configuration through getenv, reporting every bad
-// variable at once.
+// variable at once: config.Parse checks the validate tags, Validate (of
+// send.HTTP) the egress proxy.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	c := Config{MaxResponseBytes: 64 << 10}
 	errs := []error{config.Parse(getenv, &c, send.Parsers...)}
@@ -121,11 +91,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.Protection.Redis, err = redisstate.Load(getenv)
 	errs = append(errs, err)
 	c.Secrets, err = config.LoadKeyring(getenv)
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return c, err
-	}
-	return c, c.validate()
+	errs = append(errs, err, c.Validate())
+	return c, errors.Join(errs...)
 }
 
 // newSender is the sender of the deliveries the configuration c reads.

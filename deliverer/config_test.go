@@ -10,6 +10,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/send"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -127,4 +128,19 @@ func TestLoadConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoadConfigNamesEveryVariable: a configuration wrong in every
+// variable is refused with one error naming each, those the validate tags
+// check and the egress proxy that code checks alike.
+func TestLoadConfigNamesEveryVariable(t *testing.T) {
+	testkit.RefusesEach(t, LoadConfig, map[string]string{
+		"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT": "-1", "WEBHOOKS_DELIVERER_MAX_BUFFERED": "-2",
+		"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION": "-1", "WEBHOOKS_DELIVERER_MAX_QUEUED_PER_SUBSCRIPTION": "-2",
+		"WEBHOOKS_RETRY_FLOOR": "-1s", "WEBHOOKS_DELIVERER_COMMIT_INTERVAL": "0s", "WEBHOOKS_SHUTDOWN_TIMEOUT": "-1s",
+		"WEBHOOKS_CONNECT_TIMEOUT": "0s", "WEBHOOKS_RATE_LIMIT_MAX_WAIT": "-1s", "WEBHOOKS_AUTO_DISABLE_AFTER": "-1s",
+		"WEBHOOKS_TENANT_RATE": "+Inf", "WEBHOOKS_BREAKER_THRESHOLD": "101", "WEBHOOKS_BREAKER_MIN_CALLS": "0",
+		"WEBHOOKS_BREAKER_WINDOW": "11ms", "WEBHOOKS_BREAKER_SLEEP": "0s", "WEBHOOKS_BREAKER_PROBES": "0",
+		"WEBHOOKS_EGRESS_PROXY": "ftp://proxy.example:21",
+	})
 }

@@ -1,12 +1,7 @@
 package deliverer
 
 import (
-	"errors"
-	"fmt"
-	"math"
 	"time"
-
-	"github.com/hookpipe/hookpipe/runtime/config"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/breaker"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
@@ -23,27 +18,12 @@ type Protection struct {
 	Breaker breaker.Config
 	// RateLimitMaxWait is the longest a throttled delivery waits
 	// in-process for its turn; a longer wait goes through a retry tier.
-	RateLimitMaxWait time.Duration `env:"WEBHOOKS_RATE_LIMIT_MAX_WAIT" envDefault:"500ms" desc:"Longest a rate-limited delivery waits in-process for its turn; longer goes through a retry tier (0: always a tier)."`
+	RateLimitMaxWait time.Duration `env:"WEBHOOKS_RATE_LIMIT_MAX_WAIT" envDefault:"500ms" validate:"min=0" desc:"Longest a rate-limited delivery waits in-process for its turn; longer goes through a retry tier (0: always a tier)."`
 	// TenantRate is the default delivery quota of a tenant, deliveries
 	// per second across all replicas; the tenants topic overrides it per
 	// tenant.
-	TenantRate float64 `env:"WEBHOOKS_TENANT_RATE" envDefault:"0" desc:"Deliveries per second of one tenant's events across all replicas, unless the tenants topic sets its own (webhookctl tenants set-quota); over it deliveries are delayed through a retry tier, never dropped (0: unlimited). Needs Redis."`
+	TenantRate float64 `env:"WEBHOOKS_TENANT_RATE" envDefault:"0" validate:"finite,min=0" desc:"Deliveries per second of one tenant's events across all replicas, unless the tenants topic sets its own (webhookctl tenants set-quota); over it deliveries are delayed through a retry tier, never dropped (0: unlimited). Needs Redis."`
 	// AutoDisableAfter disables a subscription whose deliveries have been
 	// dead-lettered by exhausted retries, with no success, for this long.
-	AutoDisableAfter time.Duration `env:"WEBHOOKS_AUTO_DISABLE_AFTER" envDefault:"120h" desc:"Disables a subscription whose deliveries were dead-lettered, with no success, for this long (0: never)."`
-}
-
-func (p *Protection) validate() error {
-	var errs []error
-	errs = append(errs, p.Redis.Validate(), p.Breaker.Validate())
-	if p.RateLimitMaxWait < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(p, &p.RateLimitMaxWait)))
-	}
-	if p.TenantRate < 0 || math.IsNaN(p.TenantRate) || math.IsInf(p.TenantRate, 0) {
-		errs = append(errs, fmt.Errorf("%s must be a finite number, not negative", config.Name(p, &p.TenantRate)))
-	}
-	if p.AutoDisableAfter < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(p, &p.AutoDisableAfter)))
-	}
-	return errors.Join(errs...)
+	AutoDisableAfter time.Duration `env:"WEBHOOKS_AUTO_DISABLE_AFTER" envDefault:"120h" validate:"min=0" desc:"Disables a subscription whose deliveries were dead-lettered, with no success, for this long (0: never)."`
 }

@@ -49,8 +49,8 @@ type Config struct {
 	// the older, which then stops with an error.
 	TransactionalID string `env:"WEBHOOKS_DISPATCHER_TXN_ID" desc:"Transactional id of this process; unique per process (default webhooks-dispatcher-<hostname>-<random>)."`
 	// MaxEventBytes is the largest event value dispatched; larger ones are
-	// dead-lettered.
-	MaxEventBytes int `env:"WEBHOOKS_MAX_EVENT_BYTES" envDefault:"262144" desc:"Largest event value dispatched (at most 524288); larger ones are dead-lettered."`
+	// dead-lettered. At most maxRecordData.
+	MaxEventBytes int `env:"WEBHOOKS_MAX_EVENT_BYTES" envDefault:"262144" validate:"min=1,max=524288" desc:"Largest event value dispatched; larger ones are dead-lettered."`
 	// Secrets opens the sealed secrets of subscription records
 	// (config.LoadKeyring); nil means plaintext secrets.
 	Secrets *topics.Keyring `env:"-"`
@@ -60,12 +60,12 @@ type Config struct {
 	Pprof bool `env:"WEBHOOKS_PPROF" desc:"Serve Go's profiles under /debug/pprof/ on WEBHOOKS_HTTP_ADDR (off by default; keep that port private)."`
 	// UnknownEventTypes is what happens to an event whose type is not in
 	// the event catalog (package runtime/catalog).
-	UnknownEventTypes string `env:"WEBHOOKS_UNKNOWN_EVENT_TYPES" envDefault:"accept" desc:"An event whose type is not in the event catalog: accept (deliver it), warn (deliver it and count it as unknown) or reject (dead-letter it with category schema)."`
+	UnknownEventTypes string `env:"WEBHOOKS_UNKNOWN_EVENT_TYPES" envDefault:"accept" validate:"oneof=accept warn reject" desc:"An event whose type is not in the event catalog: accept (deliver it), warn (deliver it and count it as unknown) or reject (dead-letter it with category schema)."`
 	// Redis holds the idempotency keys of event dedup (package
 	// redisstate); an empty URL means no dedup.
 	Redis redisstate.Config `env:"-"`
 	// DedupWindow is how long an idempotency key is remembered.
-	DedupWindow time.Duration `env:"WEBHOOKS_DEDUP_WINDOW" envDefault:"24h" desc:"How long an event's idempotency key is remembered (at least 1ms)."`
+	DedupWindow time.Duration `env:"WEBHOOKS_DEDUP_WINDOW" envDefault:"24h" validate:"min=1ms" desc:"How long an event's idempotency key is remembered."`
 	// TransactionTimeout is how long the broker lets a transaction stay
 	// open before aborting it, which bounds how long a crashed dispatcher
 	// holds back read-committed consumers of its partitions. Not read from
@@ -74,7 +74,7 @@ type Config struct {
 	// ShutdownTimeout is how long Run, once its context is done, keeps
 	// finishing the transaction in progress before abandoning it to the
 	// broker's transaction timeout.
-	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"How long the transaction in progress may finish after SIGTERM."`
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_SHUTDOWN_TIMEOUT" envDefault:"10s" validate:"gt=0" desc:"How long the transaction in progress may finish after SIGTERM."`
 }
 
 func (c *Config) defaults() {
@@ -105,22 +105,13 @@ func (c *Config) defaults() {
 	c.Redis.Defaults()
 }
 
+// validate checks the Config Run is given (after defaults), which tests
+// build in code: its validate tags (config.Check), and what LoadConfig
+// leaves to kafka.Load and redisstate.Load (brokers, Redis).
 func (c *Config) validate() error {
-	var errs []error
+	errs := []error{config.Check(c)}
 	if len(c.Kafka.Brokers) == 0 {
 		errs = append(errs, fmt.Errorf("%s: no broker address", kafka.EnvBrokers))
-	}
-	if c.MaxEventBytes <= 0 || c.MaxEventBytes > maxRecordData {
-		errs = append(errs, fmt.Errorf("%s: %d is not within 1..%d", EnvMaxEventBytes, c.MaxEventBytes, maxRecordData))
-	}
-	if c.DedupWindow < time.Millisecond {
-		errs = append(errs, fmt.Errorf("%s: %v is less than 1ms", EnvDedupWindow, c.DedupWindow))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvShutdownTimeout, c.ShutdownTimeout))
-	}
-	if err := catalog.ValidateUnknown(c.UnknownEventTypes); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", EnvUnknownEventTypes, err))
 	}
 	if c.TransactionTimeout < 0 {
 		errs = append(errs, fmt.Errorf("transaction timeout %v: must not be negative", c.TransactionTimeout))
@@ -129,8 +120,8 @@ func (c *Config) validate() error {
 }
 
 // LoadConfig reads the configuration through getenv, applies the defaults
-// and validates it. Every bad variable is reported at once, each error
-// naming its variable.
+// and validates it (config.Parse checks the validate tags). Every bad
+// variable is reported at once, each error naming its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	var c Config
 	errs := []error{config.Parse(getenv, &c)}
@@ -141,12 +132,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs = append(errs, err)
 	c.Secrets, err = config.LoadKeyring(getenv)
 	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, err
-	}
-	// Validated before the defaults fill zero fields: a variable set to 0
+	// Checked before the defaults fill zero fields: a variable set to 0
 	// is an error, not a request for the default.
-	if err := c.validate(); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
 	c.defaults()

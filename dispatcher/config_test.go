@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"strings"
@@ -57,7 +58,18 @@ func TestLoadConfig(t *testing.T) {
 		{name: "max bytes not a number", env: map[string]string{EnvMaxEventBytes: "256k"}, err: EnvMaxEventBytes},
 		{name: "max bytes zero", env: map[string]string{EnvMaxEventBytes: "0"}, err: EnvMaxEventBytes},
 		{name: "max bytes negative", env: map[string]string{EnvMaxEventBytes: "-1"}, err: EnvMaxEventBytes},
-		{name: "max bytes too large", env: map[string]string{EnvMaxEventBytes: "524289"}, err: EnvMaxEventBytes},
+		{name: "max bytes too large", env: map[string]string{EnvMaxEventBytes: fmt.Sprint(maxRecordData + 1)}, err: EnvMaxEventBytes + " must be at most"},
+		{
+			name: "max bytes the most a record carries", env: map[string]string{EnvMaxEventBytes: fmt.Sprint(maxRecordData)},
+			check: func(t *testing.T, c Config) {
+				if c.MaxEventBytes != maxRecordData {
+					t.Errorf("MaxEventBytes = %d", c.MaxEventBytes)
+				}
+			},
+		},
+		{name: "dedup window below 1ms", env: map[string]string{EnvDedupWindow: "999us"}, err: EnvDedupWindow + " must be at least 1ms"},
+		{name: "zero shutdown timeout", env: map[string]string{EnvShutdownTimeout: "0s"}, err: EnvShutdownTimeout + " must be positive"},
+		{name: "unknown types policy", env: map[string]string{EnvUnknownEventTypes: "drop"}, err: EnvUnknownEventTypes + `: "drop" is not accept, warn or reject`},
 		{name: "no brokers", env: map[string]string{kafka.EnvBrokers: " , "}, err: kafka.EnvBrokers},
 		{name: "retry tiers", env: map[string]string{kafka.EnvRetryTiers: "5ms"}, err: kafka.EnvRetryTiers},
 		{

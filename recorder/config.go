@@ -17,30 +17,30 @@ type Config struct {
 	// Kafka locates the brokers and topics (package runtime/kafka).
 	Kafka kafka.Config `env:"-"`
 	// Group is the consumer group.
-	Group string `env:"WEBHOOKS_RECORDER_GROUP" envDefault:"webhooks-recorder" desc:"Consumer group of the recorders."`
+	Group string `env:"WEBHOOKS_RECORDER_GROUP" envDefault:"webhooks-recorder" validate:"required" desc:"Consumer group of the recorders."`
 	// Conn locates ClickHouse.
 	schema.Conn
 	// BatchRows is the most records one insert carries; one batch is
 	// inserted while the next fills, and fetching pauses while a full batch
 	// waits for ClickHouse. A row costs the server a third as much in
 	// inserts of 20,000 as of 5,000 (BenchmarkClickHouseRows).
-	BatchRows int `env:"WEBHOOKS_RECORDER_BATCH_ROWS" envDefault:"20000" desc:"Most records one insert carries (1..1000000)."`
+	BatchRows int `env:"WEBHOOKS_RECORDER_BATCH_ROWS" envDefault:"20000" validate:"min=1,max=1000000" desc:"Most records one insert carries."`
 	// BatchWait is the longest a record waits for its batch to fill before
 	// the batch is inserted anyway.
-	BatchWait time.Duration `env:"WEBHOOKS_RECORDER_BATCH_WAIT" envDefault:"1s" desc:"Longest a record waits for its batch to fill."`
+	BatchWait time.Duration `env:"WEBHOOKS_RECORDER_BATCH_WAIT" envDefault:"1s" validate:"gt=0" desc:"Longest a record waits for its batch to fill."`
 	// InsertTimeout bounds one insert; a slower one counts as failed and is
 	// retried.
-	InsertTimeout time.Duration `env:"WEBHOOKS_RECORDER_INSERT_TIMEOUT" envDefault:"30s" desc:"Bounds one insert; a slower one is retried."`
+	InsertTimeout time.Duration `env:"WEBHOOKS_RECORDER_INSERT_TIMEOUT" envDefault:"30s" validate:"gt=0" desc:"Bounds one insert; a slower one is retried."`
 	// RetryMax caps the backoff between retries while ClickHouse is down
 	// (the first retry is after 100ms).
-	RetryMax time.Duration `env:"WEBHOOKS_RECORDER_RETRY_MAX" envDefault:"5s" desc:"Caps the backoff between inserts while ClickHouse is down (at least 100ms)."`
+	RetryMax time.Duration `env:"WEBHOOKS_RECORDER_RETRY_MAX" envDefault:"5s" validate:"min=100ms" desc:"Caps the backoff between inserts while ClickHouse is down."`
 	// ShutdownTimeout bounds the last insert and commit on shutdown.
-	ShutdownTimeout time.Duration `env:"WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT" envDefault:"10s" desc:"Bounds the last insert and commit after SIGTERM."`
+	ShutdownTimeout time.Duration `env:"WEBHOOKS_RECORDER_SHUTDOWN_TIMEOUT" envDefault:"10s" validate:"gt=0" desc:"Bounds the last insert and commit after SIGTERM."`
 	// RetentionDays is how long rows are kept, as a TTL, on servers that
 	// have TTL (20.1 and later); `webhookctl clickhouse expire` applies it
 	// too, on every server, to the tenants without a retention of their
 	// own. 0 leaves existing TTLs as they are.
-	RetentionDays int `env:"WEBHOOKS_CLICKHOUSE_RETENTION_DAYS" envDefault:"90" desc:"Days rows are kept: the TTL on servers that have one (20.1+), and what webhookctl clickhouse expire applies to the tenants without retention_days of their own; 0 leaves TTLs as they are (and expire keeps those tenants' rows)."`
+	RetentionDays int `env:"WEBHOOKS_CLICKHOUSE_RETENTION_DAYS" envDefault:"90" validate:"min=0" desc:"Days rows are kept: the TTL on servers that have one (20.1+), and what webhookctl clickhouse expire applies to the tenants without retention_days of their own; 0 leaves TTLs as they are (and expire keeps those tenants' rows)."`
 	// HTTPAddr serves /metrics, /healthz and /readyz (package runtime/ops).
 	HTTPAddr string `env:"WEBHOOKS_HTTP_ADDR" desc:"Address of /metrics, /healthz and /readyz; empty: not served."`
 	// Pprof serves Go's profiles on HTTPAddr.
@@ -51,11 +51,11 @@ type Config struct {
 	observe func(records int, down bool)
 }
 
+// validate checks what the tags cannot say (config.Parse checks them):
+// the ClickHouse addresses and database, whose schema.Conn the API and
+// webhookctl read too, each as leniently as it needs.
 func (c *Config) validate() error {
 	var errs []error
-	if c.Group == "" {
-		errs = append(errs, fmt.Errorf("%s must not be empty", config.Name(c, &c.Group)))
-	}
 	if len(c.ClickHouse) == 0 {
 		errs = append(errs, errors.New(schema.EnvClickHouseAddr+": no address"))
 	}
@@ -67,24 +67,6 @@ func (c *Config) validate() error {
 	if err := schema.ValidDatabase(c.Database); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", schema.EnvClickHouseDatabase, err))
 	}
-	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
-		errs = append(errs, fmt.Errorf("%s must be between 1 and 1000000", config.Name(c, &c.BatchRows)))
-	}
-	if c.BatchWait <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.BatchWait)))
-	}
-	if c.InsertTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.InsertTimeout)))
-	}
-	if c.RetryMax < 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("%s must be at least 100ms", config.Name(c, &c.RetryMax)))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.ShutdownTimeout)))
-	}
-	if c.RetentionDays < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", config.Name(c, &c.RetentionDays)))
-	}
 	return errors.Join(errs...)
 }
 
@@ -95,9 +77,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	errs := []error{config.Parse(getenv, &c, schema.Parsers...)}
 	var err error
 	c.Kafka, err = kafka.Load(getenv)
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return c, err
-	}
-	return c, c.validate()
+	errs = append(errs, err, c.validate())
+	return c, errors.Join(errs...)
 }

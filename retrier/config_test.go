@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -111,4 +113,12 @@ func TestLoadConfig(t *testing.T) {
 			tc.want(t, c)
 		})
 	}
+}
+
+// TestLoadConfigNamesEveryVariable: a configuration wrong in every
+// variable is refused with one error naming each.
+func TestLoadConfigNamesEveryVariable(t *testing.T) {
+	testkit.RefusesEach(t, LoadConfig, map[string]string{"WEBHOOKS_RETRIER_MAX_HELD_PER_PARTITION": "0",
+		"WEBHOOKS_RETRIER_MAX_HELD": "-1", "WEBHOOKS_RETRIER_MAX_HELD_MB": "0", "WEBHOOKS_RETRIER_COMMIT_INTERVAL": "0s",
+		"WEBHOOKS_SHUTDOWN_TIMEOUT": "0s", "WEBHOOKS_RECOVERY_RATE": "NaN", "WEBHOOKS_RECOVERY_RAMP": "-1s"})
 }

@@ -3,6 +3,7 @@ package alert
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/testkit/smtptest"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -235,11 +237,15 @@ func TestMailThroughSTARTTLSAndAuth(t *testing.T) {
 	}
 }
 
-// TestConfigValidate names the variables at fault.
+// TestConfigValidate names the variables at fault, those the tags check
+// (config.Parse) and those Validate does alike.
 func TestConfigValidate(t *testing.T) {
-	c := Config{SMTPAddr: "smtp.example.com", SMTPTLS: "ssl", SMTPUsername: "u", SendTimeout: time.Second}
-	err := c.Validate()
-	for _, want := range []string{"WEBHOOKS_SMTP_ADDR", "WEBHOOKS_SMTP_FROM", "WEBHOOKS_SMTP_TLS", "WEBHOOKS_SMTP_PASSWORD"} {
+	env := map[string]string{"WEBHOOKS_SMTP_ADDR": "smtp.example.com", "WEBHOOKS_SMTP_TLS": "ssl", "WEBHOOKS_SMTP_USERNAME": "u",
+		"WEBHOOKS_ALERT_SEND_TIMEOUT": "0s"}
+	var c Config
+	err := errors.Join(config.Parse(func(k string) string { return env[k] }, &c), c.Validate())
+	for _, want := range []string{"WEBHOOKS_SMTP_ADDR", "WEBHOOKS_SMTP_FROM", `WEBHOOKS_SMTP_TLS: "ssl" is not starttls, tls or none`,
+		"WEBHOOKS_SMTP_PASSWORD", "WEBHOOKS_ALERT_SEND_TIMEOUT must be positive"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}

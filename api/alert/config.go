@@ -38,16 +38,18 @@ type Config struct {
 	SMTPFrom     string `env:"WEBHOOKS_SMTP_FROM" desc:"The From address of alert mails (alerts@example.com); required with WEBHOOKS_SMTP_ADDR."`
 	SMTPUsername string `env:"WEBHOOKS_SMTP_USERNAME" desc:"User of the SMTP server's AUTH PLAIN; empty: no authentication."`
 	SMTPPassword string `env:"WEBHOOKS_SMTP_PASSWORD" desc:"Password of WEBHOOKS_SMTP_USERNAME. Never logged."`
-	SMTPTLS      string `env:"WEBHOOKS_SMTP_TLS" envDefault:"starttls" desc:"starttls (upgrade, required; port 587), tls (TLS from the start; port 465) or none (plain: a local relay only, and no authentication but to localhost)."`
+	SMTPTLS      string `env:"WEBHOOKS_SMTP_TLS" envDefault:"starttls" validate:"oneof=starttls tls none" desc:"starttls (upgrade, required; port 587), tls (TLS from the start; port 465) or none (plain: a local relay only, and no authentication but to localhost)."`
 	SMTPCA       string `env:"WEBHOOKS_SMTP_CA" desc:"PEM file of the CA certificates that sign the SMTP server's; empty: the system's roots."`
 	// Group is the alerter's consumer group: the replica assigned the
 	// notices topic's partition sends the alerts.
 	Group string `env:"WEBHOOKS_ALERTER_GROUP" envDefault:"webhooks-alerter" desc:"Consumer group of the API replicas' alerter: the one assigned the notices topic's partition sends the alert channels' digests."`
 	// SendTimeout bounds one attempt at sending a digest.
-	SendTimeout time.Duration `env:"WEBHOOKS_ALERT_SEND_TIMEOUT" envDefault:"15s" desc:"Bounds one attempt at sending an alert digest (a mail, a POST); a digest is tried three times, a minute apart, then dropped and counted."`
+	SendTimeout time.Duration `env:"WEBHOOKS_ALERT_SEND_TIMEOUT" envDefault:"15s" validate:"gt=0" desc:"Bounds one attempt at sending an alert digest (a mail, a POST); a digest is tried three times, a minute apart, then dropped and counted."`
 }
 
-// Validate checks the settings, naming the variables at fault.
+// Validate checks what the tags cannot say (config.Parse checks them),
+// naming the variables at fault: the SMTP server's address, the settings
+// that go with it, and the CA file.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.SMTPAddr != "" {
@@ -58,11 +60,6 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: an email address is required with %s", config.Name(c, &c.SMTPFrom), config.Name(c, &c.SMTPAddr)))
 		}
 	}
-	switch c.SMTPTLS {
-	case TLSStartTLS, TLSImplicit, TLSNone:
-	default:
-		errs = append(errs, fmt.Errorf("%s: %q is not starttls, tls or none", config.Name(c, &c.SMTPTLS), c.SMTPTLS))
-	}
 	if (c.SMTPUsername == "") != (c.SMTPPassword == "") {
 		errs = append(errs, fmt.Errorf("%s and %s go together", config.Name(c, &c.SMTPUsername), config.Name(c, &c.SMTPPassword)))
 	}
@@ -70,9 +67,6 @@ func (c *Config) Validate() error {
 		if _, err := c.roots(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", config.Name(c, &c.SMTPCA), err))
 		}
-	}
-	if c.SendTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(c, &c.SendTimeout)))
 	}
 	return errors.Join(errs...)
 }

@@ -11,13 +11,17 @@ import (
 )
 
 // Var is one environment variable of a configuration struct, as its tags
-// describe it: `env` names it, `envDefault` gives its default and `desc`
-// says what it does (docs/configuration.md is generated from them).
+// describe it: `env` names it, `envDefault` gives its default, `desc` says
+// what it does and `validate` what values it takes (docs/configuration.md
+// is generated from them).
 type Var struct {
 	Name    string
 	Default string
 	Desc    string
-	field   string
+	// Valid says the rules of the validate tag in words ("at least 1",
+	// "positive"); empty when any value goes.
+	Valid string
+	field string
 }
 
 // Vars lists the variables of cfg, a struct or a pointer to one, in field
@@ -28,26 +32,39 @@ func Vars(cfg any) []Var {
 		t = t.Elem()
 	}
 	var out []Var
-	for i := range t.NumField() {
-		f := t.Field(i)
+	walk(reflect.New(t).Elem(), func(owner reflect.Value, i int, name string) {
+		f := owner.Type().Field(i)
+		out = append(out, Var{Name: name, Default: f.Tag.Get("envDefault"), Desc: f.Tag.Get("desc"),
+			Valid: words(rulesOf(owner.Type(), f)), field: f.Name})
+	})
+	return out
+}
+
+// walk calls visit with each field of the struct v that an `env` tag
+// names, in field order, nested untagged structs included, `env:"-"` and
+// unexported fields skipped: owner is the struct holding the field, i its
+// index there, name the variable.
+func walk(v reflect.Value, visit func(owner reflect.Value, i int, name string)) {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 		switch {
 		case name == "-" || !f.IsExported():
 		case name != "":
-			out = append(out, Var{Name: name, Default: f.Tag.Get("envDefault"), Desc: f.Tag.Get("desc"), field: f.Name})
+			visit(v, i, name)
 		case f.Type.Kind() == reflect.Struct:
-			out = append(out, Vars(reflect.New(f.Type).Interface())...)
+			walk(v.Field(i), visit)
 		}
 	}
-	return out
 }
 
 // Parse sets the fields of cfg, a pointer to a struct tagged as Vars reads
 // them, from getenv through github.com/caarlos0/env: an unset or empty
 // variable takes its envDefault (or keeps the field's value when it has
-// none). Every malformed variable is reported at once, each error naming
-// the variable and quoting its value. parsers read the types caarlos0/env
-// does not know.
+// none). Then it checks the validate tags (Check) of the fields that
+// parsed. Every malformed or invalid variable is reported at once, each
+// error naming the variable. parsers read the types caarlos0/env does not
+// know.
 func Parse(getenv func(string) string, cfg any, parsers ...Parser) error {
 	vars := Vars(cfg)
 	environ := make(map[string]string, len(vars))
@@ -62,14 +79,17 @@ func Parse(getenv func(string) string, cfg any, parsers ...Parser) error {
 	}
 	err := env.ParseWithOptions(cfg, env.Options{Environment: environ, FuncMap: funcs})
 	var agg env.AggregateError
-	if !errors.As(err, &agg) {
+	if err != nil && !errors.As(err, &agg) {
 		return err
 	}
-	errs := make([]error, 0, len(agg.Errors))
+	malformed := make(map[string]bool, len(agg.Errors))
+	errs := make([]error, 0, len(agg.Errors)+1)
 	for _, e := range agg.Errors {
-		errs = append(errs, readable(e, vars, environ))
+		name, err := readable(e, vars, environ)
+		malformed[name] = true
+		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, check(cfg, malformed))...)
 }
 
 // A Parser reads a field type that caarlos0/env has no parser for.
@@ -84,11 +104,12 @@ func ParserFor[T any](parse func(string) (T, error)) Parser {
 }
 
 // readable rewrites a caarlos0/env error, which names the struct field, to
-// name the variable and say what its value should be.
-func readable(err error, vars []Var, environ map[string]string) error {
+// name the variable and say what its value should be; name is the
+// variable ("" when the error names none).
+func readable(err error, vars []Var, environ map[string]string) (name string, _ error) {
 	var pe env.ParseError
 	if !errors.As(err, &pe) {
-		return err
+		return "", err
 	}
 	for _, v := range vars {
 		val, set := environ[v.Name]
@@ -96,11 +117,11 @@ func readable(err error, vars []Var, environ map[string]string) error {
 			continue
 		}
 		if want := expected(pe.Type); want != "" {
-			return fmt.Errorf("%s: %q is not %s", v.Name, val, want)
+			return v.Name, fmt.Errorf("%s: %q is not %s", v.Name, val, want)
 		}
-		return fmt.Errorf("%s: %w", v.Name, pe.Err)
+		return v.Name, fmt.Errorf("%s: %w", v.Name, pe.Err)
 	}
-	return err
+	return "", err
 }
 
 func expected(t reflect.Type) string {
@@ -124,27 +145,14 @@ func expected(t reflect.Type) string {
 // finds.
 func Name(cfg, field any) string {
 	f := reflect.ValueOf(field)
-	if name, ok := nameIn(reflect.ValueOf(cfg).Elem(), f.Pointer(), f.Type().Elem()); ok {
-		return name
-	}
-	panic(fmt.Sprintf("config.Name: no tagged field of %T at %p", cfg, field))
-}
-
-func nameIn(v reflect.Value, addr uintptr, t reflect.Type) (string, bool) {
-	for i := range v.NumField() {
-		f, fv := v.Type().Field(i), v.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		switch {
-		case name == "-":
-		case name != "":
-			if f.Type == t && fv.Addr().Pointer() == addr {
-				return name, true
-			}
-		case f.Type.Kind() == reflect.Struct:
-			if n, ok := nameIn(fv, addr, t); ok {
-				return n, true
-			}
+	var found string
+	walk(reflect.ValueOf(cfg).Elem(), func(owner reflect.Value, i int, name string) {
+		if fv := owner.Field(i); fv.Type() == f.Type().Elem() && fv.Addr().Pointer() == f.Pointer() {
+			found = name
 		}
+	})
+	if found == "" {
+		panic(fmt.Sprintf("config.Name: no tagged field of %T at %p", cfg, field))
 	}
-	return "", false
+	return found
 }

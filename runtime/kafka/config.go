@@ -113,8 +113,8 @@ type Settings struct {
 	Prefix  string `env:"WEBHOOKS_TOPIC_PREFIX" envDefault:"webhooks." desc:"Starts every topic name; - for none."`
 	Tiers   string `env:"WEBHOOKS_RETRY_TIERS" envDefault:"5s,5m,30m,2h,5h,10h" desc:"Delays of the retry tiers, one topic each, ascending, at least 1s; every component must agree."`
 	// SessionTimeout is how long a crashed member keeps its partitions.
-	SessionTimeout time.Duration `env:"WEBHOOKS_KAFKA_SESSION_TIMEOUT" envDefault:"10s" desc:"Consumer group session timeout: how long a crashed member keeps its partitions (at least 1s; members heartbeat every tenth of it)."`
-	StartupTimeout time.Duration `env:"WEBHOOKS_KAFKA_STARTUP_TIMEOUT" envDefault:"30s" desc:"How long a component waits at start for the brokers to answer and its topics to exist before it exits with an error."`
+	SessionTimeout time.Duration `env:"WEBHOOKS_KAFKA_SESSION_TIMEOUT" envDefault:"10s" validate:"min=1s" desc:"Consumer group session timeout: how long a crashed member keeps its partitions (members heartbeat every tenth of it)."`
+	StartupTimeout time.Duration `env:"WEBHOOKS_KAFKA_STARTUP_TIMEOUT" envDefault:"30s" validate:"gt=0" desc:"How long a component waits at start for the brokers to answer and its topics to exist before it exits with an error."`
 	TLS            bool          `env:"WEBHOOKS_KAFKA_TLS" desc:"Dial the brokers over TLS (1.2 or later)."`
 	TLSDir         string        `env:"WEBHOOKS_KAFKA_TLS_DIR" desc:"Directory with ca.crt (the brokers' CA; default the system roots) and, for mutual TLS, tls.crt and tls.key."`
 	SASLMechanism  string        `env:"WEBHOOKS_KAFKA_SASL_MECHANISM" desc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; then the username and password are required."`
@@ -139,12 +139,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.Names, err = topics.NewNames(prefix, s.Tiers); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvRetryTiers, err))
 	}
-	if c.SessionTimeout = s.SessionTimeout; c.SessionTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("%s: %v is less than 1s", EnvSessionTimeout, c.SessionTimeout))
-	}
-	if c.StartupTimeout = s.StartupTimeout; c.StartupTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvStartupTimeout, c.StartupTimeout))
-	}
+	c.SessionTimeout, c.StartupTimeout = s.SessionTimeout, s.StartupTimeout
 	if c.TLS, err = loadTLS(s); err != nil {
 		errs = append(errs, err)
 	}

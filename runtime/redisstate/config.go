@@ -59,10 +59,10 @@ type Config struct {
 	// KeyPrefix starts every key.
 	KeyPrefix string `env:"WEBHOOKS_REDIS_KEY_PREFIX" envDefault:"webhooks:" desc:"Starts every Redis key, so two pipelines can share a server."`
 	// Timeout bounds every call.
-	Timeout time.Duration `env:"WEBHOOKS_REDIS_TIMEOUT" envDefault:"100ms" desc:"Bounds every Redis call (at least 1ms)."`
+	Timeout time.Duration `env:"WEBHOOKS_REDIS_TIMEOUT" envDefault:"100ms" validate:"min=1ms" desc:"Bounds every Redis call."`
 	// RetryInterval is how long Redis is skipped (failing open at once)
 	// after a call failed; then one call probes it.
-	RetryInterval time.Duration `env:"WEBHOOKS_REDIS_RETRY_INTERVAL" envDefault:"2s" desc:"How long Redis is skipped after a failed call before one call probes it (at least the timeout)."`
+	RetryInterval time.Duration `env:"WEBHOOKS_REDIS_RETRY_INTERVAL" envDefault:"2s" validate:"gtefield=Timeout" desc:"How long Redis is skipped after a failed call before one call probes it."`
 	// ClusterAddrs (comma-separated host:port) selects Redis Cluster.
 	ClusterAddrs string `env:"WEBHOOKS_REDIS_CLUSTER_ADDRS" desc:"Seed nodes of a Redis Cluster (host:port, comma-separated); set, it replaces the URL's host, which then only gives the username, password and TLS (rediss://) of every node. A dead master fails open only for the keys in its slots."`
 	// SentinelAddrs (comma-separated host:port) with SentinelMaster
@@ -107,13 +107,14 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate checks the fields (after Defaults); without a URL there is
-// nothing to check.
+// Validate checks the fields (after Defaults): their tags (config.Check:
+// Open takes a Config built in code), and what tags cannot say, the URL
+// and the topology. Without a URL there is nothing to check.
 func (c Config) Validate() error {
 	if !c.Enabled() {
 		return nil
 	}
-	var errs []error
+	errs := []error{config.Check(&c)}
 	opts, err := redis.ParseURL(c.URL)
 	if err != nil {
 		// The reason without the URL, which may hold a password.
@@ -124,12 +125,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: not a valid Redis URL: %w", EnvURL, err))
 	}
 	errs = append(errs, c.validateTopology(opts)...)
-	if c.Timeout < time.Millisecond {
-		errs = append(errs, fmt.Errorf("%s must be at least 1ms", EnvTimeout))
-	}
-	if c.RetryInterval < c.Timeout {
-		errs = append(errs, fmt.Errorf("%s must be at least %s", EnvRetryInterval, EnvTimeout))
-	}
 	return errors.Join(errs...)
 }
 
@@ -180,27 +175,19 @@ func (c Config) validateTopology(opts *redis.Options) []error {
 }
 
 // Load reads the Redis settings through getenv, applies the defaults and
-// validates them, reporting every bad variable at once.
+// validates them, reporting every bad variable at once. The tags are
+// checked before Defaults, which would take a variable set to 0 for a
+// request for the default.
 func Load(getenv func(string) string) (Config, error) {
 	var c Config
 	if err := config.Parse(getenv, &c); err != nil {
 		return c, err
 	}
-	var errs []error
 	if c.URL = strings.TrimSpace(c.URL); c.URL == Disabled {
 		c.URL = ""
 		if c.ClusterAddrs != "" || c.SentinelAddrs != "" {
-			errs = append(errs, fmt.Errorf("%s is %s (no Redis), but %s or %s is set", EnvURL, Disabled, EnvClusterAddrs, EnvSentinelAddrs))
+			return c, fmt.Errorf("%s is %s (no Redis), but %s or %s is set", EnvURL, Disabled, EnvClusterAddrs, EnvSentinelAddrs)
 		}
-	}
-	if c.Timeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvTimeout, c.Timeout))
-	}
-	if c.RetryInterval <= 0 {
-		errs = append(errs, fmt.Errorf("%s: %v is not positive", EnvRetryInterval, c.RetryInterval))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return c, err
 	}
 	c.Defaults()
 	return c, c.Validate()

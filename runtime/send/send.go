@@ -32,24 +32,22 @@ type HTTP struct {
 	RequireHTTPS bool `env:"WEBHOOKS_REQUIRE_HTTPS" desc:"Refuse http:// endpoints."`
 	// ConnectTimeout bounds TCP connect plus TLS handshake (never more
 	// than the subscription's timeout, which bounds the whole attempt).
-	ConnectTimeout time.Duration `env:"WEBHOOKS_CONNECT_TIMEOUT" envDefault:"10s" desc:"Bounds TCP connect plus TLS handshake."`
+	ConnectTimeout time.Duration `env:"WEBHOOKS_CONNECT_TIMEOUT" envDefault:"10s" validate:"gt=0" desc:"Bounds TCP connect plus TLS handshake."`
 	// EgressProxy sends every request through this HTTP CONNECT proxy,
 	// tunnelled to the address the SSRF guard checked.
 	EgressProxy string `env:"WEBHOOKS_EGRESS_PROXY" desc:"HTTP CONNECT proxy every request to an endpoint goes through, http://[user:password@]host:port (a fixed egress for receivers with IP allowlists); the SSRF guard still checks the endpoint's address, and the proxy is asked for that address. Never logged."`
 }
 
-// Validate checks the HTTP settings.
+// Validate checks what the tags cannot say (config.Parse checks them):
+// that the egress proxy is a URL the sender can use.
 func (h *HTTP) Validate() error {
-	var errs []error
-	if h.ConnectTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s must be positive", config.Name(h, &h.ConnectTimeout)))
+	if h.EgressProxy == "" {
+		return nil
 	}
-	if h.EgressProxy != "" {
-		if _, err := parseProxy(h.EgressProxy); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", config.Name(h, &h.EgressProxy), err))
-		}
+	if _, err := parseProxy(h.EgressProxy); err != nil {
+		return fmt.Errorf("%s: %w", config.Name(h, &h.EgressProxy), err)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Parsers read the fields of HTTP that runtime/config does not know (the

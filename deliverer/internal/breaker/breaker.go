@@ -21,13 +21,10 @@ package breaker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hookpipe/hookpipe/runtime/config"
 
 	"github.com/redis/go-redis/v9"
 
@@ -38,15 +35,16 @@ import (
 // deliverer's configuration.
 type Config struct {
 	// ThresholdPercent of failed attempts in the window opens the breaker.
-	ThresholdPercent int `env:"WEBHOOKS_BREAKER_THRESHOLD" envDefault:"50" desc:"Percent of failed attempts in the window that opens a subscription's breaker (1..100)."`
+	ThresholdPercent int `env:"WEBHOOKS_BREAKER_THRESHOLD" envDefault:"50" validate:"min=1,max=100" desc:"Percent of failed attempts in the window that opens a subscription's breaker."`
 	// MinCalls is the fewest attempts in the window that can open it.
-	MinCalls int `env:"WEBHOOKS_BREAKER_MIN_CALLS" envDefault:"10" desc:"Fewest attempts in the window that can open the breaker."`
-	// Window is the time window of the error rate (counted in 12 buckets).
-	Window time.Duration `env:"WEBHOOKS_BREAKER_WINDOW" envDefault:"1m" desc:"Time window of the error rate."`
+	MinCalls int `env:"WEBHOOKS_BREAKER_MIN_CALLS" envDefault:"10" validate:"min=1" desc:"Fewest attempts in the window that can open the breaker."`
+	// Window is the time window of the error rate, counted in 12 buckets
+	// of at least a millisecond each (hence min=12ms).
+	Window time.Duration `env:"WEBHOOKS_BREAKER_WINDOW" envDefault:"1m" validate:"min=12ms" desc:"Time window of the error rate."`
 	// SleepWindow is how long it stays open before probing.
-	SleepWindow time.Duration `env:"WEBHOOKS_BREAKER_SLEEP" envDefault:"30s" desc:"How long an open breaker waits before probing."`
+	SleepWindow time.Duration `env:"WEBHOOKS_BREAKER_SLEEP" envDefault:"30s" validate:"min=1ms" desc:"How long an open breaker waits before probing."`
 	// Probes is how many half-open attempts must all succeed to close it.
-	Probes int `env:"WEBHOOKS_BREAKER_PROBES" envDefault:"3" desc:"Half-open attempts that must all succeed to close the breaker."`
+	Probes int `env:"WEBHOOKS_BREAKER_PROBES" envDefault:"3" validate:"min=1" desc:"Half-open attempts that must all succeed to close the breaker."`
 }
 
 // Defaults fills zero fields.
@@ -68,29 +66,9 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate checks the fields.
-func (c Config) Validate() error {
-	var errs []error
-	if c.ThresholdPercent < 1 || c.ThresholdPercent > 100 {
-		errs = append(errs, fmt.Errorf("%s must be within 1..100 (percent)", config.Name(&c, &c.ThresholdPercent)))
-	}
-	if c.MinCalls < 1 {
-		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(&c, &c.MinCalls)))
-	}
-	if c.Window < buckets*time.Millisecond {
-		errs = append(errs, fmt.Errorf("%s must be at least %dms", config.Name(&c, &c.Window), buckets))
-	}
-	if c.SleepWindow < time.Millisecond {
-		errs = append(errs, fmt.Errorf("%s must be at least 1ms", config.Name(&c, &c.SleepWindow)))
-	}
-	if c.Probes < 1 {
-		errs = append(errs, fmt.Errorf("%s must be at least 1", config.Name(&c, &c.Probes)))
-	}
-	return errors.Join(errs...)
-}
-
 // buckets is how many counters a window is split into: the window slides
-// in steps of Window/buckets.
+// in steps of Window/buckets (Window's validate tag keeps a step at least
+// a millisecond).
 const buckets = 12
 
 // CacheTTL is how long a replica trusts a closed state it learned from

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
@@ -331,7 +332,9 @@ func TestNilBreakerAllows(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
+// TestConfigTags: the validate tags (checked by config.Parse, or
+// config.Check for a Config built in code) bound every field.
+func TestConfigTags(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -348,8 +351,8 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Defaults()
-			if err := tc.cfg.Validate(); (err == nil) != tc.ok {
-				t.Fatalf("Validate(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
+			if err := config.Check(&tc.cfg); (err == nil) != tc.ok {
+				t.Fatalf("Check(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
 			}
 		})
 	}

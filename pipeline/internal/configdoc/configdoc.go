@@ -46,7 +46,9 @@ func Render() string {
 	b.WriteString("# Configuration\n\n")
 	b.WriteString("Every component reads its configuration from `WEBHOOKS_*` environment variables. An unset or\n" +
 		"empty variable takes its default; a component reports every bad variable at once and exits with\n" +
-		"status 2. The Helm chart sets them from `values.yaml`.\n\n")
+		"status 2. The Helm chart sets them from `values.yaml`. The column valid is each variable's\n" +
+		"`validate` tag in words: a component refuses a value outside it. Rules no tag says (variables\n" +
+		"that go together, formats such as host:port) are in the meaning.\n\n")
 	b.WriteString("This page is generated from the code by `make docs` (`pipeline/cmd/configdoc`); a test fails\n" +
 		"when it is stale.\n")
 	for _, s := range sections {
@@ -54,13 +56,16 @@ func Render() string {
 		if s.intro != "" {
 			b.WriteString(s.intro + "\n\n")
 		}
-		b.WriteString("| variable | default | meaning |\n|---|---|---|\n")
+		b.WriteString("| variable | default | valid | meaning |\n|---|---|---|---|\n")
 		for _, v := range config.Vars(s.cfg) {
-			def := "-"
+			def, valid := "-", "-"
 			if v.Default != "" {
 				def = "`" + v.Default + "`"
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, strings.ReplaceAll(v.Desc, "|", `\|`))
+			if v.Valid != "" {
+				valid = v.Valid
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Name, def, valid, strings.ReplaceAll(v.Desc, "|", `\|`))
 		}
 	}
 	return b.String()

@@ -3,6 +3,7 @@ package configdoc
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/process"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 )
 
 // TestPageIsCurrent: docs/configuration.md is what Render makes of the
@@ -44,6 +46,18 @@ func TestEveryVariableDescribed(t *testing.T) {
 				t.Errorf("%s is in %s and %s", v.Name, other, s.title)
 			}
 			seen[v.Name] = s.title
+		}
+	}
+}
+
+// TestDefaultsValid: each section's defaults keep its validate tags, and
+// every tag is a rule config.Check knows (one it does not is an error).
+func TestDefaultsValid(t *testing.T) {
+	parsers := append(send.Parsers, schema.Parsers...)
+	for _, s := range sections {
+		cfg := reflect.New(reflect.TypeOf(s.cfg)).Interface()
+		if err := config.Parse(func(string) string { return "" }, cfg, parsers...); err != nil {
+			t.Errorf("%s: %v", s.title, err)
 		}
 	}
 }
