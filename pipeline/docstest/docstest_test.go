@@ -2,6 +2,7 @@ package docstest
 
 import (
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -159,6 +160,41 @@ func TestSlug(t *testing.T) {
 	} {
 		if got := Slug(in); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestDesignMapsEveryPackage: the design's map of the code names every
+// package of the repository, and nothing that is not one.
+func TestDesignMapsEveryPackage(t *testing.T) {
+	files, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	design := files["docs/design.md"]
+	at := strings.Index(design, "## 10. Map of the code")
+	if at < 0 {
+		t.Fatal("docs/design.md has no map of the code")
+	}
+	mapped := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z0-9/]+/)`").FindAllStringSubmatch(design[at:], -1) {
+		mapped[strings.TrimSuffix(m[1], "/")] = true
+	}
+	packages := map[string]bool{}
+	for name := range files {
+		dir := path.Dir(name)
+		if strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") && !strings.Contains(name, "testdata/") {
+			packages[dir] = true
+		}
+	}
+	for p := range packages {
+		if !mapped[p] {
+			t.Errorf("the map of the code in docs/design.md does not name %s/", p)
+		}
+	}
+	for p := range mapped {
+		if !packages[p] {
+			t.Errorf("the map of the code names %s/, which holds no package", p)
 		}
 	}
 }
