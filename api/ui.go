@@ -59,8 +59,10 @@ var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 		}
 		return "-"
 	},
-	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"finished": func(o Operation) bool { return o.State == topics.OperationDone || o.State == topics.OperationFailed },
+	"when":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"finished":    func(o Operation) bool { return o.State == topics.OperationDone || o.State == topics.OperationFailed },
+	"destLabel":   destLabel,
+	"destDetails": destDetails,
 }).ParseFS(uiFiles, "ui/pages.html"))
 
 const (
@@ -450,7 +452,7 @@ func (s *Server) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vi
 	if len(pick.Types) == 0 {
 		pick.Other = "*"
 	}
-	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor, "Pick": pick}
+	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor, "Pick": pick, "Dest": destFormOf(nil, "", false)}
 	return pg
 }
 
@@ -493,7 +495,9 @@ func sparkline(points []Point) (template.HTML, *float64) {
 }
 
 func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *view) page {
-	body := map[string]any{"url": r.PostFormValue("url"), "event_types": pickedTypes(r)}
+	body := map[string]any{"event_types": pickedTypes(r)}
+	dest, endpoint := readDestination(r)
+	destinationBody(body, dest, endpoint, false)
 	if o := r.PostFormValue("ordering"); o != "" {
 		body["ordering"] = o
 	}
@@ -504,6 +508,12 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *v
 	if _, err := s.call(r.Context(), v.p, "POST", "/v1/subscriptions", body, &sub); err != nil {
 		pg := s.subscriptionsPage(w, r, v)
 		pg.Error = "Not added: " + problemText(err)
+		// The form as typed (secrets aside), the messages by its fields.
+		form := destFormOf(dest, endpoint, false)
+		form.refused(err)
+		data := pg.Data.(map[string]any)
+		data["Dest"], data["Tenant"] = form, r.PostFormValue("tenant")
+		data["Pick"] = pickOf(s.catalogTypes(r.Context(), v), pickedTypes(r))
 		return pg
 	}
 	return s.renderSubscription(w, r, v, sub.ID, "Added. Its signing secret, shown this once: "+sub.Secret, nil)
@@ -531,7 +541,7 @@ func (s *Server) renderSubscription(w http.ResponseWriter, r *http.Request, v *v
 	}
 	types := s.catalogTypes(ctx, v)
 	data := map[string]any{"Sub": sub, "Test": test, "Chart": s.chartOf(ctx, v, windowOf(r), sub.ID), "Windows": []string{"1h", "24h", "7d"},
-		"Pick": pickOf(types, sub.EventTypes), "Examples": testChoices(types, sub.EventTypes)}
+		"Pick": pickOf(types, sub.EventTypes), "Examples": testChoices(types, sub.EventTypes), "Dest": destFormOf(sub.Destination, sub.URL, true)}
 	var h Health
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id)+"/health", nil, &h); err != nil {
 		data["HealthError"] = problemText(err)
@@ -578,12 +588,23 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		_, err = s.call(ctx, v.p, "POST", path+"/rotate-secret", nil, &sub)
 		flash = "Secret rotated; the new one, shown this once: " + sub.Secret + " (the old one signs for 24 h more)."
 	case "edit":
-		body := map[string]any{"url": r.PostFormValue("url"), "event_types": pickedTypes(r),
-			"filter": strings.TrimSpace(r.PostFormValue("filter"))}
+		body := map[string]any{"event_types": pickedTypes(r), "filter": strings.TrimSpace(r.PostFormValue("filter"))}
+		dest, endpoint := readDestination(r)
+		destinationBody(body, dest, endpoint, true)
 		if o := r.PostFormValue("ordering"); o != "" {
 			body["ordering"] = o
 		}
-		_, err = s.call(ctx, v.p, "PATCH", path, body, nil)
+		if _, err = s.call(ctx, v.p, "PATCH", path, body, nil); err != nil && !notFoundErr(err) {
+			// The form as typed (secrets aside), the messages by its fields.
+			pg := s.renderSubscription(w, r, v, id, "", nil)
+			if data, ok := pg.Data.(map[string]any); ok {
+				form := destFormOf(dest, endpoint, data["Sub"].(Subscription).Destination.sameKind(dest))
+				form.refused(err)
+				data["Dest"], data["Pick"] = form, pickOf(s.catalogTypes(ctx, v), pickedTypes(r))
+				pg.Error = problemText(err)
+			}
+			return pg
+		}
 		flash = "Saved."
 	case "breaker-reset":
 		_, err = s.call(ctx, v.p, "POST", path+"/breaker", map[string]any{"action": "reset"}, nil)

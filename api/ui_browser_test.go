@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
@@ -254,5 +257,81 @@ func TestEventCatalogInBrowser(t *testing.T) {
 	r.must(http.StatusOK, "GET", "/v1/event-types/order.placed", adminKey, nil, &et)
 	if et.Version != 2 || !strings.Contains(string(et.Schema), `"status"]`) {
 		t.Fatalf("after saving anyway: version %d, schema %s", et.Version, et.Schema)
+	}
+}
+
+// TestPortalKafkaDestinationInBrowser: in a real browser, a tenant adds an
+// endpoint in the portal choosing "Kafka topic" (the HTTP URL's field goes
+// away, the brokers and topic come), saves it, and its page shows the kind
+// and the address; the edit form shows the kind's fields filled in (not
+// the password), and a test event lands on the customer's topic. Every
+// page keeps to its Content-Security-Policy.
+func TestPortalKafkaDestinationInBrowser(t *testing.T) {
+	customer, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(customer.Close)
+	ctx := browsertest.New(t)
+	c := newCluster(t)
+	env := maps.Clone(c.env)
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
+	r := c.replicaWith(env)
+	portal := r.srv.URL + r.portalLink("acme")
+	brokers := strings.Join(customer.ListenAddrs(), ",")
+	visible := func(sel string) bool {
+		return browsertest.Eval[bool](ctx, t, fmt.Sprintf(`document.querySelector(%q).offsetParent !== null`, sel))
+	}
+
+	browsertest.Do(ctx, t, "opening the portal's endpoints",
+		chromedp.Navigate(portal+"/subscriptions"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="url"]`)),
+	)
+	if visible(`input[name="kafka.brokers"]`) {
+		t.Fatalf("a Kafka field is shown before Kafka is chosen")
+	}
+	browsertest.Do(ctx, t, "choosing a Kafka topic",
+		chromedp.SendKeys(chromedp.CSS(`#destination`), "Kafka"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="kafka.brokers"]`)),
+	)
+	if visible(`input[name="url"]`) || visible(`input[name="nats.subject"]`) {
+		t.Fatalf("another kind's fields are still shown with Kafka chosen")
+	}
+	browsertest.Do(ctx, t, "filling in the Kafka topic",
+		chromedp.SendKeys(chromedp.CSS(`input[name="kafka.brokers"]`), brokers),
+		chromedp.SendKeys(chromedp.CSS(`input[name="kafka.topic"]`), "t"),
+	)
+	browsertest.Screenshot(ctx, t, "portal-add-kafka")
+	browsertest.NoCSPViolations(ctx, t, "the portal's add form")
+	browsertest.Do(ctx, t, "saving",
+		chromedp.Click(chromedp.CSS(`form[action$="/subscriptions"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	)
+	if kind, addr := browsertest.Text(ctx, t, "#sub-kind"), browsertest.Text(ctx, t, "#sub-address"); kind != "Kafka topic" || addr != "kafka://"+brokers+"/t" {
+		t.Fatalf("the endpoint page shows %q at %q, want Kafka topic at kafka://%s/t", kind, addr, brokers)
+	}
+	if !visible(`input[name="kafka.brokers"]`) || visible(`input[name="url"]`) {
+		t.Fatalf("the edit form does not show the Kafka fields only")
+	}
+	if got := browsertest.Eval[string](ctx, t, `document.querySelector('input[name="kafka.brokers"]').value + " " +
+		document.querySelector('input[name="kafka.topic"]').value + " [" + document.querySelector('input[name="kafka.password"]').value + "]"`); got != brokers+" t []" {
+		t.Fatalf("the edit form has %q, want the brokers, the topic and no password", got)
+	}
+
+	browsertest.Do(ctx, t, "sending a test event", chromedp.Click(chromedp.CSS(`#test-send`)), chromedp.WaitVisible(chromedp.CSS(`#test-answer`)))
+	if a := browsertest.Text(ctx, t, "#test-result"); !strings.Contains(a, "delivered") {
+		t.Fatalf("test-send to the Kafka topic shows %q", a)
+	}
+	browsertest.Screenshot(ctx, t, "portal-kafka-endpoint")
+	browsertest.NoCSPViolations(ctx, t, "the portal's Kafka endpoint")
+	reader, err := kgo.NewClient(kgo.SeedBrokers(customer.ListenAddrs()...), kgo.ConsumeTopics("t"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reader.Close)
+	fs := reader.PollFetches(testkit.Ctx(t, 30*time.Second))
+	if err := fs.Err0(); err != nil || fs.NumRecords() != 1 {
+		t.Fatalf("the customer's topic has %d records (%v), want the test event", fs.NumRecords(), err)
 	}
 }

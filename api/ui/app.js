@@ -1,3 +1,22 @@
+// The endpoint forms' destination choice: only the chosen kind's fieldset
+// is shown, and posted (the others are disabled). Without script every
+// fieldset shows, and the server reads the chosen kind's only.
+(function () {
+  "use strict";
+  document.querySelectorAll("select[data-destination]").forEach(function (choice) {
+    var sets = choice.form.querySelectorAll("fieldset[data-kind]");
+    function show() {
+      sets.forEach(function (set) {
+        var on = set.getAttribute("data-kind") === choice.value;
+        set.hidden = !on;
+        set.disabled = !on;
+      });
+    }
+    choice.addEventListener("change", show);
+    show();
+  });
+})();
+
 // Draws the dashboard's charts (uPlot) from the JSON in their data-series
 // attribute: {"step": seconds, "points": [{"at", "success", "retry",
 // "dead", "held_back", "p50_ms", "p99_ms"}]}. Lines differ by dash as well
@@ -25,3 +44,4 @@
   }
   document.querySelectorAll("[data-series]").forEach(chart);
 })();
+
