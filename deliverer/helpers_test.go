@@ -2,9 +2,6 @@ package deliverer
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +27,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit/endpointtest"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -38,6 +36,7 @@ var (
 	waitFor      = testkit.WaitFor
 	keepsHolding = testkit.KeepsHolding
 	testCtx      = testkit.Ctx
+	verify       = endpointtest.Verify
 	testLogger   = testkit.Logger
 	waitVirtual  = testkit.WaitEvery
 )
@@ -500,30 +499,6 @@ func (g *gate) wait(r *http.Request) {
 	select {
 	case <-g.ch:
 	case <-r.Context().Done():
-	}
-}
-
-// verify checks a webhook-signature header the way a receiver would, with
-// nothing but the standard library: each "v1,<base64>" entry must be the
-// HMAC-SHA256 of "id.timestamp.body" under the matching secret, in order.
-func verify(tb testing.TB, header http.Header, body []byte, secrets ...string) {
-	tb.Helper()
-	id, ts := header.Get("webhook-id"), header.Get("webhook-timestamp")
-	sigs := strings.Split(header.Get("webhook-signature"), " ")
-	if len(sigs) != len(secrets) {
-		tb.Fatalf("webhook-signature %q has %d signatures, want %d", header.Get("webhook-signature"), len(sigs), len(secrets))
-	}
-	for i, secret := range secrets {
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		m := hmac.New(sha256.New, key)
-		m.Write([]byte(id + "." + ts + "." + string(body)))
-		want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
-		if sigs[i] != want {
-			tb.Fatalf("signature %d = %q, want %q (secret %d)", i, sigs[i], want, i)
-		}
 	}
 }
 

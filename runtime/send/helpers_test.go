@@ -1,22 +1,22 @@
 package send
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookpipe/hookpipe/runtime/testkit"
+	"github.com/hookpipe/hookpipe/runtime/testkit/endpointtest"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-var testCtx = testkit.Ctx
+var (
+	testCtx = testkit.Ctx
+	verify  = endpointtest.Verify
+)
 
 // newSub returns a valid subscription posting to url with a fresh secret.
 func newSub(tb testing.TB, id, url string) topics.Subscription {
@@ -88,25 +88,4 @@ func (rc *receiver) waitRequest(tb testing.TB, eventID string) received {
 		return false
 	})
 	return got
-}
-
-// verify checks a request's Standard Webhooks signatures, one per secret.
-func verify(tb testing.TB, header http.Header, body []byte, secrets ...string) {
-	tb.Helper()
-	id, ts := header.Get("webhook-id"), header.Get("webhook-timestamp")
-	sigs := strings.Split(header.Get("webhook-signature"), " ")
-	if len(sigs) != len(secrets) {
-		tb.Fatalf("webhook-signature %q has %d signatures, want %d", header.Get("webhook-signature"), len(sigs), len(secrets))
-	}
-	for i, secret := range secrets {
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		m := hmac.New(sha256.New, key)
-		m.Write([]byte(id + "." + ts + "." + string(body)))
-		if want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)); sigs[i] != want {
-			tb.Fatalf("signature %d = %q, want %q (secret %d)", i, sigs[i], want, i)
-		}
-	}
 }

@@ -1,9 +1,12 @@
 // Package endpointtest runs what sits between the deliverer and an
 // endpoint, for tests: an HTTP CONNECT egress proxy and an OAuth2 token
-// endpoint, both real servers on 127.0.0.1.
+// endpoint, both real servers on 127.0.0.1; and checks what an endpoint
+// receives (Verify).
 package endpointtest
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -11,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -124,4 +128,26 @@ func (ts *TokenServer) LastRequest() url.Values {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.lastReq
+}
+
+// Verify checks a request's (or message's) Standard Webhooks signatures,
+// one per secret, in order, as a receiver computes them.
+func Verify(tb testing.TB, header http.Header, body []byte, secrets ...string) {
+	tb.Helper()
+	id, ts := header.Get("webhook-id"), header.Get("webhook-timestamp")
+	sigs := strings.Split(header.Get("webhook-signature"), " ")
+	if len(sigs) != len(secrets) {
+		tb.Fatalf("webhook-signature %q has %d signatures, want %d", header.Get("webhook-signature"), len(sigs), len(secrets))
+	}
+	for i, secret := range secrets {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(id + "." + ts + "." + string(body)))
+		if want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)); sigs[i] != want {
+			tb.Fatalf("signature %d = %q, want %q (secret %d)", i, sigs[i], want, i)
+		}
+	}
 }
