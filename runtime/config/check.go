@@ -136,7 +136,7 @@ func (r rule) holds(v, owner reflect.Value) (bool, error) {
 		return slices.Contains(strings.Fields(r.param), v.String()), nil
 	case "gtefield":
 		o := owner.FieldByName(r.param)
-		if !o.IsValid() || o.Type() != v.Type() || r.other == "" || !(v.CanInt() || v.CanFloat()) {
+		if !o.IsValid() || o.Type() != v.Type() || r.other == "" || !v.CanInt() && !v.CanFloat() {
 			return false, fmt.Errorf("no numeric variable %s of type %s beside it", r.param, v.Type())
 		}
 		return compare(v, o) >= 0, nil

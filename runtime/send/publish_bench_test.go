@@ -67,10 +67,10 @@ func benchPublish(b *testing.B, d *topics.Destination, bare func(context.Context
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	run := fmt.Sprintf("evt_%d_", time.Now().UnixNano()) // ids of this run alone: a stream drops repeated ones
-	sendAll(b, ctx, s, &sub, run+"warm", 1)              // the connection is made outside the timing
+	sendAll(ctx, b, s, &sub, run+"warm", 1)              // the connection is made outside the timing
 	b.SetBytes(queuetest.RecordSize)
 	b.ResetTimer()
-	sendAll(b, ctx, s, &sub, run, b.N)
+	sendAll(ctx, b, s, &sub, run, b.N)
 	b.StopTimer()
 	sender := float64(b.N) / b.Elapsed().Seconds()
 	start := time.Now()
@@ -85,7 +85,7 @@ func benchPublish(b *testing.B, d *topics.Destination, bare func(context.Context
 
 // sendAll sends n deliveries (ids prefix0, prefix1...) from benchWorkers
 // goroutines and fails b unless every one succeeded.
-func sendAll(b *testing.B, ctx context.Context, s *Sender, sub *topics.Subscription, prefix string, n int) {
+func sendAll(ctx context.Context, b *testing.B, s *Sender, sub *topics.Subscription, prefix string, n int) {
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
