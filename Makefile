@@ -98,10 +98,11 @@ endif
 # golangci-lint (errcheck, govet, staticcheck, revive, unused, ineffassign,
 # gofmt and goimports with the module prefix; .golangci.yml), pinned and
 # built through the Go module proxy like helm below, run in each module of
-# go.work.
+# go.work, nested ones too (runtime/testkit: ./... in runtime stops at its
+# go.mod).
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI         := $(CURDIR)/.build/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint
-MODULES          := $(shell sed -n 's|^[[:space:]]*\./\([a-z]*\)$$|\1|p' go.work)
+MODULES          := $(shell sed -n 's|^[[:space:]]*\./\([a-z/]*\)$$|\1|p' go.work)
 lint: $(GOLANGCI)
 	@set -e; for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI) run ./...); done
 $(GOLANGCI):

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/hookpipe/hookpipe/runtime v0.0.0
+	github.com/hookpipe/hookpipe/runtime/testkit v0.0.0
 	github.com/hookpipe/hookpipe/topics v0.0.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
@@ -66,3 +67,5 @@ require (
 replace github.com/hookpipe/hookpipe/topics => ../topics
 
 replace github.com/hookpipe/hookpipe/runtime => ../runtime
+
+replace github.com/hookpipe/hookpipe/runtime/testkit => ../runtime/testkit

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/hookpipe/hookpipe/runtime v0.0.0
+	github.com/hookpipe/hookpipe/runtime/testkit v0.0.0
 	github.com/hookpipe/hookpipe/topics v0.0.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/twmb/franz-go v1.22.2
@@ -65,3 +66,5 @@ require (
 replace github.com/hookpipe/hookpipe/topics => ../topics
 
 replace github.com/hookpipe/hookpipe/runtime => ../runtime
+
+replace github.com/hookpipe/hookpipe/runtime/testkit => ../runtime/testkit
