@@ -24,11 +24,12 @@ const sampleEvery = time.Millisecond
 // then left to finish alone.
 const grace = 250 * time.Millisecond
 
-// call is one run of a script: its runtime and why it was stopped.
+// call is one run of a script: its realm and why it was stopped.
 type call struct {
 	s   *Script
 	in  Input
 	url *url.URL
+	rm  *realm
 	rt  *goja.Runtime
 
 	mu      sync.Mutex
@@ -40,10 +41,22 @@ type result struct {
 	err error
 }
 
-func newCall(s *Script, in Input, u *url.URL) *call {
-	rt := goja.New()
-	rt.SetMaxCallStackSize(s.limits.CallDepth)
-	return &call{s: s, in: in, url: u, rt: rt}
+// run is one call of s on the realm, on the realm's goroutine. reuse is
+// false when the call may have left the runtime unfit for another: it
+// went over a limit, was stopped, or the engine failed; a script that
+// threw or returned a bad webhook leaves nothing behind (realm). A realm
+// not to reuse is closed.
+func (rm *realm) run(ctx context.Context, s *Script, in Input, u *url.URL) (out Output, reuse bool, err error) {
+	c := &call{s: s, in: in, url: u, rm: rm, rt: rm.rt}
+	rm.g.c = c
+	rm.rt.ClearInterrupt()
+	rm.calls <- c
+	out, err = c.watch(ctx, rm.done)
+	reuse = c.cause() == nil && (err == nil || errors.Is(err, ErrThrew) || errors.Is(err, ErrBadOutput))
+	if !reuse {
+		rm.close()
+	}
+	return out, reuse, err
 }
 
 // stop interrupts the script for err, once: the first reason stands.
@@ -63,14 +76,15 @@ func (c *call) cause() error {
 }
 
 // watch waits for the call, stopping it at its time and memory limits and
-// when ctx ends, and returns at most grace after it stopped it.
+// when ctx ends, and returns at most grace after it stopped it. One timer
+// serves both limits: it first fires after sampleEvery, so a call shorter
+// than that costs one timer and one reading of the allocation counter.
 func (c *call) watch(ctx context.Context, done <-chan result) (Output, error) {
 	l := c.s.limits
-	timer := time.NewTimer(l.Time)
+	start, base := time.Now(), allocated()
+	timer := time.NewTimer(min(sampleEvery, l.Time))
 	defer timer.Stop()
-	tick := time.NewTicker(sampleEvery)
-	defer tick.Stop()
-	start := allocated()
+	ctxDone := ctx.Done()
 	var abandon <-chan time.Time
 	stop := func(err error) {
 		c.stop(err)
@@ -83,12 +97,15 @@ func (c *call) watch(ctx context.Context, done <-chan result) (Output, error) {
 		case r := <-done:
 			return r.out, r.err
 		case <-timer.C:
-			stop(&LimitError{Limit: LimitTime, Detail: fmt.Sprintf("still running after %v", l.Time)})
-		case <-tick.C:
-			if n := allocated() - start; n > uint64(l.Memory) {
+			if elapsed := time.Since(start); elapsed >= l.Time {
+				stop(&LimitError{Limit: LimitTime, Detail: fmt.Sprintf("still running after %v", l.Time)})
+			} else if n := allocated() - base; n > uint64(l.Memory) {
 				stop(&LimitError{Limit: LimitMemory, Detail: fmt.Sprintf("%d bytes allocated, over %d", n, l.Memory)})
+			} else {
+				timer.Reset(min(sampleEvery, l.Time-elapsed))
 			}
-		case <-ctx.Done():
+		case <-ctxDone:
+			ctxDone = nil
 			stop(ctx.Err())
 		case <-abandon:
 			return Output{}, c.cause()
@@ -103,8 +120,8 @@ func allocated() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// run executes the call on its own goroutine, so that Run can return when
-// a builtin does not. A panic of the engine is the script's failure, not
+// run executes the call on the realm's goroutine, so that Run can return
+// when a builtin does not. A panic of the engine is the script's failure, not
 // the process's.
 func (c *call) run(done chan<- result) {
 	defer func() {
@@ -121,24 +138,22 @@ func (c *call) run(done chan<- result) {
 	done <- result{out: out, err: err}
 }
 
-// execute sets the runtime up, runs the script's top level, calls its
-// handler and reads what it returned.
+// execute runs the script's top level, calls its handler and reads what
+// it returned.
 func (c *call) execute() (Output, error) {
-	g, err := guard(c)
+	g := c.rm.g
+	h, err := c.rm.script(c.rm.global)
 	if err != nil {
-		return Output{}, c.scriptError(err)
-	}
-	if _, err := c.rt.RunProgram(c.s.prg); err != nil {
 		return Output{}, c.scriptError(err)
 	}
 	var handler goja.Callable
 	var webhook goja.Value
 	err = c.try(func() {
-		h, ok := goja.AssertFunction(c.rt.Get("handler"))
+		fn, ok := goja.AssertFunction(h)
 		if !ok {
 			panic(c.rt.NewTypeError("handler is not a function"))
 		}
-		handler, webhook = h, c.input(g)
+		handler, webhook = fn, c.input(g)
 	})
 	if err != nil {
 		return Output{}, c.scriptError(err)
@@ -154,11 +169,10 @@ func (c *call) execute() (Output, error) {
 // throws or the interrupt raises while f reads its values comes back as an
 // error.
 func (c *call) try(f func()) error {
-	fn, _ := goja.AssertFunction(c.rt.ToValue(func(goja.FunctionCall) goja.Value {
-		f()
-		return goja.Undefined()
-	}))
-	_, err := fn(goja.Undefined())
+	prev := c.rm.tried
+	c.rm.tried = f
+	defer func() { c.rm.tried = prev }()
+	_, err := c.rm.tryFn(goja.Undefined())
 	return err
 }
 
@@ -181,6 +195,9 @@ func (c *call) scriptError(err error) error {
 		for _, f := range ex.Stack() {
 			if p := f.Position(); p.Line > 0 {
 				te.Line, te.Column = p.Line, p.Column
+				if p.Line == 1 {
+					te.Column -= len(prefix)
+				}
 				break
 			}
 		}

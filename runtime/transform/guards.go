@@ -1,7 +1,6 @@
 package transform
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,8 +17,8 @@ import (
 // whose length is 2**32-1, new Uint8Array(4e9) (an allocation the Go
 // runtime cannot survive), a join of a million references to a large
 // string, a flat of an array holding itself (a Go stack overflow, fatal),
-// eval of a million nested parentheses (the same). Before the script runs,
-// each call replaces those builtins with guards that refuse such a
+// eval of a million nested parentheses (the same). A realm replaces those
+// builtins, once, with guards that refuse such a
 // request, as a LimitError, before the builtin starts: at most
 // Limits.Memory/16 elements taken or made, Limits.Memory/2 characters
 // made, maxNesting levels recursed. What remains unguarded: a builtin
@@ -65,8 +64,8 @@ var lengthBound = []string{
 var functionPrototypes = goja.MustCompile("prototypes.js",
 	`[Object.getPrototypeOf(function*(){}), Object.getPrototypeOf(async function(){})]`, true)
 
-// guards are one call's guarded builtins, with the originals the package
-// itself uses.
+// guards are a realm's guarded builtins, with the originals the package
+// itself uses, and the call running on the realm.
 type guards struct {
 	c         *call
 	r         *goja.Runtime
@@ -81,14 +80,14 @@ type guards struct {
 // which it may replace.
 type hook func(call goja.FunctionCall) []goja.Value
 
-func guard(c *call) (*guards, error) {
-	protos, err := c.rt.RunProgram(functionPrototypes)
-	if err != nil {
-		return nil, err
-	}
-	l := c.s.limits
-	g := &guards{c: c, r: c.rt, maxElems: l.Memory / 16, maxChars: l.Memory / 2}
-	return g, c.try(func() { g.install(protos.(*goja.Object)) })
+// installGuards replaces the realm's builtins by guards, as a builtin
+// (call.try): it panics with what went wrong.
+func installGuards(rm *realm, l Limits) *guards {
+	protos, err := rm.rt.RunProgram(functionPrototypes)
+	must(err)
+	g := &guards{r: rm.rt, maxElems: l.Memory / 16, maxChars: l.Memory / 2}
+	g.install(protos.(*goja.Object))
+	return g
 }
 
 func (g *guards) install(protos *goja.Object) {
@@ -688,47 +687,6 @@ func (k *counter) replacer(call goja.FunctionCall) goja.Value {
 		k.g.refuse(k.limit, "JSON of more than %d bytes", k.budget)
 	}
 	return v
-}
-
-// body is the request body the webhook w asks for: its payload, a string
-// sent as it is or any value as JSON, else its data as JSON.
-func (g *guards) body(w *goja.Object, budget int) ([]byte, error) {
-	if p := w.Get("payload"); p != nil && !goja.IsUndefined(p) {
-		if s, ok := p.(goja.String); ok {
-			b := []byte(s.String())
-			if len(b) > budget {
-				return nil, &LimitError{Limit: LimitOutput, Detail: fmt.Sprintf("a payload of %d bytes; at most %d", len(b), budget)}
-			}
-			return b, nil
-		}
-		return g.encode(p, "payload", budget)
-	}
-	return g.encode(w.Get("data"), "data", budget)
-}
-
-// encode is v as JSON with the original JSON.stringify, counted against
-// the output limit while it is made.
-func (g *guards) encode(v goja.Value, field string, budget int) ([]byte, error) {
-	k := g.newCounter(int64(budget), LimitOutput)
-	res, err := g.stringify(goja.Undefined(), v, g.r.ToValue(k.replacer))
-	if err != nil {
-		if g.c.cause() != nil {
-			panic(err)
-		}
-		var ex *goja.Exception
-		if errors.As(err, &ex) {
-			return nil, badOutput("%s cannot be encoded as JSON: %s", field, g.c.message(ex.Value()))
-		}
-		panic(err)
-	}
-	if !defined(res) {
-		return nil, badOutput("%s is %s, which JSON cannot encode", field, describe(v))
-	}
-	b := []byte(res.String())
-	if len(b) > budget {
-		return nil, &LimitError{Limit: LimitOutput, Detail: fmt.Sprintf("a body of %d bytes; at most %d", len(b), budget)}
-	}
-	return b, nil
 }
 
 func object(o *goja.Object, name string) *goja.Object {

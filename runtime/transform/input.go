@@ -24,7 +24,7 @@ func (c *call) input(g *guards) goja.Value {
 	set("key", c.in.Key)
 	data := goja.Null()
 	if len(c.in.Data) > 0 {
-		data = g.parseJSON(string(c.in.Data))
+		data = g.data(c.in.Data)
 	}
 	set("data", data)
 	set("method", "POST")

@@ -2,10 +2,12 @@
 // function, handler(webhook), that receives the event about to be
 // delivered and returns what to send instead, or cancels the delivery.
 //
-// Scripts are untrusted, so every call runs in a fresh goja runtime (no
-// state survives a call, no I/O exists) under the bounds of its Limits; the
-// package documentation of Limits says what each bound guarantees and what
-// it does not.
+// Scripts are untrusted, so every call runs under the bounds of its Limits
+// in a goja runtime whose builtins are guarded and frozen, taken from a
+// pool of the script's own: the script runs as a strict-mode function body,
+// made anew for each call, so no state survives a call (realm.go), and no
+// I/O exists. The package documentation of Limits says what each bound
+// guarantees and what it does not.
 package transform
 
 import (
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/dop251/goja"
@@ -86,8 +89,13 @@ func (l Limits) withDefaults() Limits {
 
 // Script is a compiled transformation, safe for concurrent calls.
 type Script struct {
+	// prg is the script wrapped in a function expression (wrap): running
+	// it makes the function that runs the script's top level once.
 	prg    *goja.Program
 	limits Limits
+	// realms holds the prepared runtimes between calls. A sync.Pool lets
+	// the garbage collector take those of a script no longer called.
+	realms sync.Pool
 }
 
 // Compile checks and compiles src under DefaultLimits: at most
@@ -101,14 +109,22 @@ func CompileWith(src string, l Limits) (*Script, error) {
 	if len(src) > l.Source {
 		return nil, fmt.Errorf("%w: %d bytes; at most %d", ErrCompile, len(src), l.Source)
 	}
-	file, err := goja.Parse("transformation.js", src, parser.WithDisableSourceMaps)
-	if err != nil {
+	// Parsed alone first, so that a syntax error has its own position.
+	if _, err := goja.Parse("transformation.js", src, parser.WithDisableSourceMaps); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCompile, err)
 	}
-	if !declaresHandler(file) {
+	file, err := goja.Parse("transformation.js", wrap(src), parser.WithDisableSourceMaps)
+	if err != nil {
+		return nil, fmt.Errorf("%w: in strict mode: %v", ErrCompile, err)
+	}
+	body, ok := wrapped(file)
+	if !ok {
+		return nil, fmt.Errorf("%w: it must be a script, not the end of a function", ErrCompile)
+	}
+	if !declaresHandler(body) {
 		return nil, fmt.Errorf("%w: it must declare function handler(webhook)", ErrCompile)
 	}
-	prg, err := goja.CompileAST(file, false)
+	prg, err := goja.CompileAST(file, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCompile, err)
 	}
@@ -117,8 +133,8 @@ func CompileWith(src string, l Limits) (*Script, error) {
 
 // declaresHandler reports whether the script declares function handler at
 // its top level.
-func declaresHandler(file *ast.Program) bool {
-	for _, st := range file.Body {
+func declaresHandler(body []ast.Statement) bool {
+	for _, st := range body {
 		if fd, ok := st.(*ast.FunctionDeclaration); ok && fd.Function.Name != nil && fd.Function.Name.Name == "handler" {
 			return true
 		}
@@ -158,8 +174,8 @@ type Output struct {
 	URL string
 }
 
-// Run calls the script's handler on in, in a fresh runtime under the
-// script's limits. Its errors wrap ErrFailed (ErrThrew, ErrLimit,
+// Run calls the script's handler on in, under the script's limits, with
+// its top level run anew. Its errors wrap ErrFailed (ErrThrew, ErrLimit,
 // ErrBadOutput), except ctx's own error when ctx ended first, and the
 // error of an Input whose URL does not parse.
 func (s *Script) Run(ctx context.Context, in Input) (Output, error) {
@@ -167,10 +183,17 @@ func (s *Script) Run(ctx context.Context, in Input) (Output, error) {
 	if err != nil {
 		return Output{}, fmt.Errorf("transform: input url: %w", err)
 	}
-	c := newCall(s, in, u)
-	done := make(chan result, 1)
-	go c.run(done)
-	return c.watch(ctx, done)
+	rm, _ := s.realms.Get().(*realm)
+	if rm == nil {
+		if rm, err = newRealm(s); err != nil {
+			return Output{}, err
+		}
+	}
+	out, reuse, err := rm.run(ctx, s, in, u)
+	if reuse {
+		s.realms.Put(rm)
+	}
+	return out, err
 }
 
 // Validate checks a subscription's transformation as its writers must

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -204,34 +205,200 @@ func TestBuiltinsStillWork(t *testing.T) {
 	}
 }
 
-// TestNoStateBetweenCalls runs a script that pollutes everything it can,
-// then a script that looks for it.
-func TestNoStateBetweenCalls(t *testing.T) {
-	pollute := `var leaked = 1;
-	function handler(webhook) {
-		globalThis.x = 1; y = 2;
-		Object.prototype.polluted = 1; Array.prototype.push = function() { return -1 };
-		JSON.parse = function() { return "pwned" }; JSON.stringify = function() { return '"pwned"' };
-		String.prototype.toUpperCase = function() { return "pwned" };
-		Object.freeze(Object.prototype);
+// stateful is a script that, given {"mode": "pollute"}, tries every change
+// it can leave behind, each in its own try, and says how many did not
+// throw; given anything else, it reports what it sees of them.
+const stateful = `var leaked = (typeof leaked === "undefined") ? 1 : leaked + 1;
+let calls = 0;
+function handler(webhook) {
+	calls++;
+	if (webhook.data.mode === "pollute") {
+		var attempts = [
+			function () { globalThis.x = 1 },
+			function () { y = 2 },
+			function () { Object.defineProperty(globalThis, "z", {value: 3}) },
+			function () { Object.prototype.polluted = 1 },
+			function () { Array.prototype.push = function () { return -1 } },
+			function () { JSON.parse = function () { return "pwned" } },
+			function () { JSON.stringify = function () { return '"pwned"' } },
+			function () { String.prototype.toUpperCase = function () { return "pwned" } },
+			function () { Object.getPrototypeOf([][Symbol.iterator]()).next = function () { return {done: true} } },
+			function () { Object.getPrototypeOf(function* () {}).prototype.polluted = 1 },
+			function () { Object.getOwnPropertyDescriptor(Object.prototype, "toString").get.polluted = 1 },
+			function () { handler.constructor.prototype.polluted = 1 },
+			function () { if (Object.isFrozen(Object.prototype)) throw 1; Object.freeze(Object.prototype) },
+		];
+		var changed = 0;
+		for (var i = 0; i < attempts.length; i++) {
+			try { attempts[i](); changed++ } catch (e) {}
+		}
+		webhook.data = {changed: changed};
 		return webhook;
-	}`
-	if _, err := run(t, pollute, Limits{}, event); err != nil {
-		t.Fatal(err)
 	}
-	look := `function handler(webhook) {
-		var a = [];
-		webhook.data = [typeof leaked, typeof x, typeof y, ({}).polluted, a.push(1), JSON.parse("2"), "a".toUpperCase(),
-			Object.isFrozen(Object.prototype)];
-		return webhook;
-	}`
-	out, err := run(t, look, Limits{}, event)
+	var a = [];
+	webhook.data = [calls, leaked, typeof x, typeof y, typeof z, ({}).polluted, a.push(1), JSON.parse("2"), JSON.stringify(3),
+		"a".toUpperCase(), [...[1, 2]].length, (function* () {})().polluted, (function () {}).polluted,
+		Object.isFrozen(Object.prototype)];
+	return webhook;
+}`
+
+// seen is what stateful reports in a runtime no call changed.
+const seen = `[1,1,"undefined","undefined","undefined",null,1,2,"3","A",2,null,null,true]`
+
+func withMode(mode string) Input {
+	in := event
+	in.Data = json.RawMessage(`{"mode":"` + mode + `"}`)
+	return in
+}
+
+// TestNoStateBetweenCalls runs the polluting script, then looks, through
+// Run: whichever runtime the pool gives, nothing is left.
+func TestNoStateBetweenCalls(t *testing.T) {
+	s, err := Compile(stateful)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `["undefined","undefined","undefined",null,1,2,"A",false]`; string(out.Body) != want {
-		t.Fatalf("got %s, want %s", out.Body, want)
+	if out, err := s.Run(context.Background(), withMode("pollute")); err != nil || string(out.Body) != `{"changed":0}` {
+		t.Fatalf("pollute: %s, %v; want no change made", out.Body, err)
 	}
+	out, err := s.Run(context.Background(), withMode("look"))
+	if err != nil || string(out.Body) != seen {
+		t.Fatalf("look: %s, %v; want %s", out.Body, err, seen)
+	}
+}
+
+// TestRealmKeepsNoState runs the polluting call and the looking one on
+// one realm, in a row, as the pool does; without the freezing, the second
+// sees what the first did.
+func TestRealmKeepsNoState(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		freezing bool
+	}{{"frozen", true}, {"not frozen", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(f bool) { freezing = f }(freezing)
+			freezing = tc.freezing
+			s, err := Compile(stateful)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rm, err := newRealm(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func(mode string) string {
+				t.Helper()
+				out, reuse, err := rm.run(context.Background(), s, withMode(mode), mustURL(t, event.URL))
+				if err != nil || !reuse {
+					t.Fatalf("%s: %v, reuse %v", mode, err, reuse)
+				}
+				return string(out.Body)
+			}
+			before := call("look")
+			changed := call("pollute")
+			after := call("look")
+			if tc.freezing && before != seen {
+				t.Fatalf("a fresh realm sees %s, want %s", before, seen)
+			}
+			if tc.freezing && (changed != `{"changed":0}` || after != before) {
+				t.Fatalf("pollute made %s; then the call saw %s, want %s", changed, after, before)
+			}
+			if !tc.freezing && after == before {
+				t.Fatalf("without the freezing, the call after pollution saw %s, as before: the test shows nothing", after)
+			}
+		})
+	}
+}
+
+// TestRealmAfterThrow throws from inside builtins that keep state while
+// they run (join's stack of arrays, JSON's replacer, sort), then checks
+// that the same realm runs a normal call as a fresh one does.
+func TestRealmAfterThrow(t *testing.T) {
+	src := `function handler(webhook) {
+		var bad = {toString() { throw new Error("no") }, toJSON() { throw new Error("no") }};
+		switch (webhook.data.mode) {
+		case "join": String([[[1, [bad]]]]); break;
+		case "json": JSON.stringify([[{a: bad}]]); break;
+		case "sort": [3, 1, 2].sort(function () { throw new Error("no") }); break;
+		case "replace": "aaa".replace(/a/g, function () { throw new Error("no") }); break;
+		}
+		var a = [1, [2, [3]]];
+		webhook.data = [String(a), JSON.stringify(a), a.flat(Infinity).join("-")];
+		return webhook;
+	}`
+	s, err := Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := newRealm(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := mustURL(t, event.URL)
+	for _, mode := range []string{"join", "json", "sort", "replace"} {
+		_, reuse, err := rm.run(context.Background(), s, withMode(mode), u)
+		if !errors.Is(err, ErrThrew) || !reuse {
+			t.Fatalf("%s: %v, reuse %v; want a ThrowError and the realm kept", mode, err, reuse)
+		}
+		out, _, err := rm.run(context.Background(), s, withMode("none"), u)
+		if want := `["1,2,3","[1,[2,[3]]]","1-2-3"]`; err != nil || string(out.Body) != want {
+			t.Fatalf("after %s: %s, %v; want %s", mode, out.Body, err, want)
+		}
+	}
+}
+
+// TestOverrideOnFrozenBuiltins: assigning a method or an error's name on
+// one's own object still works when the prototype it comes from is frozen;
+// assigning on the builtin itself throws.
+func TestOverrideOnFrozenBuiltins(t *testing.T) {
+	src := `function handler(webhook) {
+		var o = {}; o.toString = function () { return "mine" };
+		function F() {} F.prototype.toString = function () { return "F" };
+		var e = new TypeError(); e.name = "Custom"; e.message = "m";
+		var fn = function () {}; fn.toString = function () { return "fn" };
+		var threw = false;
+		try { Object.prototype.toString = function () {} } catch (x) { threw = x instanceof TypeError }
+		webhook.data = [String(o), String(new F()), String(e), String(fn), threw, ({}).toString()];
+		return webhook;
+	}`
+	out, err := run(t, src, Limits{}, event)
+	if want := `["mine","F","Custom: m","fn",true,"[object Object]"]`; err != nil || string(out.Body) != want {
+		t.Fatalf("got %s, %v; want %s", out.Body, err, want)
+	}
+}
+
+func TestStrictMode(t *testing.T) {
+	for _, tc := range []struct{ name, src, message string }{
+		{"undeclared assignment", "function handler(webhook) { leak = 1; return webhook }", "ReferenceError"},
+		{"assigning a frozen builtin", "function handler(webhook) { JSON.parse = null; return webhook }", "TypeError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := run(t, tc.src, Limits{}, event)
+			var te *ThrowError
+			if !errors.As(err, &te) || !strings.HasPrefix(te.Message, tc.message) {
+				t.Fatalf("err = %v, want %s", err, tc.message)
+			}
+		})
+	}
+	for _, src := range []string{
+		"function handler(webhook) { with (webhook) { return data } }",
+		"function handler(webhook) { return webhook }\n}); var x = 1; (function () {",
+		"function handler(webhook) { return webhook }\n})\n(function () {",
+		"function handler(webhook) { return webhook }\n}).call(this), (function () {",
+	} {
+		if _, err := Compile(src); !errors.Is(err, ErrCompile) {
+			t.Fatalf("Compile(%q) = %v, want ErrCompile", src, err)
+		}
+	}
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 func TestCancelledContext(t *testing.T) {
@@ -247,8 +414,9 @@ func TestCancelledContext(t *testing.T) {
 }
 
 // TestHostile runs scripts that try to exhaust the process, each of which
-// must come back as a LimitError well within bound, then checks that the
-// process carries on: its goroutines end and a normal call works.
+// must come back as a LimitError well within bound, its realm not to be
+// reused, then checks that the process carries on: its goroutines end and
+// a normal call works.
 func TestHostile(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
@@ -289,7 +457,22 @@ func TestHostile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			_, err := run(t, "function handler(webhook) {\n"+tc.body+"\n}", tc.limits, event)
+			s, err := CompileWith("function handler(webhook) {\n"+tc.body+"\n}", tc.limits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rm, err := newRealm(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, reuse, err := rm.run(context.Background(), s, event, mustURL(t, event.URL))
+			if d := time.Since(start); d > bound {
+				t.Fatalf("the call took %v", d)
+			}
+			if reuse {
+				t.Fatalf("the realm of a call stopped at a limit would be reused")
+			}
 			var le *LimitError
 			if !errors.As(err, &le) || !errors.Is(err, ErrLimit) || !errors.Is(err, ErrFailed) {
 				t.Fatalf("err = %v, not a LimitError", err)
@@ -316,4 +499,27 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// TestRealmGoroutineEnds: the goroutine of a realm ends when the realm is
+// closed, and when the garbage collector takes a realm the pool let go.
+func TestRealmGoroutineEnds(t *testing.T) {
+	s, err := Compile(`function handler(webhook) { return webhook }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	rm, err := newRealm(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.NumGoroutine() != before+1 {
+		t.Fatalf("%d goroutines, want %d", runtime.NumGoroutine(), before+1)
+	}
+	rm.close()
+	waitFor(t, bound, func() bool { return runtime.NumGoroutine() <= before })
+	if _, err := newRealm(s); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, bound, func() bool { runtime.GC(); return runtime.NumGoroutine() <= before })
 }

@@ -1,0 +1,249 @@
+package transform
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+)
+
+// A realm is a goja runtime prepared once for a script and reused by its
+// calls, one at a time, as SES's lockdown prepares a JavaScript realm: its
+// builtins are guarded (guards.go), then every object reachable from the
+// global object and from the intrinsics a script can reach otherwise
+// (iterator and generator prototypes, %ThrowTypeError%) is frozen, the
+// global object itself included. The script is compiled as the body of a
+// strict-mode function (wrap), and each call runs that function anew, so
+// what the script's top level declares belongs to the call. A call can
+// then change nothing that outlives it:
+//
+//   - no global: the global object is frozen and strict mode makes an
+//     assignment to an undeclared name throw;
+//   - no builtin or prototype (Object.prototype.x = 1, JSON.parse = f,
+//     Object.freeze(Object.prototype)): all frozen, an assignment throws;
+//   - no closure: the function that made the handler is made per call.
+//
+// A call that went over a limit, was stopped or failed inside the engine
+// may have left the runtime in the middle of a builtin; its realm is
+// dropped, never reused.
+type realm struct {
+	rt *goja.Runtime
+	g  *guards
+	// global is the global object, the top level's this.
+	global *goja.Object
+	// script runs the script's top level and returns its handler.
+	script goja.Callable
+	// tryFn calls tried, as a builtin: see call.try.
+	tryFn goja.Callable
+	tried func()
+	// calls go to the realm's goroutine (serve), which answers on done.
+	// Its stack, grown once to what goja needs, serves every call.
+	calls   chan *call
+	done    chan result
+	cleanup runtime.Cleanup
+}
+
+// serve runs the calls of a realm until it is closed. It holds the
+// channels, not the realm, so that a realm the pool let go is collected
+// and its cleanup closes calls.
+func serve(calls <-chan *call, done chan<- result) {
+	for c := range calls {
+		c.run(done)
+	}
+}
+
+// close ends the realm's goroutine once it has finished its call.
+func (rm *realm) close() {
+	rm.cleanup.Stop()
+	close(rm.calls)
+}
+
+// prefix and suffix make the script the body of a strict-mode function
+// that returns its handler. The prefix adds no line, so a position in the
+// script keeps its line (and, past the first line, its column).
+const (
+	prefix = `(function () { "use strict"; `
+	suffix = "\n;return handler })"
+)
+
+func wrap(src string) string { return prefix + src + suffix }
+
+// wrapped returns the statements of the script inside the function wrap
+// made, or false when the script closed that function to run code of its
+// own outside it (`}); var x; (function () {`): the program must be that
+// one function and nothing else.
+func wrapped(file *ast.Program) ([]ast.Statement, bool) {
+	if len(file.Body) != 1 {
+		return nil, false
+	}
+	st, ok := file.Body[0].(*ast.ExpressionStatement)
+	if !ok {
+		return nil, false
+	}
+	fn, ok := st.Expression.(*ast.FunctionLiteral)
+	if !ok || fn.Async || fn.Generator || fn.Name != nil || len(fn.ParameterList.List) != 0 || int(fn.Function) != 2 {
+		return nil, false
+	}
+	return fn.Body.List, true
+}
+
+// lockdown makes the function that prepares a runtime once its guards are
+// installed: it lets the methods scripts commonly shadow by assignment
+// stay assignable on the objects inheriting them (tame), then freezes
+// everything reachable (harden). It captures the builtins it uses before
+// the guards replace them.
+var lockdown = goja.MustCompile("lockdown.js", `(function () {
+	"use strict";
+	const freeze = Object.freeze, getProto = Object.getPrototypeOf, ownKeys = Reflect.ownKeys;
+	const getDesc = Object.getOwnPropertyDescriptor, define = Object.defineProperty;
+
+	// tame turns proto[name], a data property, into an accessor whose setter
+	// defines the property on the object assigned to, so that
+	// "o.toString = f" or "err.name = 'E'" still works once proto is frozen
+	// (SES's "override mistake").
+	function tame(proto, name) {
+		const d = getDesc(proto, name);
+		if (d === undefined || !("value" in d) || !d.writable) {
+			return;
+		}
+		const value = d.value;
+		define(proto, name, {
+			get: function () { return value; },
+			set: function (v) {
+				if (this === proto) {
+					throw new TypeError("Cannot assign to read only property '" + String(name) + "' of a builtin");
+				}
+				define(this, name, {value: v, writable: true, enumerable: true, configurable: true});
+			},
+			enumerable: d.enumerable,
+			configurable: false,
+		});
+	}
+
+	// harden freezes root and everything reachable from it: properties,
+	// getters and setters, prototypes.
+	const seen = new Set();
+	function harden(root) {
+		const todo = [root];
+		let n = 1;
+		while (n > 0) {
+			const o = todo[--n];
+			if (o === null || (typeof o !== "object" && typeof o !== "function") || seen.has(o)) {
+				continue;
+			}
+			seen.add(o);
+			freeze(o);
+			todo[n++] = getProto(o);
+			const keys = ownKeys(o);
+			for (let i = 0; i < keys.length; i++) {
+				const d = getDesc(o, keys[i]);
+				if ("value" in d) {
+					todo[n++] = d.value;
+				} else {
+					todo[n++] = d.get;
+					todo[n++] = d.set;
+				}
+			}
+		}
+	}
+
+	// prepare tames, then freezes everything reachable from the global
+	// object, the intrinsics no global leads to, and the script's function.
+	return function (tamed, errors, script) {
+		for (let i = 0; i < tamed.length; i++) {
+			const proto = tamed[i][0], names = tamed[i][1];
+			for (let j = 0; j < names.length; j++) {
+				tame(proto, names[j]);
+			}
+		}
+		const names = ["constructor", "name", "message", "toString"];
+		for (let i = 0; i < errors.length; i++) {
+			for (let j = 0; j < names.length; j++) {
+				tame(errors[i].prototype, names[j]);
+			}
+		}
+		harden(globalThis);
+		harden(getProto(function* () {}));
+		harden(getProto(async function () {}));
+		harden(getProto([][Symbol.iterator]()));
+		harden(getProto(""[Symbol.iterator]()));
+		harden(getProto(new Map()[Symbol.iterator]()));
+		harden(getProto(new Set()[Symbol.iterator]()));
+		harden(getProto(/x/[Symbol.matchAll]("")));
+		harden(getDesc(arguments, "callee").get);
+		harden(script);
+	};
+})()`, true)
+
+// tamed are the properties of Object.prototype and Function.prototype
+// that stay assignable on objects inheriting them (tame in lockdown);
+// every Error prototype's constructor, name, message and toString are too.
+var tamed = map[string][]string{
+	"Object": {"constructor", "toString", "toLocaleString", "valueOf", "hasOwnProperty",
+		"isPrototypeOf", "propertyIsEnumerable"},
+	"Function": {"toString"},
+}
+
+var errorTypes = []string{"Error", "EvalError", "RangeError", "ReferenceError", "SyntaxError",
+	"TypeError", "URIError", "AggregateError"}
+
+// freezing is false only in the test showing that, without it, a call
+// changes what the next one sees.
+var freezing = true
+
+// newRealm prepares a runtime for s: guards, lockdown, the script. It
+// fails only on a bug of this package or of goja.
+func newRealm(s *Script) (_ *realm, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("%w: the engine failed: preparing a runtime: %v", ErrFailed, x)
+		}
+	}()
+	rt := goja.New()
+	rt.SetMaxCallStackSize(s.limits.CallDepth)
+	rm := &realm{rt: rt, global: rt.GlobalObject()}
+	tryFn, ok := goja.AssertFunction(rt.ToValue(func(goja.FunctionCall) goja.Value {
+		rm.tried()
+		return goja.Undefined()
+	}))
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine failed: a builtin is not a function", ErrFailed)
+	}
+	rm.tryFn = tryFn
+	prepared := &call{s: s, rm: rm}
+	err = prepared.try(func() {
+		prepare, err := rt.RunProgram(lockdown)
+		must(err)
+		rm.g = installGuards(rm, s.limits)
+		rm.g.c = prepared
+		script, err := rt.RunProgram(s.prg)
+		must(err)
+		if rm.script, ok = goja.AssertFunction(script); !ok {
+			panic("the script is not a function")
+		}
+		if !freezing {
+			return
+		}
+		var protos []any
+		for name, names := range tamed {
+			protos = append(protos, []any{object(object(rm.global, name), "prototype"), names})
+		}
+		var errs []any
+		for _, name := range errorTypes {
+			if v := rm.global.Get(name); defined(v) {
+				errs = append(errs, v)
+			}
+		}
+		fn, _ := goja.AssertFunction(prepare)
+		_, err = fn(goja.Undefined(), rt.ToValue(protos), rt.ToValue(errs), script)
+		must(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the engine failed: preparing a runtime: %v", ErrFailed, err)
+	}
+	rm.calls, rm.done = make(chan *call), make(chan result, 1)
+	go serve(rm.calls, rm.done)
+	rm.cleanup = runtime.AddCleanup(rm, func(calls chan *call) { close(calls) }, rm.calls)
+	return rm, nil
+}
