@@ -74,6 +74,19 @@ type guards struct {
 	joining   []*goja.Object
 	parse     goja.Callable
 	stringify goja.Callable
+	keyFor    goja.Callable
+	// symbols is the call's registry of Symbol.for.
+	symbols map[string]*goja.Symbol
+	// intrinsic reports whether an object was frozen with the realm;
+	// nil when the realm is not frozen.
+	intrinsic func(*goja.Object) bool
+}
+
+// begin readies the guards for c.
+func (g *guards) begin(c *call) {
+	g.c = c
+	g.joining = g.joining[:0]
+	g.symbols = nil
 }
 
 // hook checks a call of a guarded builtin and returns its arguments,
@@ -124,6 +137,13 @@ func (g *guards) install(protos *goja.Object) {
 		g.wrap(obj, name, g.stringArg(0))
 	}
 
+	g.wrap(object(object(global, "WeakMap"), "prototype"), "set", g.notIntrinsic)
+	g.wrap(object(object(global, "WeakSet"), "prototype"), "add", g.notIntrinsic)
+	symbol := object(global, "Symbol")
+	g.keyFor = callable(symbol, "keyFor")
+	g.define(symbol, "for", g.symbolFor)
+	g.define(symbol, "keyFor", g.symbolKeyFor)
+
 	str := object(global, "String")
 	g.wrap(str, "raw", g.rawArgs)
 	sproto := object(str, "prototype")
@@ -139,6 +159,52 @@ func (g *guards) install(protos *goja.Object) {
 	g.wrapSymbol(rproto, goja.SymReplace, g.both(g.subject(0), g.replaceArgs))
 	g.wrapSymbol(rproto, goja.SymMatch, g.subject(0))
 	g.wrapSymbol(rproto, goja.SymSplit, g.subject(0))
+}
+
+// notIntrinsic refuses an object of the realm as the key of a WeakMap or
+// WeakSet: goja attaches a cleanup to the key, which would outlive the
+// call on an object that lives as long as the realm, one per WeakMap.
+func (g *guards) notIntrinsic(call goja.FunctionCall) []goja.Value {
+	if o, ok := call.Argument(0).(*goja.Object); ok && g.intrinsic != nil && g.intrinsic(o) {
+		panic(g.r.NewTypeError("a builtin cannot be a weak key in a transformation"))
+	}
+	return call.Arguments
+}
+
+// symbolFor is Symbol.for with a registry per call: goja's registry would
+// keep every key a call registers for the life of the realm, and show it
+// to the next call.
+func (g *guards) symbolFor(call goja.FunctionCall) goja.Value {
+	g.alive()
+	if _, ok := call.Argument(0).(*goja.Symbol); ok {
+		panic(g.r.NewTypeError("Cannot convert a Symbol value to a string"))
+	}
+	key := call.Argument(0).String()
+	if s, ok := g.symbols[key]; ok {
+		return s
+	}
+	if g.symbols == nil {
+		g.symbols = map[string]*goja.Symbol{}
+	}
+	s := goja.NewSymbol(key)
+	g.symbols[key] = s
+	return s
+}
+
+// symbolKeyFor is Symbol.keyFor on the call's registry.
+func (g *guards) symbolKeyFor(call goja.FunctionCall) goja.Value {
+	if s, ok := call.Argument(0).(*goja.Symbol); ok {
+		for k, v := range g.symbols {
+			if v == s {
+				return g.r.ToValue(k)
+			}
+		}
+	}
+	v, err := g.keyFor(call.This, call.Arguments...)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // both runs a, then b on the arguments a returned.

@@ -22,7 +22,11 @@ import (
 //     assignment to an undeclared name throw;
 //   - no builtin or prototype (Object.prototype.x = 1, JSON.parse = f,
 //     Object.freeze(Object.prototype)): all frozen, an assignment throws;
-//   - no closure: the function that made the handler is made per call.
+//   - no closure: the function that made the handler is made per call;
+//   - nothing kept by the engine for the realm's life: Symbol.for has a
+//     registry per call, and an intrinsic cannot be a WeakMap or WeakSet
+//     key (goja attaches a cleanup to the key, which would outlive the
+//     call, one per map: a leak a loop makes large).
 //
 // A call that went over a limit, was stopped or failed inside the engine
 // may have left the runtime in the middle of a builtin; its realm is
@@ -173,6 +177,7 @@ var lockdown = goja.MustCompile("lockdown.js", `(function () {
 		harden(getProto(/x/[Symbol.matchAll]("")));
 		harden(getDesc(arguments, "callee").get);
 		harden(script);
+		return function (o) { return seen.has(o); };
 	};
 })()`, true)
 
@@ -236,8 +241,16 @@ func newRealm(s *Script) (_ *realm, err error) {
 			}
 		}
 		fn, _ := goja.AssertFunction(prepare)
-		_, err = fn(goja.Undefined(), rt.ToValue(protos), rt.ToValue(errs), script)
+		seen, err := fn(goja.Undefined(), rt.ToValue(protos), rt.ToValue(errs), script)
 		must(err)
+		has, ok := goja.AssertFunction(seen)
+		if !ok {
+			panic("lockdown returned no function")
+		}
+		rm.g.intrinsic = func(o *goja.Object) bool {
+			v, err := has(goja.Undefined(), o)
+			return err == nil && v.ToBoolean()
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: the engine failed: preparing a runtime: %v", ErrFailed, err)

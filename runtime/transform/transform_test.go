@@ -523,3 +523,69 @@ func TestRealmGoroutineEnds(t *testing.T) {
 	}
 	waitFor(t, bound, func() bool { runtime.GC(); return runtime.NumGoroutine() <= before })
 }
+
+// TestRealmKeepsNothingForLater: what goja would keep for the life of the
+// runtime (the Symbol.for registry, a cleanup per weak key) is per call.
+func TestRealmKeepsNothingForLater(t *testing.T) {
+	src := `function handler(webhook) {
+		var s = Symbol.for("k"), own = {};
+		var weak = new WeakMap([[own, 1]]);
+		var refused = [];
+		for (const f of [() => weak.set(Object.prototype, 1), () => new WeakSet([Array]), () => new WeakMap([[JSON, 1]])]) {
+			try { f(); refused.push(false) } catch (e) { refused.push(e instanceof TypeError) }
+		}
+		webhook.data = [s === Symbol.for("k"), Symbol.keyFor(s), Symbol.keyFor(Symbol.iterator) === undefined,
+			Symbol.keyFor(Symbol("x")) === undefined, weak.get(own), refused];
+		return webhook;
+	}`
+	out, err := run(t, src, Limits{}, event)
+	if want := `[true,"k",true,true,1,[true,true,true]]`; err != nil || string(out.Body) != want {
+		t.Fatalf("got %s, %v; want %s", out.Body, err, want)
+	}
+}
+
+// TestEverythingReachableIsFrozen walks from the global object and from
+// the prototypes of what syntax makes (functions of every kind,
+// iterators, promises, regular expressions, arguments) and fails on any
+// object that is not frozen.
+func TestEverythingReachableIsFrozen(t *testing.T) {
+	src := `function handler(webhook) {
+		var P = Object.getPrototypeOf;
+		var roots = [globalThis, P(function* () {}), P(P((function* () {})())), P(async function () {}), P(async () => {}),
+			P(() => {}), P(class {}), P([][Symbol.iterator]()), P([].entries()), P(""[Symbol.iterator]()),
+			P(new Map().entries()), P(new Set().values()), P(/x/g[Symbol.matchAll]("x")), P(Promise.resolve()),
+			P(/x/), P(new Error()), P(new Date()), P(Symbol()), P(1n),
+			(function () { "use strict"; return Object.getOwnPropertyDescriptor(arguments, "callee").get })(),
+			P((function () { return arguments })())];
+		var seen = new Set(), todo = roots.map(function (r, i) { return [r, "root " + i] }), open = [];
+		while (todo.length > 0) {
+			var [o, path] = todo.pop();
+			if (o === null || (typeof o !== "object" && typeof o !== "function") || seen.has(o)) continue;
+			seen.add(o);
+			if (!Object.isFrozen(o)) open.push(path);
+			todo.push([P(o), path + ".__proto__"]);
+			for (var k of Reflect.ownKeys(o)) {
+				var d = Object.getOwnPropertyDescriptor(o, k);
+				var name = path + "." + String(k);
+				if ("value" in d) todo.push([d.value, name]); else todo.push([d.get, name + ".get"], [d.set, name + ".set"]);
+			}
+		}
+		webhook.data = {objects: seen.size, open: open};
+		return webhook;
+	}`
+	out, err := run(t, src, Limits{Time: bound}, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Objects int
+		Open    []string
+	}
+	if err := json.Unmarshal(out.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Objects < 400 || len(got.Open) > 0 {
+		t.Fatalf("%d objects reachable, not frozen: %v", got.Objects, got.Open)
+	}
+	t.Logf("%d objects reachable, all frozen", got.Objects)
+}
