@@ -168,7 +168,11 @@ func (c *call) run(done chan<- result) {
 // it returned.
 func (c *call) execute() (Output, error) {
 	g := c.rm.g
-	h, err := c.rm.script(c.rm.global)
+	script, err := c.rm.script(c.s)
+	if err != nil {
+		return Output{}, c.scriptError(err)
+	}
+	h, err := script(c.rm.global)
 	if err != nil {
 		return Output{}, c.scriptError(err)
 	}

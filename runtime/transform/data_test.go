@@ -20,7 +20,7 @@ func FuzzData(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	rm, err := newRealm(s)
+	rm, err := newRealm()
 	if err != nil {
 		f.Fatal(err)
 	}

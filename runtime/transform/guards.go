@@ -82,11 +82,15 @@ type guards struct {
 	intrinsic func(*goja.Object) bool
 }
 
-// begin readies the guards for c.
+// begin readies the guards and the runtime for c, under its script's
+// limits.
 func (g *guards) begin(c *call) {
+	l := c.s.limits
 	g.c = c
+	g.maxElems, g.maxChars = l.Memory/16, l.Memory/2
 	g.joining = g.joining[:0]
 	g.symbols = nil
+	g.r.SetMaxCallStackSize(l.CallDepth)
 }
 
 // hook checks a call of a guarded builtin and returns its arguments,
@@ -95,10 +99,10 @@ type hook func(call goja.FunctionCall) []goja.Value
 
 // installGuards replaces the realm's builtins by guards, as a builtin
 // (call.try): it panics with what went wrong.
-func installGuards(rm *realm, l Limits) *guards {
+func installGuards(rm *realm) *guards {
 	protos, err := rm.rt.RunProgram(functionPrototypes)
 	must(err)
-	g := &guards{r: rm.rt, maxElems: l.Memory / 16, maxChars: l.Memory / 2}
+	g := &guards{r: rm.rt}
 	g.install(protos.(*goja.Object))
 	return g
 }

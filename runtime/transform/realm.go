@@ -3,20 +3,21 @@ package transform
 import (
 	"fmt"
 	"runtime"
+	"sync"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/ast"
 )
 
-// A realm is a goja runtime prepared once for a script and reused by its
-// calls, one at a time, as SES's lockdown prepares a JavaScript realm: its
+// A realm is a goja runtime prepared once and reused by calls, one at a
+// time, of any script, as SES's lockdown prepares a JavaScript realm: its
 // builtins are guarded (guards.go), then every object reachable from the
 // global object and from the intrinsics a script can reach otherwise
 // (iterator and generator prototypes, %ThrowTypeError%) is frozen, the
-// global object itself included. The script is compiled as the body of a
-// strict-mode function (wrap), and each call runs that function anew, so
-// what the script's top level declares belongs to the call. A call can
-// then change nothing that outlives it:
+// global object itself included. A script is compiled as the body of a
+// strict-mode function (wrap), which each call runs anew, so what the
+// script's top level declares belongs to the call. A call can then change
+// nothing that outlives it:
 //
 //   - no global: the global object is frozen and strict mode makes an
 //     assignment to an undeclared name throw;
@@ -28,16 +29,22 @@ import (
 //     key (goja attaches a cleanup to the key, which would outlive the
 //     call, one per map: a leak a loop makes large).
 //
-// A call that went over a limit, was stopped or failed inside the engine
-// may have left the runtime in the middle of a builtin; its realm is
-// dropped, never reused.
+// So realms are shared by every script in the process, whoever's it is:
+// a prepared realm holds about half a megabyte and takes milliseconds to
+// make, too much to keep one per script (the deliverer keeps up to a
+// thousand). A call that went over a limit, was stopped or failed inside
+// the engine may have left the runtime in the middle of a builtin; its
+// realm is dropped, never reused.
 type realm struct {
 	rt *goja.Runtime
 	g  *guards
 	// global is the global object, the top level's this.
 	global *goja.Object
-	// script runs the script's top level and returns its handler.
-	script goja.Callable
+	// scripts are the functions that run a script's top level and return
+	// its handler, by script, made in this runtime on its first call here.
+	scripts map[*Script]goja.Callable
+	// freezeScript freezes such a function.
+	freezeScript goja.Callable
 	// tryFn calls tried, as a builtin: see call.try.
 	tryFn goja.Callable
 	tried func()
@@ -153,8 +160,10 @@ var lockdown = goja.MustCompile("lockdown.js", `(function () {
 	}
 
 	// prepare tames, then freezes everything reachable from the global
-	// object, the intrinsics no global leads to, and the script's function.
-	return function (tamed, errors, script) {
+	// object and the intrinsics no global leads to. It returns whether an
+	// object is one of them, and what freezes the function wrap makes of a
+	// script (its prototype is Function.prototype, already frozen).
+	return function (tamed, errors) {
 		for (let i = 0; i < tamed.length; i++) {
 			const proto = tamed[i][0], names = tamed[i][1];
 			for (let j = 0; j < names.length; j++) {
@@ -176,8 +185,10 @@ var lockdown = goja.MustCompile("lockdown.js", `(function () {
 		harden(getProto(new Set()[Symbol.iterator]()));
 		harden(getProto(/x/[Symbol.matchAll]("")));
 		harden(getDesc(arguments, "callee").get);
-		harden(script);
-		return function (o) { return seen.has(o); };
+		return [
+			function (o) { return seen.has(o); },
+			function (script) { freeze(script); freeze(script.prototype); },
+		];
 	};
 })()`, true)
 
@@ -197,17 +208,23 @@ var errorTypes = []string{"Error", "EvalError", "RangeError", "ReferenceError", 
 // changes what the next one sees.
 var freezing = true
 
-// newRealm prepares a runtime for s: guards, lockdown, the script. It
-// fails only on a bug of this package or of goja.
-func newRealm(s *Script) (_ *realm, err error) {
+// realms are the prepared realms not running a call.
+var realms sync.Pool
+
+// maxScripts bounds the scripts' functions a realm keeps; past it, it
+// starts over.
+const maxScripts = 256
+
+// newRealm prepares a runtime: guards, lockdown. It fails only on a bug of
+// this package or of goja.
+func newRealm() (_ *realm, err error) {
 	defer func() {
 		if x := recover(); x != nil {
 			err = fmt.Errorf("%w: the engine failed: preparing a runtime: %v", ErrFailed, x)
 		}
 	}()
 	rt := goja.New()
-	rt.SetMaxCallStackSize(s.limits.CallDepth)
-	rm := &realm{rt: rt, global: rt.GlobalObject()}
+	rm := &realm{rt: rt, global: rt.GlobalObject(), scripts: map[*Script]goja.Callable{}}
 	tryFn, ok := goja.AssertFunction(rt.ToValue(func(goja.FunctionCall) goja.Value {
 		rm.tried()
 		return goja.Undefined()
@@ -216,17 +233,12 @@ func newRealm(s *Script) (_ *realm, err error) {
 		return nil, fmt.Errorf("%w: the engine failed: a builtin is not a function", ErrFailed)
 	}
 	rm.tryFn = tryFn
-	prepared := &call{s: s, rm: rm}
+	prepared := &call{s: &Script{limits: DefaultLimits}, rm: rm}
 	err = prepared.try(func() {
 		prepare, err := rt.RunProgram(lockdown)
 		must(err)
-		rm.g = installGuards(rm, s.limits)
-		rm.g.c = prepared
-		script, err := rt.RunProgram(s.prg)
-		must(err)
-		if rm.script, ok = goja.AssertFunction(script); !ok {
-			panic("the script is not a function")
-		}
+		rm.g = installGuards(rm)
+		rm.g.begin(prepared)
 		if !freezing {
 			return
 		}
@@ -241,12 +253,11 @@ func newRealm(s *Script) (_ *realm, err error) {
 			}
 		}
 		fn, _ := goja.AssertFunction(prepare)
-		seen, err := fn(goja.Undefined(), rt.ToValue(protos), rt.ToValue(errs), script)
+		res, err := fn(goja.Undefined(), rt.ToValue(protos), rt.ToValue(errs))
 		must(err)
-		has, ok := goja.AssertFunction(seen)
-		if !ok {
-			panic("lockdown returned no function")
-		}
+		ret := res.(*goja.Object)
+		has := callable(ret, "0")
+		rm.freezeScript = callable(ret, "1")
 		rm.g.intrinsic = func(o *goja.Object) bool {
 			v, err := has(goja.Undefined(), o)
 			return err == nil && v.ToBoolean()
@@ -259,4 +270,30 @@ func newRealm(s *Script) (_ *realm, err error) {
 	go serve(rm.calls, rm.done)
 	rm.cleanup = runtime.AddCleanup(rm, func(calls chan *call) { close(calls) }, rm.calls)
 	return rm, nil
+}
+
+// script is the function that runs s's top level in this realm and
+// returns its handler, made on s's first call here.
+func (rm *realm) script(s *Script) (goja.Callable, error) {
+	if fn := rm.scripts[s]; fn != nil {
+		return fn, nil
+	}
+	v, err := rm.rt.RunProgram(s.prg)
+	if err != nil {
+		return nil, err
+	}
+	fn, ok := goja.AssertFunction(v)
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine failed: the script is not a function", ErrFailed)
+	}
+	if rm.freezeScript != nil {
+		if _, err := rm.freezeScript(goja.Undefined(), v); err != nil {
+			return nil, err
+		}
+	}
+	if len(rm.scripts) >= maxScripts {
+		clear(rm.scripts)
+	}
+	rm.scripts[s] = fn
+	return fn, nil
 }

@@ -4,9 +4,9 @@
 //
 // Scripts are untrusted, so every call runs under the bounds of its Limits
 // in a goja runtime whose builtins are guarded and frozen, taken from a
-// pool of the script's own: the script runs as a strict-mode function body,
-// made anew for each call, so no state survives a call (realm.go), and no
-// I/O exists. The package documentation of Limits says what each bound
+// pool the process's scripts share: the script runs as a strict-mode
+// function body, made anew for each call, so no state survives a call
+// (realm.go), and no I/O exists. The package documentation of Limits says what each bound
 // guarantees and what it does not.
 package transform
 
@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/dop251/goja"
@@ -93,9 +92,6 @@ type Script struct {
 	// it makes the function that runs the script's top level once.
 	prg    *goja.Program
 	limits Limits
-	// realms holds the prepared runtimes between calls. A sync.Pool lets
-	// the garbage collector take those of a script no longer called.
-	realms sync.Pool
 }
 
 // Compile checks and compiles src under DefaultLimits: at most
@@ -183,15 +179,15 @@ func (s *Script) Run(ctx context.Context, in Input) (Output, error) {
 	if err != nil {
 		return Output{}, fmt.Errorf("transform: input url: %w", err)
 	}
-	rm, _ := s.realms.Get().(*realm)
+	rm, _ := realms.Get().(*realm)
 	if rm == nil {
-		if rm, err = newRealm(s); err != nil {
+		if rm, err = newRealm(); err != nil {
 			return Output{}, err
 		}
 	}
 	out, reuse, err := rm.run(ctx, s, in, u)
 	if reuse {
-		s.realms.Put(rm)
+		realms.Put(rm)
 	}
 	return out, err
 }

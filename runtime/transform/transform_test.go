@@ -268,8 +268,8 @@ func TestNoStateBetweenCalls(t *testing.T) {
 }
 
 // TestRealmKeepsNoState runs the polluting call and the looking one on
-// one realm, in a row, as the pool does; without the freezing, the second
-// sees what the first did.
+// one realm, in a row, as the pool does, of one script and of two;
+// without the freezing, the second sees what the first did.
 func TestRealmKeepsNoState(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -282,11 +282,15 @@ func TestRealmKeepsNoState(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rm, err := newRealm(s)
+			other, err := Compile(stateful)
 			if err != nil {
 				t.Fatal(err)
 			}
-			call := func(mode string) string {
+			rm, err := newRealm()
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func(s *Script, mode string) string {
 				t.Helper()
 				out, reuse, err := rm.run(context.Background(), s, withMode(mode), mustURL(t, event.URL))
 				if err != nil || !reuse {
@@ -294,9 +298,12 @@ func TestRealmKeepsNoState(t *testing.T) {
 				}
 				return string(out.Body)
 			}
-			before := call("look")
-			changed := call("pollute")
-			after := call("look")
+			before := call(s, "look")
+			changed := call(s, "pollute")
+			after := call(s, "look")
+			if afterOther := call(other, "look"); afterOther != after {
+				t.Fatalf("after pollution, another script saw %s, the polluting one %s", afterOther, after)
+			}
 			if tc.freezing && before != seen {
 				t.Fatalf("a fresh realm sees %s, want %s", before, seen)
 			}
@@ -330,7 +337,7 @@ func TestRealmAfterThrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rm, err := newRealm(s)
+	rm, err := newRealm()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +468,7 @@ func TestHostile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rm, err := newRealm(s)
+			rm, err := newRealm()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -509,7 +516,7 @@ func TestRealmGoroutineEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := runtime.NumGoroutine()
-	rm, err := newRealm(s)
+	rm, err := newRealm()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,9 +525,14 @@ func TestRealmGoroutineEnds(t *testing.T) {
 	}
 	rm.close()
 	waitFor(t, bound, func() bool { return runtime.NumGoroutine() <= before })
-	if _, err := newRealm(s); err != nil {
+	rm, err = newRealm()
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := rm.run(context.Background(), s, event, mustURL(t, event.URL)); err != nil {
+		t.Fatal(err)
+	}
+	rm = nil
 	waitFor(t, bound, func() bool { runtime.GC(); return runtime.NumGoroutine() <= before })
 }
 
