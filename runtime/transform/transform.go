@@ -33,11 +33,13 @@ import (
 //     a builtin, which is Go code: the builtins that loop or allocate in
 //     proportion to an argument are guarded (see guards.go), and a call
 //     still running a builtin a quarter second after the interrupt is
-//     abandoned: Run returns and the builtin finishes on its own goroutine.
+//     abandoned: Run returns and the builtin finishes alone on the
+//     goroutine of its runtime, which is never used again.
 //     A regular expression that backtracks is cut after regexpTimeout, so a
 //     Time above it lets such a match fail as no match instead.
 //   - Memory stops the script when the process has allocated this much more
-//     since the call began (runtime/metrics, sampled every millisecond).
+//     since the call began (runtime/metrics, sampled every millisecond,
+//     from a reading at most a millisecond older than the call).
 //     goja has no allocation limit, so this is a process-wide measure: what
 //     other goroutines allocate during the call counts too, and a script
 //     can overshoot it by what it allocates in one step (a guarded builtin
@@ -95,8 +97,8 @@ type Script struct {
 }
 
 // Compile checks and compiles src under DefaultLimits: at most
-// Limits.Source bytes, valid JavaScript, declaring function handler. Its
-// errors wrap ErrCompile.
+// Limits.Source bytes, valid JavaScript in strict mode, declaring function
+// handler. Its errors wrap ErrCompile.
 func Compile(src string) (*Script, error) { return CompileWith(src, DefaultLimits) }
 
 // CompileWith is Compile under l.
