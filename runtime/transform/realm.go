@@ -53,12 +53,15 @@ type realm struct {
 	calls   chan *call
 	done    chan result
 	cleanup runtime.Cleanup
+	// ended is closed when the goroutine has returned.
+	ended chan struct{}
 }
 
 // serve runs the calls of a realm until it is closed. It holds the
 // channels, not the realm, so that a realm the pool let go is collected
 // and its cleanup closes calls.
-func serve(calls <-chan *call, done chan<- result) {
+func serve(calls <-chan *call, done chan<- result, ended chan<- struct{}) {
+	defer close(ended)
 	for c := range calls {
 		c.run(done)
 	}
@@ -266,8 +269,8 @@ func newRealm() (_ *realm, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the engine failed: preparing a runtime: %v", ErrFailed, err)
 	}
-	rm.calls, rm.done = make(chan *call), make(chan result, 1)
-	go serve(rm.calls, rm.done)
+	rm.calls, rm.done, rm.ended = make(chan *call), make(chan result, 1), make(chan struct{})
+	go serve(rm.calls, rm.done, rm.ended)
 	rm.cleanup = runtime.AddCleanup(rm, func(calls chan *call) { close(calls) }, rm.calls)
 	return rm, nil
 }
