@@ -541,7 +541,8 @@ func (s *Server) renderSubscription(w http.ResponseWriter, r *http.Request, v *v
 	}
 	types := s.catalogTypes(ctx, v)
 	data := map[string]any{"Sub": sub, "Test": test, "Chart": s.chartOf(ctx, v, windowOf(r), sub.ID), "Windows": []string{"1h", "24h", "7d"},
-		"Pick": pickOf(types, sub.EventTypes), "Examples": testChoices(types, sub.EventTypes), "Dest": destFormOf(sub.Destination, sub.URL, true)}
+		"Pick": pickOf(types, sub.EventTypes), "Examples": testChoices(types, sub.EventTypes), "Dest": destFormOf(sub.Destination, sub.URL, true),
+		"Transform": transformFormOf(sub, types)}
 	var h Health
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id)+"/health", nil, &h); err != nil {
 		data["HealthError"] = problemText(err)
@@ -580,6 +581,8 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 			}
 			return s.renderSubscription(w, r, v, id, "", out.Body)
 		}
+	case "transformation":
+		return s.transformationAction(w, r, v)
 	case "enable", "disable":
 		_, err = s.call(ctx, v.p, "POST", path+"/"+action, nil, nil)
 		flash = "Endpoint " + action + "d."

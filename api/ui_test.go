@@ -150,9 +150,10 @@ func TestUICSRF(t *testing.T) {
 	for _, base := range []string{"/ui", portal} {
 		for _, path := range []string{"/subscriptions", "/subscriptions/" + sub.ID + "/disable", "/subscriptions/" + sub.ID + "/enable",
 			"/subscriptions/" + sub.ID + "/rotate-secret", "/subscriptions/" + sub.ID + "/breaker-reset", "/subscriptions/" + sub.ID + "/test", "/subscriptions/" + sub.ID + "/recover",
-			"/messages/evt_1/retry", "/dlq/redrive"} {
+			"/subscriptions/" + sub.ID + "/transformation", "/messages/evt_1/retry", "/dlq/redrive"} {
 			for name, token := range map[string]string{"no token": "", "another session's": otherToken} {
-				form := url.Values{"url": {"https://b.example/"}, "event_types": {"*"}, "subscription_id": {sub.ID}}
+				form := url.Values{"url": {"https://b.example/"}, "event_types": {"*"}, "subscription_id": {sub.ID},
+					"op": {"save"}, "transformation": {"function handler(w) { return w; }"}}
 				if token != "" {
 					form.Set("_csrf", token)
 				}
