@@ -287,16 +287,16 @@ func TestPortalKafkaDestinationInBrowser(t *testing.T) {
 		chromedp.Navigate(portal+"/subscriptions"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name="url"]`)),
 	)
-	if visible(`input[name="kafka.brokers"]`) {
-		t.Fatalf("a Kafka field is shown before Kafka is chosen")
-	}
+	testkit.WaitFor(t, 10*time.Second, "the Kafka fields to hide before Kafka is chosen", func() bool {
+		return !visible(`input[name="kafka.brokers"]`)
+	})
 	browsertest.Do(ctx, t, "choosing a Kafka topic",
 		chromedp.SendKeys(chromedp.CSS(`#destination`), "Kafka"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name="kafka.brokers"]`)),
 	)
-	if visible(`input[name="url"]`) || visible(`input[name="nats.subject"]`) {
-		t.Fatalf("another kind's fields are still shown with Kafka chosen")
-	}
+	testkit.WaitFor(t, 10*time.Second, "the other kinds' fields to hide with Kafka chosen", func() bool {
+		return !visible(`input[name="url"]`) && !visible(`input[name="nats.subject"]`)
+	})
 	browsertest.Do(ctx, t, "filling in the Kafka topic",
 		chromedp.SendKeys(chromedp.CSS(`input[name="kafka.brokers"]`), brokers),
 		chromedp.SendKeys(chromedp.CSS(`input[name="kafka.topic"]`), "t"),
@@ -310,9 +310,10 @@ func TestPortalKafkaDestinationInBrowser(t *testing.T) {
 	if kind, addr := browsertest.Text(ctx, t, "#sub-kind"), browsertest.Text(ctx, t, "#sub-address"); kind != "Kafka topic" || addr != "kafka://"+brokers+"/t" {
 		t.Fatalf("the endpoint page shows %q at %q, want Kafka topic at kafka://%s/t", kind, addr, brokers)
 	}
-	if !visible(`input[name="kafka.brokers"]`) || visible(`input[name="url"]`) {
-		t.Fatalf("the edit form does not show the Kafka fields only")
-	}
+	// The page's script shows the chosen kind's fields once it has run.
+	testkit.WaitFor(t, 10*time.Second, "the edit form to show the Kafka fields only", func() bool {
+		return visible(`input[name="kafka.brokers"]`) && !visible(`input[name="url"]`)
+	})
 	if got := browsertest.Eval[string](ctx, t, `document.querySelector('input[name="kafka.brokers"]').value + " " +
 		document.querySelector('input[name="kafka.topic"]').value + " [" + document.querySelector('input[name="kafka.password"]').value + "]"`); got != brokers+" t []" {
 		t.Fatalf("the edit form has %q, want the brokers, the topic and no password", got)
