@@ -28,6 +28,18 @@ type Keyed[V any] struct {
 	mu      sync.RWMutex
 	byKey   map[string]V
 	changed chan struct{} // closed and replaced on every applied batch
+	// mapped is, per partition, the offset after the last data record the
+	// consumer applied to byKey.
+	mapped map[int32]int64
+	// own are the keys whose value is a record of this process's that the
+	// table applied ahead of the consumer (Written), by the record's place.
+	own map[string]place
+}
+
+// place is a record's partition and offset.
+type place struct {
+	partition int32
+	offset    int64
 }
 
 // rules are what a table of this package adds to a Keyed view of its
@@ -64,7 +76,8 @@ func NewKeyed[V any](base []kgo.Opt, topic string, log *zap.Logger, decode func(
 }
 
 func newKeyed[V any](base []kgo.Opt, topic string, log *zap.Logger, with rules[V]) (*Keyed[V], error) {
-	k := &Keyed[V]{log: log, rules: with, byKey: map[string]V{}, changed: make(chan struct{})}
+	k := &Keyed[V]{log: log, rules: with, byKey: map[string]V{}, changed: make(chan struct{}),
+		mapped: map[int32]int64{}, own: map[string]place{}}
 	v, err := newView(base, topic, k.apply)
 	if err != nil {
 		return nil, fmt.Errorf("%s table: %w", topic, err)
@@ -93,6 +106,48 @@ func (k *Keyed[V]) WaitCaughtUp(ctx context.Context) error {
 // done: one write's read-your-write without a listing of end offsets.
 func (k *Keyed[V]) WaitApplied(ctx context.Context, r *kgo.Record) error {
 	return k.v.waitApplied(ctx, r.Partition, r.Offset)
+}
+
+// Written applies r, a record this process produced and the broker
+// acknowledged (its partition and offset set), at once, ahead of the
+// consumer: the writer reads its own write without waiting for the fetch
+// that brings it back, and WaitApplied and WaitCaughtUp count it as
+// applied. The consumer still applies the topic in order; until it reaches
+// r, it skips the earlier records of r's key, so the table never shows one
+// of them again, and once past r the table is what the topic says. A
+// record the consumer applied already, or that does not decode, is left
+// to the consumer; so are the records of a table whose rules admit records
+// by their order.
+func (k *Keyed[V]) Written(r *kgo.Record) {
+	if k.rules.admit != nil {
+		return
+	}
+	var v V
+	if r.Value != nil {
+		var err error
+		if v, err = k.rules.decode(r); err != nil {
+			return
+		}
+	}
+	key := string(r.Key)
+	k.mu.Lock()
+	if k.mapped[r.Partition] > r.Offset {
+		k.mu.Unlock()
+		return
+	}
+	if o, ok := k.own[key]; ok && o.partition == r.Partition && o.offset > r.Offset {
+		k.mu.Unlock()
+		return // a later write of the key shows already
+	}
+	k.delete(key)
+	if r.Value != nil {
+		k.set(key, v)
+	}
+	k.own[key] = place{r.Partition, r.Offset}
+	close(k.changed)
+	k.changed = make(chan struct{})
+	k.mu.Unlock()
+	k.v.markAhead(r.Partition, r.Offset)
 }
 
 // Get returns a key's value; false when the table (or a nil table) has
@@ -158,10 +213,20 @@ func (k *Keyed[V]) apply(recs []*kgo.Record) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for i, r := range recs {
+		k.mapped[r.Partition] = r.Offset + 1
+		key := string(r.Key)
+		if o, ok := k.own[key]; ok && o.partition == r.Partition {
+			if r.Offset <= o.offset {
+				if r.Offset == o.offset {
+					delete(k.own, key)
+				}
+				continue // the key shows this record, or a later one, already
+			}
+			delete(k.own, key)
+		}
 		if k.rules.admit != nil && !k.rules.admit(r) {
 			continue
 		}
-		key := string(r.Key)
 		if err := values[i].err; err != nil {
 			// The value may hold a secret: log the reason only.
 			k.log.Warn("ignoring invalid record", zap.String("topic", r.Topic), zap.String("key", key),
@@ -173,6 +238,13 @@ func (k *Keyed[V]) apply(recs []*kgo.Record) {
 		k.delete(key)
 		if r.Value != nil && values[i].err == nil {
 			k.set(key, values[i].v)
+		}
+	}
+	// An own record the consumer passed without meeting it (compacted
+	// away under a later one) no longer holds its key.
+	for key, o := range k.own {
+		if k.mapped[o.partition] > o.offset {
+			delete(k.own, key)
 		}
 	}
 	close(k.changed)

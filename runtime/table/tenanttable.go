@@ -60,6 +60,12 @@ var ErrSubscriptionLimit = errors.New("subscription limit reached")
 // unlimited). Writers check against their own view, so two writers racing
 // may pass the limit by one each.
 func (t *TenantTable) Room(subs *Table, def int, sub *topics.Subscription) error {
+	return t.RoomBeside(subs, def, sub, 0)
+}
+
+// RoomBeside is Room for a writer with pending more subscriptions of
+// sub's tenant written or being written that subs does not show yet.
+func (t *TenantTable) RoomBeside(subs *Table, def int, sub *topics.Subscription, pending int) error {
 	if sub.Tenant == "" {
 		return nil
 	}
@@ -67,7 +73,7 @@ func (t *TenantTable) Room(subs *Table, def int, sub *topics.Subscription) error
 	if limit == 0 {
 		return nil
 	}
-	n := subs.TenantLen(sub.Tenant)
+	n := subs.TenantLen(sub.Tenant) + pending
 	if old, ok := subs.Get(sub.ID); ok && old.Tenant == sub.Tenant {
 		n--
 	}

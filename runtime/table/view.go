@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,12 @@ type view struct {
 
 	mu       sync.Mutex
 	next     map[int32]int64 // next offset to apply, per partition
-	progress chan struct{}   // closed and replaced when next advances
+	progress chan struct{}   // closed and replaced when next or ahead changes
+	// ahead are, per partition and sorted, the offsets at or above next
+	// whose records the table applied before the consumer reached them:
+	// its own process's writes, handed over on the broker's
+	// acknowledgement (Keyed.Written).
+	ahead map[int32][]int64
 	// round is the listing of end offsets the next callers of
 	// waitCaughtUp share, listing whether one is being made.
 	round   *endsRound
@@ -65,6 +71,7 @@ func newView(base []kgo.Opt, topic string, apply func([]*kgo.Record)) (*view, er
 		apply:    apply,
 		next:     map[int32]int64{},
 		progress: make(chan struct{}),
+		ahead:    map[int32][]int64{},
 	}, nil
 }
 
@@ -94,6 +101,13 @@ func (v *view) run(ctx context.Context, log *zap.Logger) {
 		v.mu.Lock()
 		for p, o := range advanced {
 			v.next[p] = o
+			if a := v.ahead[p]; len(a) > 0 {
+				i, _ := slices.BinarySearch(a, o)
+				v.ahead[p] = a[i:]
+				if len(v.ahead[p]) == 0 {
+					delete(v.ahead, p)
+				}
+			}
 		}
 		close(v.progress)
 		v.progress = make(chan struct{})
@@ -110,13 +124,47 @@ func (v *view) applied(p int32) int64 {
 	return v.next[p]
 }
 
+// markAhead records that the table applied the record at offset of
+// partition p before the consumer reached it.
+func (v *view) markAhead(p int32, offset int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.next[p] > offset {
+		return // the consumer has been there since
+	}
+	a := v.ahead[p]
+	i, found := slices.BinarySearch(a, offset)
+	if found {
+		return
+	}
+	v.ahead[p] = slices.Insert(a, i, offset)
+	close(v.progress)
+	v.progress = make(chan struct{})
+}
+
+// appliedTo reports, with v.mu held, whether every record of partition p
+// below end has been applied: the consumer's next offset, then records
+// applied ahead of it without a gap.
+func (v *view) appliedTo(p int32, end int64) bool {
+	next := v.next[p]
+	if next >= end {
+		return true
+	}
+	// ahead holds distinct offsets at or above next: those below end
+	// cover [next, end) when there are end-next of them.
+	a := v.ahead[p]
+	i, _ := slices.BinarySearch(a, end)
+	return int64(i) == end-next
+}
+
 // waitApplied waits until the record at offset of partition p has been
 // applied: a writer that knows its record's offset waits for it without
 // listing the topic's end offsets.
 func (v *view) waitApplied(ctx context.Context, p int32, offset int64) error {
 	for {
 		v.mu.Lock()
-		done := v.next[p] > offset
+		_, ahead := slices.BinarySearch(v.ahead[p], offset)
+		done := v.next[p] > offset || ahead
 		wait := v.progress
 		v.mu.Unlock()
 		if done {
@@ -139,7 +187,7 @@ func (v *view) waitCaughtUp(ctx context.Context) error {
 		v.mu.Lock()
 		behind := false
 		ends.Each(func(o kadm.ListedOffset) {
-			if v.next[o.Partition] < o.Offset {
+			if !v.appliedTo(o.Partition, o.Offset) {
 				behind = true
 			}
 		})
