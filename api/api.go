@@ -63,6 +63,8 @@ type Server struct {
 	// alertSender sends the alert channels' test messages.
 	alertSender *alert.Sender
 	runner      *oprunner.Runner
+	// creating are the subscription creates in progress (claims.go).
+	creating *claims
 }
 
 // RunOperations carries out the bulk operations until ctx is done, on the
@@ -107,6 +109,7 @@ func New(o Options) *Server {
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: o.Client, subs: o.Subscriptions, keys: o.Keys, log: log, mux: http.NewServeMux(),
 		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
 		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
+	s.creating = newClaims(o.Subscriptions)
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
 	key, err := session.DecodeKey(cfg.SessionKey)

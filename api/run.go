@@ -18,6 +18,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Run serves the API until ctx is done, then lets the requests in progress
@@ -35,12 +36,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	n := cfg.Kafka.Names
 	base := append(cfg.Kafka.ClientOpts(), kgo.ClientID("webhooks-api"),
 		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))))
-	// Every write answers a request that waits for the broker's
-	// acknowledgement: franz-go's default linger of 10 ms was added to
-	// each. A millisecond still lets writes that arrive together share a
-	// produce request (a broker answers one connection's requests in
-	// order, so one request per record queues them behind each other).
-	cl, err := kgo.NewClient(append(base, ops.KafkaMetrics(reg), kgo.RecordPartitioner(Partitioner(n)), kgo.ProducerLinger(time.Millisecond))...)
+	cl, err := kgo.NewClient(append(append(base, ops.KafkaMetrics(reg)), producerOpts(n)...)...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -173,4 +169,14 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// producerOpts are the options of the API's producer beside the
+// connection's. Every write answers a request that waits for the broker's
+// acknowledgement: franz-go's default linger of 10 ms was added to each. A
+// millisecond still lets writes that arrive together share a produce
+// request (a broker answers one connection's requests in order, so one
+// request per record queues them behind each other).
+func producerOpts(n topics.Names) []kgo.Opt {
+	return []kgo.Opt{kgo.RecordPartitioner(Partitioner(n)), kgo.ProducerLinger(time.Millisecond)}
 }

@@ -297,13 +297,19 @@ func (s *Server) registerSubscriptions() {
 			if err := transform.Validate(&sub); err != nil {
 				return nil, s.invalid(err, "")
 			}
+			// Another create of the id on this replica finishes first.
+			cl, err := s.creating.claim(ctx, sub.ID)
+			if err != nil {
+				return nil, huma.Error503ServiceUnavailable("another create of " + sub.ID + " did not finish in time")
+			}
+			defer cl.release()
 			if err := s.readBeforeCreate(ctx); err != nil {
 				return nil, s.internal(err)
 			}
 			if _, taken := s.subs.Get(sub.ID); taken {
 				return nil, huma.Error409Conflict("subscription " + sub.ID + " already exists")
 			}
-			if err := s.room(&sub); err != nil {
+			if err := cl.room(sub.Tenant, func(pending int) error { return s.roomBeside(&sub, pending) }); err != nil {
 				return nil, err
 			}
 			if in.Body.Verify {
@@ -311,7 +317,7 @@ func (s *Server) registerSubscriptions() {
 					return nil, err
 				}
 			}
-			if err := s.writeSubscription(ctx, &sub); err != nil {
+			if err := s.writeShown(ctx, s.subscriptionRecord(&sub), cl.shown); err != nil {
 				return nil, err
 			}
 			return &subscriptionOutput{Body: subscriptionOf(&sub, true)}, nil
@@ -481,8 +487,12 @@ func (s *Server) readBeforeCreate(ctx context.Context) error {
 
 // room refuses sub when its tenant has its most subscriptions already
 // (422 on body.tenant). The caller has waited for the tables.
-func (s *Server) room(sub *topics.Subscription) error {
-	err := s.tenant.Room(s.subs, s.cfg.TenantMaxSubscriptions, sub)
+func (s *Server) room(sub *topics.Subscription) error { return s.roomBeside(sub, 0) }
+
+// roomBeside is room with pending more subscriptions of sub's tenant being
+// created on this replica.
+func (s *Server) roomBeside(sub *topics.Subscription, pending int) error {
+	err := s.tenant.RoomBeside(s.subs, s.cfg.TenantMaxSubscriptions, sub, pending)
 	if errors.Is(err, table.ErrSubscriptionLimit) {
 		return huma.Error422UnprocessableEntity("invalid subscription",
 			&huma.ErrorDetail{Location: "body.tenant", Message: err.Error() + " (max_subscriptions)", Value: sub.Tenant})
@@ -492,15 +502,30 @@ func (s *Server) room(sub *topics.Subscription) error {
 
 // writeSubscription writes sub, sealed, and waits until the table shows it.
 func (s *Server) writeSubscription(ctx context.Context, sub *topics.Subscription) error {
-	return s.write(ctx, &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(sub.ID), Value: sub.EncodeWith(s.cfg.Secrets)})
+	return s.write(ctx, s.subscriptionRecord(sub))
+}
+
+// subscriptionRecord is sub's record, its secrets sealed.
+func (s *Server) subscriptionRecord(sub *topics.Subscription) *kgo.Record {
+	return &kgo.Record{Topic: s.names.Subscriptions(), Key: []byte(sub.ID), Value: sub.EncodeWith(s.cfg.Secrets)}
 }
 
 // write produces r to the subscriptions topic and waits until the table
-// has applied it.
+// shows it.
 func (s *Server) write(ctx context.Context, r *kgo.Record) error {
+	return s.writeShown(ctx, r, s.subs.Written)
+}
+
+// writeShown produces r to the subscriptions topic and, once the broker
+// acknowledged it, hands it to the table through show (table.Keyed.Written
+// at its heart), which shows it at once: the answer does not wait for the
+// table's consumer to fetch the record back (it waits only when the
+// consumer was there first and has not finished the batch).
+func (s *Server) writeShown(ctx context.Context, r *kgo.Record, show func(*kgo.Record)) error {
 	if err := s.produce(ctx, r); err != nil {
 		return err
 	}
+	show(r)
 	if err := s.subs.WaitApplied(ctx, r); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return huma.Error503ServiceUnavailable("written, but not yet read back in time")
