@@ -78,6 +78,10 @@ type Attempt struct {
 	// ResponseSample is the first 1 KiB of the endpoint's answer, valid
 	// UTF-8, with the subscription's secrets and header values redacted.
 	ResponseSample string `json:"response_sample,omitempty"`
+	// BatchID is the webhook-id of the batch the event went in, when its
+	// subscription batches (BatchID); every event of the batch has an
+	// attempt record naming it.
+	BatchID string `json:"batch_id,omitempty"`
 }
 
 // NewAttemptID returns 16 random bytes in hex.
@@ -120,6 +124,9 @@ func (a *Attempt) Encode() []byte {
 	}
 	if a.ResponseSample != "" {
 		b = appendField(b, `,"response_sample":`, a.ResponseSample)
+	}
+	if a.BatchID != "" {
+		b = appendField(b, `,"batch_id":`, a.BatchID)
 	}
 	return append(b, '}')
 }

@@ -213,7 +213,7 @@ func FuzzAttemptEncode(f *testing.F) {
 		}
 		a := Attempt{AttemptID: id, EventID: id + "e", EventType: "t", SubscriptionID: sub, Tenant: tenant,
 			Attempt: attempt, Outcome: OutcomeRetry, FailureCategory: tenant, HTTPStatus: status, DurationMS: ms,
-			TS: time.Unix(0, ts).UTC(), Error: errText, ResponseSample: sample}
+			TS: time.Unix(0, ts).UTC(), Error: errText, ResponseSample: sample, BatchID: tenant}
 		if next != 0 {
 			a.NextAttemptAt, a.PublishedAt = time.Unix(0, next).UTC(), time.Unix(0, next/2)
 		}

@@ -164,7 +164,7 @@ func TestAttemptRoundTrip(t *testing.T) {
 		Tenant: "acme", Attempt: 2, Outcome: OutcomeRetry, FailureCategory: FailureServerError,
 		HTTPStatus: 503, DurationMS: 12.5, TS: time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC),
 		Error: "HTTP 503", NextAttemptAt: time.Date(2026, 11, 22, 10, 5, 5, 0, time.UTC),
-		PublishedAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+		PublishedAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), BatchID: BatchID([]string{"evt_1", "evt_2"}),
 	}
 	got, err := DecodeAttempt(a.Encode())
 	if err != nil {

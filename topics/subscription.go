@@ -80,6 +80,9 @@ type Subscription struct {
 	// exchange or an SQS queue (its secrets sealed at rest like Secret).
 	// URL is then the destination's Address.
 	Destination *Destination `json:"destination,omitempty"`
+	// Batch, when set, sends the deliveries in batches: one request, a
+	// JSON array, for up to Batch.MaxEvents of them (ADR 0040).
+	Batch *Batch `json:"batch,omitempty"`
 	// Secret signs every request. PreviousSecret also signs until
 	// PreviousSecretUntil, so receivers can roll over without dropping.
 	Secret              string    `json:"secret"`
@@ -210,6 +213,9 @@ func (s Subscription) Validate() error {
 		}
 	}
 	if err := s.validateDestination(); err != nil {
+		return err
+	}
+	if err := s.validateBatch(); err != nil {
 		return err
 	}
 	if len(s.EventTypes) == 0 {

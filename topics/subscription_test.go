@@ -233,6 +233,20 @@ func TestSubscriptionValidate(t *testing.T) {
 		{"partitions above 64", func(s *Subscription) { s.Partitions = 65 }, "partitions"},
 		{"partitions 64 ok", func(s *Subscription) { s.Partitions = 64 }, ""},
 		{"partitions 0 ok", func(s *Subscription) { s.Partitions = 0 }, ""},
+		// batch
+		{"batch ok", func(s *Subscription) { s.Batch = &Batch{MaxEvents: 100, MaxWaitMS: 500} }, ""},
+		{"batch bounds ok", func(s *Subscription) { s.Batch = &Batch{MaxEvents: 1000, MaxWaitMS: 60_000} }, ""},
+		{"batch of one", func(s *Subscription) { s.Batch = &Batch{MaxEvents: 1, MaxWaitMS: 500} }, "batch.max_events"},
+		{"batch above 1000", func(s *Subscription) { s.Batch = &Batch{MaxEvents: 1001, MaxWaitMS: 500} }, "batch.max_events"},
+		{"batch without wait", func(s *Subscription) { s.Batch = &Batch{MaxEvents: 10} }, "batch.max_wait_ms"},
+		{"batch wait above 60s", func(s *Subscription) { s.Batch = &Batch{MaxEvents: 10, MaxWaitMS: 60_001} }, "batch.max_wait_ms"},
+		{"batch of an ordered subscription", func(s *Subscription) {
+			s.Batch, s.Ordering = &Batch{MaxEvents: 10, MaxWaitMS: 500}, OrderingKey
+		}, "batch"},
+		{"batch to a queue destination", func(s *Subscription) {
+			s.Batch = &Batch{MaxEvents: 10, MaxWaitMS: 500}
+			s.Target(&Destination{Type: DestinationKafka, Brokers: []string{"b1.example.com:9092"}, Topic: "hooks"}, "")
+		}, "batch"},
 		// secret
 		{"no secret", func(s *Subscription) { s.Secret = "" }, "secret"},
 		{"secret without prefix", func(s *Subscription) { s.Secret = strings.TrimPrefix(secretOf(32), SecretPrefix) }, "secret"},
