@@ -168,6 +168,9 @@ func attempts(n int, prefix string) []topics.Attempt {
 		switch a.Outcome {
 		case topics.OutcomeSuccess:
 			a.HTTPStatus = 200 + i%5
+			if i%3 == 0 {
+				a.BatchID = topics.BatchID([]string{a.EventID, "evt_other"})
+			}
 		case topics.OutcomeRetry:
 			a.HTTPStatus, a.FailureCategory, a.Error = 503, topics.FailureServerError, "endpoint answered 503"
 			a.ResponseSample = `{"error":"down for maintenance","retry":"é"}`

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,8 @@ func readmeQueries(t *testing.T) []string {
 
 // analystData is a day of traffic as the deliverer records it: a healthy
 // endpoint, a flaky one (503, then success), one that dead-letters (404),
-// one that times out to exhaustion, and held-back attempts.
+// one that times out to exhaustion, held-back attempts, and one that takes
+// batches.
 func analystData(now time.Time) []topics.Attempt {
 	var out []topics.Attempt
 	add := func(sub, tenant, event string, attempt int, outcome, category string, status int, ms float64, ts time.Time) {
@@ -59,6 +61,9 @@ func analystData(now time.Time) []topics.Attempt {
 			add("sub_slow", "", ev, 3, topics.OutcomeBlocked, topics.FailureKeyHeld, 0, 0, ts.Add(2*time.Minute))
 			add("sub_ok", "acme", ev+"_t", 1, topics.OutcomeThrottled, "", 0, 0, ts)
 		}
+		// A batching endpoint: events in batches of three, one request each.
+		add("sub_batch", "acme", ev, 1, topics.OutcomeSuccess, "", 200, 40, now.Add(-time.Duration(40-i/3*3)*3*time.Minute))
+		out[len(out)-1].BatchID = topics.BatchID([]string{strconv.Itoa(i / 3)})
 	}
 	return out
 }

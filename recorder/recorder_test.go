@@ -67,7 +67,7 @@ func checkRows(t *testing.T, h *harness, as []topics.Attempt) {
 		precision = time.Millisecond
 	}
 	rows, err := h.ch.Query(ctx, "SELECT attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, "+
-		"failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample FROM "+h.db+".attempts FINAL")
+		"failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample, batch_id FROM "+h.db+".attempts FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func checkRows(t *testing.T, h *harness, as []topics.Attempt) {
 		var attempt uint32
 		var status uint16
 		if err := rows.Scan(&a.AttemptID, &a.EventID, &a.EventType, &a.SubscriptionID, &a.Tenant, &attempt, &a.Outcome,
-			&a.FailureCategory, &status, &a.DurationMS, &a.TS, &a.Error, &a.NextAttemptAt, &a.PublishedAt, &a.ResponseSample); err != nil {
+			&a.FailureCategory, &status, &a.DurationMS, &a.TS, &a.Error, &a.NextAttemptAt, &a.PublishedAt, &a.ResponseSample, &a.BatchID); err != nil {
 			t.Fatal(err)
 		}
 		a.Attempt, a.HTTPStatus = int(attempt), int(status)

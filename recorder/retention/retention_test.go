@@ -36,7 +36,7 @@ func setup(t *testing.T, now time.Time, rows []row) (driver.Conn, string) {
 	for _, r := range rows {
 		ts := now.Add(-r.age)
 		if err := b.Append(r.id, r.event, "order.created", "sub_"+r.tenant, r.tenant, uint32(1), topics.OutcomeSuccess, "",
-			uint16(200), 12.5, ts, "", time.Unix(0, 0), ts, r.sample); err != nil {
+			uint16(200), 12.5, ts, "", time.Unix(0, 0), ts, r.sample, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

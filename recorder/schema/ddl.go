@@ -28,7 +28,7 @@ const (
 var AttemptColumns = []string{
 	"attempt_id", "event_id", "event_type", "subscription_id", "tenant", "attempt", "outcome",
 	"failure_category", "http_status", "duration_ms", "ts", "error", "next_attempt_at", "published_at",
-	"response_sample",
+	"response_sample", "batch_id",
 }
 
 // Migration is one schema version: statements that are each idempotent on
@@ -123,6 +123,7 @@ func Migrations(db string, f Features, retentionDays int) []Migration {
 		{Version: 3, Name: "per-minute latency", Statements: []string{d.latency(), d.latencyView()}},
 		{Version: 4, Name: "response samples", AddColumns: []Column{{Table: TableAttempts, Name: "response_sample", Type: "String DEFAULT ''"}}},
 		{Version: 5, Name: "expunged events", Statements: []string{d.expunged()}},
+		{Version: 6, Name: "batch ids", AddColumns: []Column{{Table: TableAttempts, Name: "batch_id", Type: "String DEFAULT ''"}}},
 	}
 }
 

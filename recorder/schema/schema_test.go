@@ -142,7 +142,7 @@ func TestModernDDL(t *testing.T) {
 func TestInsertListsEveryColumn(t *testing.T) {
 	q := InsertAttempts("db")
 	want := "INSERT INTO db.attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, " +
-		"failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample)"
+		"failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample, batch_id)"
 	if q != want {
 		t.Errorf("InsertAttempts = %q, want %q", q, want)
 	}

@@ -142,7 +142,7 @@ type columns struct {
 	ts                                                    []time.Time
 	errText                                               []string
 	nextAttemptAt, publishedAt                            []time.Time
-	responseSample                                        []string
+	responseSample, batchID                               []string
 }
 
 func (c *columns) reset() {
@@ -151,6 +151,7 @@ func (c *columns) reset() {
 	c.outcome, c.failureCategory, c.httpStatus = c.outcome[:0], c.failureCategory[:0], c.httpStatus[:0]
 	c.durationMS, c.ts, c.errText = c.durationMS[:0], c.ts[:0], c.errText[:0]
 	c.nextAttemptAt, c.publishedAt, c.responseSample = c.nextAttemptAt[:0], c.publishedAt[:0], c.responseSample[:0]
+	c.batchID = c.batchID[:0]
 }
 
 func (c *columns) add(r *batch.Row) {
@@ -169,11 +170,13 @@ func (c *columns) add(r *batch.Row) {
 	c.nextAttemptAt = append(c.nextAttemptAt, clampTime(r.NextAttemptAt))
 	c.publishedAt = append(c.publishedAt, clampTime(r.PublishedAt))
 	c.responseSample = append(c.responseSample, r.ResponseSample)
+	c.batchID = append(c.batchID, r.BatchID)
 }
 
 func (c *columns) slices() []any {
 	return []any{c.attemptID, c.eventID, c.eventType, c.subscriptionID, c.tenant, c.attempt, c.outcome,
-		c.failureCategory, c.httpStatus, c.durationMS, c.ts, c.errText, c.nextAttemptAt, c.publishedAt, c.responseSample}
+		c.failureCategory, c.httpStatus, c.durationMS, c.ts, c.errText, c.nextAttemptAt, c.publishedAt, c.responseSample,
+		c.batchID}
 }
 
 // The range every time column holds on every server version (DateTime's;

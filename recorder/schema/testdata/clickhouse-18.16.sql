@@ -99,5 +99,8 @@ CREATE TABLE IF NOT EXISTS webhooks.expunged_events (
 ENGINE = ReplacingMergeTree()
 ORDER BY event_id;
 
+-- migration batch ids
+ALTER TABLE webhooks.attempts ADD COLUMN batch_id String DEFAULT ''; -- where missing
+
 -- insert
-INSERT INTO webhooks.attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample)
+INSERT INTO webhooks.attempts (attempt_id, event_id, event_type, subscription_id, tenant, attempt, outcome, failure_category, http_status, duration_ms, ts, error, next_attempt_at, published_at, response_sample, batch_id)
