@@ -3,6 +3,7 @@ package topics
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +32,8 @@ func (b *Batch) MaxWait() time.Duration { return time.Duration(b.MaxWaitMS) * ti
 
 // validateBatch checks a subscription's batch: its bounds, and that the
 // subscription can take one. An ordered key's batch would need a hold per
-// key it carries, and a queue destination gets one message per event.
+// key it carries, a queue destination gets one message per event, and a
+// transformation makes one event's request (its URL, method, headers).
 func (s *Subscription) validateBatch() error {
 	b := s.Batch
 	if b == nil {
@@ -48,6 +50,14 @@ func (s *Subscription) validateBatch() error {
 	}
 	if !s.Destination.IsHTTP() {
 		return invalid("subscription", "batch", "is for HTTP endpoints; a %s destination gets one message per event", s.Destination.Type)
+	}
+	if s.Transformation != "" {
+		return invalid("subscription", "batch", "a transformation shapes the request of one event; drop it to batch")
+	}
+	for k := range s.Headers {
+		if http.CanonicalHeaderKey(k) == "Webhook-Batch" {
+			return invalid("subscription", "headers", "%q is set by the deliverer on batches", k)
+		}
 	}
 	return nil
 }

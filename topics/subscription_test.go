@@ -243,6 +243,12 @@ func TestSubscriptionValidate(t *testing.T) {
 		{"batch of an ordered subscription", func(s *Subscription) {
 			s.Batch, s.Ordering = &Batch{MaxEvents: 10, MaxWaitMS: 500}, OrderingKey
 		}, "batch"},
+		{"batch with a webhook-batch header", func(s *Subscription) {
+			s.Batch, s.Headers = &Batch{MaxEvents: 10, MaxWaitMS: 500}, map[string]string{"webhook-batch": "x"}
+		}, "headers"},
+		{"batch with a transformation", func(s *Subscription) {
+			s.Batch, s.Transformation = &Batch{MaxEvents: 10, MaxWaitMS: 500}, "function handler(w) { return w }"
+		}, "batch"},
 		{"batch to a queue destination", func(s *Subscription) {
 			s.Batch = &Batch{MaxEvents: 10, MaxWaitMS: 500}
 			s.Target(&Destination{Type: DestinationKafka, Brokers: []string{"b1.example.com:9092"}, Topic: "hooks"}, "")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/send/classify"
 	"github.com/hookpipe/hookpipe/runtime/send/internal/http1"
 	"github.com/hookpipe/hookpipe/runtime/send/internal/sign"
 	"github.com/hookpipe/hookpipe/runtime/send/internal/ssrf"
@@ -175,11 +177,42 @@ func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	if !sub.Destination.IsHTTP() {
 		return s.publish(ctx, req, d, traced)
 	}
-	return s.sendHTTP(ctx, req, d, traced)
+	return s.sendHTTP(ctx, req, traced)
+}
+
+// HeaderBatch lists the ids of a batch's events, space-separated (ids
+// have no spaces), in the order of the body's array.
+const HeaderBatch = "webhook-batch"
+
+// SendBatch posts deliveries to the subscription's endpoint in one request
+// (ADR 0040), within the subscription's timeout: the body is a JSON array
+// of what Send would post for each, in their order; webhook-id is their
+// batch id (topics.BatchID), the same whenever the same events are sent
+// again; HeaderBatch lists their ids. The signature covers the array as
+// any body. Only HTTP endpoints without a transformation take batches
+// (topics.Subscription validates it).
+func (s *Sender) SendBatch(ctx context.Context, sub *topics.Subscription, ds []*topics.Delivery,
+	traced []kgo.RecordHeader) (Response, error) {
+	if !sub.Destination.IsHTTP() || sub.Transformation != "" {
+		return Response{}, fmt.Errorf("%w: batches are for HTTP endpoints without a transformation", classify.ErrRefused)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
+	defer cancel()
+	ids := make([]string, len(ds))
+	b := []byte{'['}
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, body(d)...)
+		ids[i] = d.EventID
+	}
+	b = append(b, ']')
+	return s.sendHTTP(ctx, request{sub: sub, body: b, method: http.MethodPost, id: topics.BatchID(ids), batch: strings.Join(ids, " ")}, traced)
 }
 
 // sendHTTP makes the request of an HTTP endpoint.
-func (s *Sender) sendHTTP(ctx context.Context, req request, d *topics.Delivery, traced []kgo.RecordHeader) (Response, error) {
+func (s *Sender) sendHTTP(ctx context.Context, req request, traced []kgo.RecordHeader) (Response, error) {
 	sub := req.sub
 	u, err := url.Parse(sub.URL)
 	if err != nil {
@@ -204,7 +237,7 @@ func (s *Sender) sendHTTP(ctx context.Context, req request, d *topics.Delivery, 
 			}
 			authz = "Bearer " + token
 		}
-		resp, err := s.post(ctx, client, u, req, d, keys, authz, traced)
+		resp, err := s.post(ctx, client, u, req, keys, authz, traced)
 		if oauth {
 			resp.Sample = strings.ReplaceAll(resp.Sample, token, "[redacted]")
 		}
@@ -235,11 +268,11 @@ func (s *Sender) pool(client *http.Client, u *url.URL) *http1.Transport {
 }
 
 // post makes one request.
-func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, r request, d *topics.Delivery,
+func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, r request,
 	keys []*sign.Key, authz string, traced []kgo.RecordHeader) (Response, error) {
 	now := time.Now()
 	b := r.body
-	header := requestHeader(r.sub, d, b, keys, authz, traced, now)
+	header := requestHeader(r, keys, authz, traced, now)
 	var resp *http.Response
 	var err error
 	if pool := s.pool(client, u); pool != nil && r.method == http.MethodPost {
@@ -271,21 +304,24 @@ func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, r re
 }
 
 // requestHeader is a request's header: the subscription's and the trace
-// headers (subscriptionHeader), the auth, and the signature's.
-func requestHeader(sub *topics.Subscription, d *topics.Delivery, b []byte, keys []*sign.Key, authz string,
-	traced []kgo.RecordHeader, now time.Time) []http1.Field {
-	h := subscriptionHeader(sub, traced, 6)
+// headers (subscriptionHeader), the auth, a batch's event ids, and the
+// signature's.
+func requestHeader(r request, keys []*sign.Key, authz string, traced []kgo.RecordHeader, now time.Time) []http1.Field {
+	h := subscriptionHeader(r.sub, traced, 7)
 	if !slices.ContainsFunc(h, func(f http1.Field) bool { return f.Name == "User-Agent" }) {
 		h = append(h, http1.Field{Name: "User-Agent", Value: "hookpipe/1"})
 	}
 	if authz != "" {
 		h = append(h, http1.Field{Name: "Authorization", Value: authz})
 	}
+	if r.batch != "" {
+		h = append(h, http1.Field{Name: HeaderBatch, Value: r.batch})
+	}
 	return append(h,
 		http1.Field{Name: "Content-Type", Value: "application/json"},
-		http1.Field{Name: "webhook-id", Value: d.EventID},
+		http1.Field{Name: "webhook-id", Value: r.id},
 		http1.Field{Name: "webhook-timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
-		http1.Field{Name: "webhook-signature", Value: sign.Signature(keys, d.EventID, now.Unix(), b)})
+		http1.Field{Name: "webhook-signature", Value: sign.Signature(keys, r.id, now.Unix(), r.body)})
 }
 
 // subscriptionHeader is the subscription's headers, then the trace headers

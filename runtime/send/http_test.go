@@ -16,9 +16,8 @@ import (
 // ours; auth and the signature's headers are there once each.
 func TestRequestHeader(t *testing.T) {
 	sub := &topics.Subscription{Headers: map[string]string{"traceparent": "00-old", "x-team": "payments", "User-Agent": "acme/1"}}
-	d := &topics.Delivery{EventID: "evt_1"}
 	traced := []kgo.RecordHeader{{Key: "Traceparent", Value: []byte("00-new")}}
-	fields := requestHeader(sub, d, []byte("{}"), []*sign.Key{sign.NewKey([]byte("key"))}, "Bearer t", traced, time.Unix(1700000000, 0))
+	fields := requestHeader(request{sub: sub, id: "evt_1", body: []byte("{}")}, []*sign.Key{sign.NewKey([]byte("key"))}, "Bearer t", traced, time.Unix(1700000000, 0))
 	h := http.Header{}
 	for _, f := range fields {
 		h.Add(f.Name, f.Value)

@@ -19,6 +19,10 @@ type request struct {
 	sub    *topics.Subscription
 	body   []byte
 	method string
+	// id is the webhook-id: the event's id, or a batch's id (SendBatch);
+	// batch lists a batch's event ids (HeaderBatch).
+	id    string
+	batch string
 }
 
 // prepare renders d for sub, through sub's transformation when it has one.
@@ -26,7 +30,7 @@ type request struct {
 // cancels classify.ErrCancelled.
 func (s *Sender) prepare(ctx context.Context, sub *topics.Subscription, d *topics.Delivery) (request, error) {
 	if sub.Transformation == "" {
-		return request{sub: sub, body: body(d), method: http.MethodPost}, nil
+		return request{sub: sub, body: body(d), method: http.MethodPost, id: d.EventID}, nil
 	}
 	script, err := s.scripts.get(sub.Transformation)
 	if err != nil {
@@ -55,7 +59,7 @@ func (s *Sender) prepare(ctx context.Context, sub *topics.Subscription, d *topic
 	if sub.Destination.IsHTTP() {
 		changed.URL = out.URL
 	}
-	return request{sub: &changed, body: out.Body, method: out.Method}, nil
+	return request{sub: &changed, body: out.Body, method: out.Method, id: d.EventID}, nil
 }
 
 // maxScripts bounds the compiled transformations a Sender keeps; past it,
