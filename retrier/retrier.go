@@ -249,6 +249,11 @@ func (r *retrier) earliest() (time.Time, bool) {
 // released" span when tracing is on.
 func (r *retrier) redelivery(ctx context.Context, rec window.Record) *kgo.Record {
 	out := &kgo.Record{Topic: r.names.Redeliveries(), Key: rec.Rec.Key, Value: rec.Rec.Value}
+	if id, n, ok := topics.BatchOf(rec.Rec.Headers); ok {
+		// A failed batch's records keep its mark, so that the deliverer
+		// batches them again as they were (ADR 0040).
+		out.Headers = append(out.Headers, topics.BatchHeader(id, n))
+	}
 	ctx, span := r.tracer.Start(r.tracer.Extract(ctx, rec.Rec.Headers), tracing.SpanRetryReleased, trace.SpanKindProducer)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrTier.String(rec.Rec.Topic), tracing.AttrNotBefore.Int64(rec.Due.UnixMilli()))

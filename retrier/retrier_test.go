@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookpipe/hookpipe/retrier/internal/window"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // checkReleased checks what a released record must be: the produced key and
@@ -470,4 +471,21 @@ func TestCommitsOnlyAfterAck(t *testing.T) {
 	waitFor(t, 10*time.Second, "the tier partition to be committed to its end", func() bool {
 		return h.committed(cfg.Group)[r.Topic][r.Partition] == ends[r.Topic][r.Partition]
 	})
+}
+
+// TestReleaseKeepsTheBatchMark: a failed batch's retries keep its mark
+// when released, so the deliverer batches them again as they were.
+func TestReleaseKeepsTheBatchMark(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	h.tail()
+	h.start(h.config())
+	r := h.retryRecord(time.Second, "sub", "evt_batched", time.Now(), true)
+	mark := topics.BatchHeader(topics.BatchID([]string{"evt_batched", "evt_other"}), 2)
+	r.Headers = append(r.Headers, mark)
+	h.produce(r)
+	got := h.waitReceived(15*time.Second, r)
+	if id, n, ok := topics.BatchOf(got.rec.Headers); !ok || id+" 2" != string(mark.Value) || n != 2 {
+		t.Fatalf("released with headers %v, want the batch's mark %s", got.rec.Headers, mark.Value)
+	}
 }
