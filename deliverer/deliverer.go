@@ -391,21 +391,27 @@ func (d *deliverer) poll(ctx context.Context) error {
 			d.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
 		fs.EachRecord(func(r *kgo.Record) {
-			d.lanes.Add(r, string(topics.LaneOfKey(r.Key)), d.width(r.Key))
+			d.lanes.Add(r, string(topics.LaneOfKey(r.Key)), d.shape(r.Key))
 		})
 		d.cl.AllowRebalance()
 	}
 }
 
-// width is how many shards the subscription of a delivery key is spread
-// over now: its lane in this process gets that share of the
-// per-subscription limits (ADR 0020). A subscription not in the table
-// (deleted) has width 1; its deliveries are skipped anyway.
-func (d *deliverer) width(key []byte) int {
-	if sub, ok := d.table.Get(string(topics.SubscriptionOfKey(key))); ok {
-		return sub.Width()
+// shape is what the subscription of a delivery key asks of its lane now:
+// how many shards it is spread over, its lane in this process getting that
+// share of the per-subscription limits (ADR 0020), and its batches (ADR
+// 0040). A subscription not in the table (deleted) has the zero shape; its
+// deliveries are skipped anyway.
+func (d *deliverer) shape(key []byte) lanes.Shape {
+	sub, ok := d.table.Get(string(topics.SubscriptionOfKey(key)))
+	if !ok {
+		return lanes.Shape{}
 	}
-	return 1
+	s := lanes.Shape{Width: sub.Width()}
+	if sub.Batch != nil {
+		s.Batch, s.BatchWait = sub.Batch.MaxEvents, sub.Batch.MaxWait()
+	}
+	return s
 }
 
 // crowd pauses fetching the partitions a fast subscription holding half
@@ -464,9 +470,9 @@ func fatalCause(ctx, pctx context.Context) error {
 }
 
 // work runs records until the lanes close. It takes a slot of the bound on
-// unsettled records before it takes a record from the lanes, so that a
-// worker waiting for a slot holds no record of a subscription's share
-// (ADR 0029).
+// unsettled records before it takes a record (or a batch: one request, one
+// slot) from the lanes, so that a worker waiting for a slot holds no
+// record of a subscription's share (ADR 0029).
 func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 	for {
 		if !d.unsettled.take(ctx) {
@@ -479,7 +485,11 @@ func (d *deliverer) work(ctx context.Context, rng *rand.Rand) {
 			d.unsettled.giveBack()
 			return
 		}
-		d.handle(ctx, it, rng, func(acked bool) {
+		handle := d.handle
+		if it.Batch != nil {
+			handle = d.handleBatch
+		}
+		handle(ctx, it, rng, func(acked bool) {
 			d.lanes.Done(it, acked)
 			d.unsettled.finished()
 		})

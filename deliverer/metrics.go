@@ -126,16 +126,28 @@ func responseClass(status int, err error) string {
 	return strconv.Itoa(status/100) + "xx"
 }
 
-// send is send.Sender.Send, metered: in flight while it runs, then its class and
-// duration, unless shutdown cut it short (those attempts do not count).
+// send is send.Sender.Send, metered (see metered).
 func (d *deliverer) send(ctx context.Context, sub *topics.Subscription, del *topics.Delivery,
 	traced []kgo.RecordHeader) (send.Response, error) {
+	return d.metered(ctx, func() (send.Response, error) { return d.sender.Send(ctx, sub, del, traced) })
+}
+
+// sendBatch is send.Sender.SendBatch, metered (see metered): a batch is
+// one request.
+func (d *deliverer) sendBatch(ctx context.Context, sub *topics.Subscription, dels []*topics.Delivery,
+	traced []kgo.RecordHeader) (send.Response, error) {
+	return d.metered(ctx, func() (send.Response, error) { return d.sender.SendBatch(ctx, sub, dels, traced) })
+}
+
+// metered makes a request: in flight while it runs, then its class and
+// duration, unless shutdown cut it short (those attempts do not count).
+func (d *deliverer) metered(ctx context.Context, request func() (send.Response, error)) (send.Response, error) {
 	m := d.m
 	if m == nil {
-		return d.sender.Send(ctx, sub, del, traced)
+		return request()
 	}
 	m.inFlight.Inc()
-	resp, err := d.sender.Send(ctx, sub, del, traced)
+	resp, err := request()
 	m.inFlight.Dec()
 	if ctx.Err() == nil {
 		m.responses.WithLabelValues(responseClass(resp.Status, err)).Inc()

@@ -102,9 +102,29 @@ func (p *protection) close() {
 // returns the records that park it in a retry tier and the verdict
 // (delayed, or cut when ctx ended during a rate-limit wait).
 func (d *deliverer) gate(ctx context.Context, rec *kgo.Record, sub *topics.Subscription, del *topics.Delivery) (breaker.Ticket, []*kgo.Record, verdict, bool) {
+	t, hb, ok := d.admit(ctx, sub, del.Tenant)
+	switch {
+	case !ok:
+		return t, nil, cut, false
+	case hb != nil:
+		return t, d.delay(ctx, rec, del, hb.wait, hb.outcome, hb.category, hb.why), delayed, false
+	}
+	return t, nil, finished, true
+}
+
+// holdBack is why, and for how long, a request may not go now.
+type holdBack struct {
+	wait                   time.Duration
+	outcome, category, why string
+}
+
+// admit decides whether a request to sub, for deliveries of tenant, goes
+// now: nil, or what holds it back; ok is false when ctx ended during a
+// rate-limit wait.
+func (d *deliverer) admit(ctx context.Context, sub *topics.Subscription, tenant string) (breaker.Ticket, *holdBack, bool) {
 	p := d.prot
 	if p == nil {
-		return breaker.Ticket{}, nil, finished, true
+		return breaker.Ticket{}, nil, true
 	}
 	dec := p.breaker.Allow(ctx, sub.ID)
 	if dec.Transition == breaker.HalfOpen {
@@ -121,32 +141,32 @@ func (d *deliverer) gate(ctx context.Context, rec *kgo.Record, sub *topics.Subsc
 		// crowd of blocked deliveries does not come back at one instant.
 		wait := max(dec.RetryIn, dec.OpenFor)
 		wait += rand.N(wait/5 + time.Millisecond)
-		return dec.Ticket, d.delay(ctx, rec, del, wait, topics.OutcomeBlocked, topics.FailureBreakerOpen,
-			"circuit breaker open: endpoint failing"), delayed, false
+		return dec.Ticket, &holdBack{wait, topics.OutcomeBlocked, topics.FailureBreakerOpen,
+			"circuit breaker open: endpoint failing"}, true
 	}
 	if dec.Ticket.Probe != 0 {
 		// A half-open probe goes now: delayed by the rate limit it would
 		// never report, and the breaker would stay half-open for a whole
 		// sleep window.
-		return dec.Ticket, nil, finished, true
+		return dec.Ticket, nil, true
 	}
 	if wait := p.limiter.Take(ctx, sub.ID, sub.RateLimitPerS); wait > 0 {
 		if ctx.Err() != nil {
-			return dec.Ticket, nil, cut, false
+			return dec.Ticket, nil, false
 		}
-		return dec.Ticket, d.delay(ctx, rec, del, wait, topics.OutcomeThrottled, topics.FailureThrottled,
-			"rate limit of "+strconv.FormatFloat(sub.RateLimitPerS, 'g', -1, 64)+"/s reached"), delayed, false
+		return dec.Ticket, &holdBack{wait, topics.OutcomeThrottled, topics.FailureThrottled,
+			"rate limit of " + strconv.FormatFloat(sub.RateLimitPerS, 'g', -1, 64) + "/s reached"}, true
 	}
-	if quota := d.tenants.Get(del.Tenant).Rate(p.cfg.TenantRate); del.Tenant != "" && quota > 0 {
-		if wait := p.limiter.TakeTenant(ctx, del.Tenant, quota); wait > 0 {
+	if quota := d.tenants.Get(tenant).Rate(p.cfg.TenantRate); tenant != "" && quota > 0 {
+		if wait := p.limiter.TakeTenant(ctx, tenant, quota); wait > 0 {
 			if ctx.Err() != nil {
-				return dec.Ticket, nil, cut, false
+				return dec.Ticket, nil, false
 			}
-			return dec.Ticket, d.delay(ctx, rec, del, wait, topics.OutcomeThrottled, topics.FailureTenantQuota,
-				"tenant quota of "+strconv.FormatFloat(quota, 'g', -1, 64)+"/s reached"), delayed, false
+			return dec.Ticket, &holdBack{wait, topics.OutcomeThrottled, topics.FailureTenantQuota,
+				"tenant quota of " + strconv.FormatFloat(quota, 'g', -1, 64) + "/s reached"}, true
 		}
 	}
-	return dec.Ticket, nil, finished, true
+	return dec.Ticket, nil, true
 }
 
 // delay parks a delivery unattempted in the retry tier for wait (capped

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -68,7 +69,7 @@ func TestNewLanesPacesRedeliveries(t *testing.T) {
 		{Topic: names.Deliveries(), Key: []byte("sub_c/e3")},
 	} {
 		r.Offset = int64(i)
-		l.Add(r, string(topics.LaneOfKey(r.Key)), 1)
+		l.Add(r, string(topics.LaneOfKey(r.Key)), lanes.Shape{})
 	}
 	topicsStarted := map[string]int{}
 	for range 2 {

@@ -14,6 +14,15 @@
 // lowest record not yet finished, which is the only offset that may be
 // committed (invariant 1), and the runs of records above it that are
 // finished, which a later owner of the partition skips (invariant 3).
+//
+// A subscription that batches (Shape.Batch) runs its ready records in
+// batches: once Batch of them are ready, or Shape.BatchWait after the
+// oldest became ready, a worker takes up to Batch of them as one item
+// (Item.Batch), which holds one request slot. Only the head of a key is
+// ever ready, so a key's next record waits for the batch holding its
+// earlier one. Records marked as one batch's (topics.HeaderBatch: a failed
+// batch's retries) are batched with each other only, so that a batch
+// retried is sent again as it was.
 package lanes
 
 import (
@@ -26,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Item is one scheduled record.
@@ -42,6 +52,10 @@ type Item struct {
 	// to finish the records it held when this one arrived: sooner than
 	// that, the record would only spill again.
 	Wait time.Duration
+	// Batch is, for an item that is a batch, its records, this one
+	// first; nil for a single record. The batch runs, is Sent and is Done
+	// as one: its first record stands for it.
+	Batch []*Item
 
 	key   string
 	class Class
@@ -52,6 +66,17 @@ type Item struct {
 	// unpaced: between Unpaced and Request, the item makes no request, so
 	// its time says nothing of the endpoint's pace.
 	unpaced bool
+	// member: one of a batch's records other than its first, which
+	// stands for the batch in the subscription's counts.
+	member bool
+	// group is the batch a failed batch's retry belongs to
+	// (topics.HeaderBatch), of groupSize records; "" for any other.
+	group     string
+	groupSize int
+	readyAt   time.Time
+	// flush: kept by a hand-off to run before the partition goes, so its
+	// batch does not wait for more.
+	flush bool
 }
 
 // Class is a record's priority class, decided by its topic (SetClass).
@@ -158,6 +183,18 @@ type subscription struct {
 	// is set while a fast subscription holds half the buffer (see Crowded).
 	parts   map[TP]int
 	crowded bool
+
+	// Batching (Shape): the records of a batch at most, how long the
+	// oldest ready one waits for more, the ready records per group and
+	// per class of those in a group, and the timer that queues the
+	// subscription when its oldest ready record has waited long enough.
+	batch     int
+	batchWait time.Duration
+	grouped   map[string]int
+	inGroups  [classes]int
+	timer     *time.Timer
+	timerAt   time.Time
+	flushing  int // its records to flush (Item.flush) not started yet
 }
 
 // limits are a subscription's share of the per-subscription limits: all of
@@ -212,7 +249,7 @@ func (s *subscription) workOff(now time.Time) time.Duration {
 		}
 		per = max(per, now.Sub(since))
 	}
-	return per * time.Duration(s.items) / time.Duration(s.limits.inflight)
+	return per * time.Duration(s.items) / time.Duration(s.limits.inflight*max(1, s.batch))
 }
 
 // Lanes hold the records a deliverer consumed until a worker takes them
@@ -322,12 +359,26 @@ func (l *Lanes) finishedBefore(tp TP, off int64) bool {
 	return runs[0].From <= off
 }
 
-// Add schedules a record. sub is its lane (topics.LaneOfKey), width how
-// many shards its subscription is spread over: the lane has that share of
-// each per-subscription limit, as of the last record added. A record the
+// Shape is what a lane's subscription asks of it, as of its last record
+// added: Width, how many shards it is spread over (the lane has that share
+// of each per-subscription limit); and when it batches, Batch, the records
+// of a batch at most, and BatchWait, how long the oldest ready record
+// waits for more. The zero Shape is one shard without batches.
+type Shape struct {
+	Width     int
+	Batch     int
+	BatchWait time.Duration
+}
+
+// maxBatchBytes bounds the records of a batch, and so its request's body:
+// a thousand events of up to 256 KiB each would be a quarter of a
+// gigabyte. A batch takes one record however large.
+const maxBatchBytes = 1 << 20
+
+// Add schedules a record. sub is its lane (topics.LaneOfKey). A record the
 // partition's previous owner finished (Resume) is only entered in the
 // ledger, as finished.
-func (l *Lanes) Add(r *kgo.Record, sub string, width int) {
+func (l *Lanes) Add(r *kgo.Record, sub string, shape Shape) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	tp := TPOf(r)
@@ -352,9 +403,13 @@ func (l *Lanes) Add(r *kgo.Record, sub string, width int) {
 		s = &subscription{id: sub, running: map[*Item]time.Time{}, parts: map[TP]int{}}
 		l.subs[sub] = s
 	}
-	s.limits = l.limitsOf(width)
+	s.limits = l.limitsOf(shape.Width)
+	s.batch, s.batchWait = shape.Batch, shape.BatchWait
 	spill := s.items >= s.limits.queued && l.slow(s, now)
 	it := &Item{Rec: r, Sub: sub, Spill: spill, key: string(r.Key), class: l.classOf[r.Topic], entry: e, part: p}
+	if s.batch > 1 {
+		it.group, it.groupSize, _ = topics.BatchOf(r.Headers)
+	}
 	if spill {
 		it.Wait = s.workOff(now)
 	} else if s.items >= s.limits.crowded && !s.crowded {
@@ -379,8 +434,29 @@ func (l *Lanes) makeReady(s *subscription, it *Item) {
 		l.work.Signal()
 		return
 	}
+	if s.batch > 1 {
+		it.readyAt = time.Now()
+	}
+	if it.group != "" {
+		if s.grouped == nil {
+			s.grouped = map[string]int{}
+		}
+		s.grouped[it.group]++
+		s.inGroups[it.class]++
+	}
 	s.ready[it.class] = append(s.ready[it.class], it)
 	l.enqueue(s)
+}
+
+// unready counts out a record taken off its subscription's ready list.
+func (l *Lanes) unready(s *subscription, it *Item) {
+	if it.group == "" {
+		return
+	}
+	if s.grouped[it.group]--; s.grouped[it.group] <= 0 {
+		delete(s.grouped, it.group)
+	}
+	s.inGroups[it.class]--
 }
 
 // room tells whether s may start a record: fewer requests than its cap,
@@ -391,18 +467,67 @@ func (s *subscription) room() bool {
 }
 
 // enqueue puts s on the run queue of every class it has ready items of, if
-// it has room.
+// it has room and, when it batches, the class's batch is due; a batch not
+// due yet queues it when it will be.
 func (l *Lanes) enqueue(s *subscription) {
 	if !s.room() {
 		return
 	}
+	var wake time.Time
 	for c := range classes {
-		if !s.queued[c] && len(s.ready[c]) > 0 {
-			s.queued[c] = true
-			l.runq[c] = append(l.runq[c], s)
-			l.work.Signal()
+		if s.queued[c] || len(s.ready[c]) == 0 {
+			continue
 		}
+		if at, due := s.due(c); !due {
+			if wake.IsZero() || at.Before(wake) {
+				wake = at
+			}
+			continue
+		}
+		s.queued[c] = true
+		l.runq[c] = append(l.runq[c], s)
+		l.work.Signal()
 	}
+	if !wake.IsZero() {
+		l.wakeAt(s, wake)
+	}
+}
+
+// due tells whether the ready records of class c make a batch now: as many
+// as a batch takes (of a retried batch: all of it), or the oldest waited
+// BatchWait, which is at. A subscription that does not batch always is.
+func (s *subscription) due(c Class) (at time.Time, due bool) {
+	if s.batch <= 1 || s.flushing > 0 {
+		return time.Time{}, true
+	}
+	head := s.ready[c][0]
+	ready, want := len(s.ready[c])-s.inGroups[c], s.batch
+	if head.group != "" {
+		ready, want = s.grouped[head.group], min(s.batch, head.groupSize)
+	}
+	at = head.readyAt.Add(s.batchWait)
+	return at, ready >= want || !time.Now().Before(at)
+}
+
+// wakeAt queues s at at, when its oldest ready record has waited long
+// enough for a batch, unless a wake-up is due sooner.
+func (l *Lanes) wakeAt(s *subscription, at time.Time) {
+	if s.timer != nil && !s.timerAt.After(at) {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timerAt = at
+	s.timer = time.AfterFunc(time.Until(at), func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.subs[s.id] != s || !s.timerAt.Equal(at) {
+			return // forgotten, or a sooner wake-up replaced this one
+		}
+		s.timer = nil
+		l.enqueue(s)
+	})
 }
 
 // pick takes the next subscription off the run queue of the class whose
@@ -491,10 +616,22 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 		}
 		return it, true
 	}
-	it = s.ready[c][0]
-	s.ready[c][0] = nil
-	s.ready[c] = s.ready[c][1:]
-	it.state = running
+	if s.batch > 1 {
+		it = l.takeBatch(s, c)
+	} else {
+		it = s.ready[c][0]
+		s.ready[c][0] = nil
+		s.ready[c] = s.ready[c][1:]
+	}
+	for _, m := range it.records() {
+		if m.flush {
+			m.flush = false
+			s.flushing--
+		}
+		m.state = running
+		m.part.inflight++
+		m.part.started = max(m.part.started, m.Rec.Offset)
+	}
 	s.inflight++
 	now := time.Now()
 	s.running[it] = now
@@ -504,8 +641,6 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 		l.lateMax = max(l.lateMax, now.Sub(it.Rec.Timestamp))
 		l.lateN++
 	}
-	it.part.inflight++
-	it.part.started = max(it.part.started, it.Rec.Offset)
 	l.enqueue(s)
 	if l.runnable() {
 		l.work.Signal()
@@ -513,18 +648,54 @@ func (l *Lanes) Next() (it *Item, ok bool) {
 	return it, true
 }
 
-// Done finishes a running item. With committed true its offset may be
-// committed; with false (its effects were not acknowledged) the partition's
-// watermark stays below it, so it is redone after a restart or rebalance.
-// Either way the next record of its key may run.
+// takeBatch takes the records of a batch off the ready list of class c:
+// the oldest, and those after it of the same group, up to the batch's
+// count and maxBatchBytes.
+func (l *Lanes) takeBatch(s *subscription, c Class) *Item {
+	ready := s.ready[c]
+	head := ready[0]
+	batch, size := []*Item{head}, len(head.Rec.Value)
+	kept := ready[:0]
+	for _, it := range ready[1:] {
+		if len(batch) < s.batch && it.group == head.group && size+len(it.Rec.Value) <= maxBatchBytes {
+			it.member = true
+			batch, size = append(batch, it), size+len(it.Rec.Value)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	clear(ready[len(kept):])
+	s.ready[c] = kept
+	for _, it := range batch {
+		l.unready(s, it)
+	}
+	head.Batch = batch
+	return head
+}
+
+// records are the records an item runs: its batch's, or itself.
+func (it *Item) records() []*Item {
+	if it.Batch != nil {
+		return it.Batch
+	}
+	return []*Item{it}
+}
+
+// Done finishes a running item, every record of it when it is a batch.
+// With committed true their offsets may be committed; with false (their
+// effects were not acknowledged) the partitions' watermarks stay below
+// them, so they are redone after a restart or rebalance. Either way the
+// next record of each key may run.
 func (l *Lanes) Done(it *Item, committed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := it.part
-	p.inflight--
-	if committed && !p.detached {
-		it.entry.done = true
-		p.advance()
+	for _, m := range it.records() {
+		p := m.part
+		p.inflight--
+		if committed && !p.detached {
+			m.entry.done = true
+			p.advance()
+		}
 	}
 	s := l.subs[it.Sub]
 	switch {
@@ -533,7 +704,9 @@ func (l *Lanes) Done(it *Item, committed bool) {
 	case !it.Spill:
 		l.requestOver(s, it)
 	}
-	l.release(s, it)
+	for _, m := range it.records() {
+		l.release(s, m)
+	}
 	l.enqueue(s)
 	l.change.Broadcast()
 }
@@ -572,7 +745,7 @@ func (l *Lanes) Sent(it *Item) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.subs[it.Sub]
-	if it.sent || it.Spill || s == nil {
+	if it.sent || it.Spill || it.member || s == nil {
 		return
 	}
 	it.sent = true
@@ -590,7 +763,7 @@ func (l *Lanes) Unpaced(it *Item) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.subs[it.Sub]
-	if s == nil || it.Spill || it.sent {
+	if s == nil || it.Spill || it.sent || it.member {
 		return
 	}
 	it.unpaced = true
@@ -664,11 +837,19 @@ func (l *Lanes) forgetSub(s *subscription) {
 	if s.crowded {
 		l.crowded--
 	}
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
 	delete(l.subs, s.id)
 }
 
 // unbuffer takes it out of the counts of records held.
 func (l *Lanes) unbuffer(s *subscription, it *Item) {
+	if it.flush {
+		it.flush = false
+		s.flushing--
+	}
 	s.items--
 	if s.parts[it.part.tp]--; s.parts[it.part.tp] == 0 {
 		delete(s.parts, it.part.tp)
@@ -754,7 +935,8 @@ func (l *Lanes) Drop(parts []TP) int { return l.drop(parts, false) }
 // slowFactor spill delays to finish what it holds) become spills: a
 // hanging endpoint's queue would otherwise hold up the shutdown or the
 // group's rebalance for as long as the shutdown budget, and spills take
-// one produce each. It returns the number dropped.
+// one produce each. A batching subscription's kept records go without
+// waiting for more. It returns the number dropped.
 func (l *Lanes) HandOff(parts []TP) int { return l.drop(parts, true) }
 
 // HandOffAll hands off every partition.
@@ -793,7 +975,9 @@ func (l *Lanes) drop(parts []TP, handOff bool) int {
 			for _, it := range ready {
 				if !dropped(it) {
 					kept = append(kept, it)
+					continue
 				}
+				l.unready(s, it)
 			}
 			clear(ready[len(kept):])
 			s.ready[c] = kept
@@ -814,6 +998,12 @@ func (l *Lanes) drop(parts []TP, handOff bool) int {
 			continue
 		}
 		l.keys[key] = kept
+		for _, it := range kept {
+			if s := l.subs[it.Sub]; handOff && drop[it.part.tp] && it.state != running && !it.flush && s.batch > 1 {
+				it.flush = true
+				s.flushing++
+			}
+		}
 		if kept[0].state == waiting {
 			l.makeReady(l.subs[kept[0].Sub], kept[0])
 		}
@@ -863,6 +1053,7 @@ func (l *Lanes) spillSlow(parts map[TP]bool) {
 			kept := ready[:0]
 			for _, it := range ready {
 				if it.Spill {
+					l.unready(s, it)
 					l.spillq = append(l.spillq, it)
 				} else {
 					kept = append(kept, it)

@@ -29,7 +29,7 @@ func subOf(key string) string {
 }
 
 func add(l *Lanes, part int32, off int64, key string) {
-	l.Add(rec(part, off, key), subOf(key), 1)
+	l.Add(rec(part, off, key), subOf(key), Shape{})
 }
 
 // waitBlocked waits until n goroutines are parked in fn (a method name as
@@ -263,7 +263,7 @@ func TestPerSubscriptionCap(t *testing.T) {
 func TestSentFreesTheRequestSlot(t *testing.T) {
 	l := New(2, 1<<20, 0, 0)
 	for i := range 6 {
-		l.Add(rec(0, int64(i), fmt.Sprintf("s/k%d", i)), "s", 1)
+		l.Add(rec(0, int64(i), fmt.Sprintf("s/k%d", i)), "s", Shape{})
 	}
 	a, b := next(t, l), next(t, l)
 	if canRun(l) {
@@ -298,7 +298,7 @@ func TestSpreadSubscriptionSharesItsCap(t *testing.T) {
 	off := int64(0)
 	addTo := func(lane string, width, n int) {
 		for i := range n {
-			l.Add(rec(0, off, fmt.Sprintf("%s/k%d", lane, i)), lane, width)
+			l.Add(rec(0, off, fmt.Sprintf("%s/k%d", lane, i)), lane, Shape{Width: width})
 			off++
 		}
 	}
@@ -399,8 +399,8 @@ func TestTopicsKeepTheirOwnLedgers(t *testing.T) {
 	l := New(64, 1<<20, 0, 0)
 	fresh, due := TP{Topic: "deliveries", Partition: 0}, TP{Topic: "redeliveries", Partition: 0}
 	add(l, 0, 40, "A/x")
-	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 7, Key: []byte("B/y"), LeaderEpoch: 1}, "B", 1)
-	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 8, Key: []byte("B/z"), LeaderEpoch: 1}, "B", 1)
+	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 7, Key: []byte("B/y"), LeaderEpoch: 1}, "B", Shape{})
+	l.Add(&kgo.Record{Topic: due.Topic, Partition: 0, Offset: 8, Key: []byte("B/z"), LeaderEpoch: 1}, "B", Shape{})
 	if f, d := l.BufferedIn(fresh.Topic), l.BufferedIn(due.Topic); f != 1 || d != 2 || l.Buffered() != 3 {
 		t.Fatalf("BufferedIn = %d fresh, %d due, %d in all; want 1, 2, 3", f, d, l.Buffered())
 	}
@@ -732,7 +732,7 @@ func TestConcurrentStress(t *testing.T) {
 		})
 	}
 	for i, r := range toAdd {
-		l.Add(r, subOf(string(r.Key)), 1)
+		l.Add(r, subOf(string(r.Key)), Shape{})
 		if i%100 == 0 {
 			// Let the buffer drain now and then, as the poll loop does.
 			_ = l.WaitBelow(context.Background(), 64)
@@ -792,7 +792,7 @@ func BenchmarkAddNextDone(b *testing.B) {
 					off++
 				}
 				for _, r := range recs {
-					l.Add(r, subOf(string(r.Key)), 1)
+					l.Add(r, subOf(string(r.Key)), Shape{})
 				}
 				for range recs {
 					it, _ := l.Next()
@@ -810,7 +810,7 @@ func BenchmarkAddNextDone(b *testing.B) {
 func TestSpillBeyondQueueLimit(t *testing.T) {
 	l := New(1, 2, 0, 0)
 	add := func(off int64, key string) {
-		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, "a", 1)
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, "a", Shape{})
 	}
 	add(0, "a/1")
 	add(1, "a/2")
@@ -851,7 +851,7 @@ func TestVirtualSpillOnlyWhenSlow(t *testing.T) {
 		off := int64(0)
 		add := func(sub string, n int) {
 			for range n {
-				l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", sub, off)), Partition: 0, Offset: off}, sub, 1)
+				l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", sub, off)), Partition: 0, Offset: off}, sub, Shape{})
 				off++
 			}
 		}
@@ -960,7 +960,7 @@ func TestVirtualOneStalledRequestIsNotThePace(t *testing.T) {
 				off := int64(0)
 				add := func(n int) {
 					for range n {
-						l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", off)), Partition: 0, Offset: off}, "a", 1)
+						l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", off)), Partition: 0, Offset: off}, "a", Shape{})
 						off++
 					}
 				}
@@ -1020,10 +1020,10 @@ func TestVirtualOneStalledRequestIsNotThePace(t *testing.T) {
 func TestCrowdedAtHalfTheBuffer(t *testing.T) {
 	l := New(64, 4, 40, time.Hour)
 	for i := range 25 {
-		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 3, Offset: int64(i)}, "a", 1)
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 3, Offset: int64(i)}, "a", Shape{})
 	}
-	l.Add(&kgo.Record{Topic: "redeliveries", Key: []byte("a/x"), Partition: 3, Offset: 0}, "a", 1)
-	l.Add(&kgo.Record{Topic: "deliveries", Key: []byte("b/0"), Partition: 1, Offset: 0}, "b", 1)
+	l.Add(&kgo.Record{Topic: "redeliveries", Key: []byte("a/x"), Partition: 3, Offset: 0}, "a", Shape{})
+	l.Add(&kgo.Record{Topic: "deliveries", Key: []byte("b/0"), Partition: 1, Offset: 0}, "b", Shape{})
 	if n := len(l.spillq); n != 0 {
 		t.Fatalf("%d spilled, want none", n)
 	}
@@ -1049,7 +1049,7 @@ func TestCrowdedAtHalfTheBuffer(t *testing.T) {
 
 	slow := New(2, 4, 40, 0) // no spill delay: every subscription is slow
 	for i := range 25 {
-		slow.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a", 1)
+		slow.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("a/%d", i)), Partition: 0, Offset: int64(i)}, "a", Shape{})
 	}
 	if n := len(slow.spillq); n != 21 {
 		t.Fatalf("slow: %d spilled, want the 21 beyond its queue limit", n)
@@ -1067,7 +1067,7 @@ func TestSpreadSubscriptionSharesCrowding(t *testing.T) {
 	for shard := range 2 {
 		lane := fmt.Sprintf("h %d", shard)
 		for i := range 10 {
-			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", lane, i)), Partition: int32(3 + shard), Offset: int64(i)}, lane, 2)
+			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(fmt.Sprintf("%s/%d", lane, i)), Partition: int32(3 + shard), Offset: int64(i)}, lane, Shape{Width: 2})
 		}
 	}
 	if got := l.Crowded(); len(got) != 0 {
@@ -1075,7 +1075,7 @@ func TestSpreadSubscriptionSharesCrowding(t *testing.T) {
 	}
 	for shard := range 2 {
 		lane := fmt.Sprintf("h %d", shard)
-		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(lane + "/x"), Partition: int32(3 + shard), Offset: 10}, lane, 2)
+		l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(lane + "/x"), Partition: int32(3 + shard), Offset: 10}, lane, Shape{Width: 2})
 	}
 	got := l.Crowded()
 	slices.SortFunc(got, func(x, y TP) int { return int(x.Partition - y.Partition) })
@@ -1093,7 +1093,7 @@ func TestVirtualHandOffSpillsSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := New(1, 100, 400, 5*time.Second)
 		add := func(off int64, key, sub string) {
-			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, sub, 1)
+			l.Add(&kgo.Record{Topic: "deliveries", Key: []byte(key), Partition: 0, Offset: off}, sub, Shape{})
 		}
 		for i := range int64(10) {
 			add(i, fmt.Sprintf("slow/%d", i), "slow")
@@ -1228,7 +1228,7 @@ func TestResumedRunsAreNotRun(t *testing.T) {
 func TestUnpacedOutOfThePace(t *testing.T) {
 	l := New(2, 1<<20, 1<<20, time.Second)
 	for i := range 4 {
-		l.Add(rec(0, int64(i), fmt.Sprintf("s/k%d", i)), "s", 1)
+		l.Add(rec(0, int64(i), fmt.Sprintf("s/k%d", i)), "s", Shape{})
 	}
 	a, b := next(t, l), next(t, l)
 	l.Unpaced(a)

@@ -34,7 +34,7 @@ func TestClassesShareTheWorkers(t *testing.T) {
 			for c, subs := range tc.subs {
 				for p, sub := range subs {
 					for off := range int64(tc.picks) {
-						l.Add(&kgo.Record{Topic: topicOf[c], Partition: int32(p), Offset: off, Key: []byte(fmt.Sprintf("%s/%d", sub, off))}, sub, 1)
+						l.Add(&kgo.Record{Topic: topicOf[c], Partition: int32(p), Offset: off, Key: []byte(fmt.Sprintf("%s/%d", sub, off))}, sub, Shape{})
 					}
 				}
 			}
@@ -79,9 +79,9 @@ func TestClassTurnsSkipCappedSubscriptions(t *testing.T) {
 	l := New(1, 100, 100, 0)
 	l.SetClass("deliveries.high", High)
 	l.SetClass("deliveries.low", Low)
-	l.Add(&kgo.Record{Topic: "deliveries.high", Offset: 0, Key: []byte("a/1")}, "a", 1)
-	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 0, Key: []byte("a/2")}, "a", 1)
-	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 1, Key: []byte("b/1")}, "b", 1)
+	l.Add(&kgo.Record{Topic: "deliveries.high", Offset: 0, Key: []byte("a/1")}, "a", Shape{})
+	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 0, Key: []byte("a/2")}, "a", Shape{})
+	l.Add(&kgo.Record{Topic: "deliveries.low", Offset: 1, Key: []byte("b/1")}, "b", Shape{})
 	first := next(t, l)
 	if first.Sub != "a" || first.class != High {
 		t.Fatalf("first %s (class %d), want a's high record", first.Rec.Key, first.class)
@@ -117,8 +117,8 @@ func TestRetriesShareNormalTurnsWithinTheirBudget(t *testing.T) {
 	l := New(1000, 100_000, 100_000, 0)
 	l.SetClass("redeliveries", Retry)
 	for off := range int64(20) {
-		l.Add(&kgo.Record{Topic: "deliveries", Partition: 0, Offset: off, Key: fmt.Appendf(nil, "n/%d", off)}, "n", 1)
-		l.Add(&kgo.Record{Topic: "redeliveries", Partition: 0, Offset: off, Key: fmt.Appendf(nil, "r/%d", off)}, "r", 1)
+		l.Add(&kgo.Record{Topic: "deliveries", Partition: 0, Offset: off, Key: fmt.Appendf(nil, "n/%d", off)}, "n", Shape{})
+		l.Add(&kgo.Record{Topic: "redeliveries", Partition: 0, Offset: off, Key: fmt.Appendf(nil, "r/%d", off)}, "r", Shape{})
 	}
 	got := map[Class]int{}
 	for range 6 {
@@ -157,9 +157,9 @@ func TestFreshLatenessIsTheLatest(t *testing.T) {
 	now := time.Now()
 	for i, age := range []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond, time.Second} {
 		l.Add(&kgo.Record{Topic: "deliveries", Partition: 0, Offset: int64(i), Key: fmt.Appendf(nil, "n/%d", i),
-			Timestamp: now.Add(-age)}, "n", 1)
+			Timestamp: now.Add(-age)}, "n", Shape{})
 	}
-	l.Add(&kgo.Record{Topic: "redeliveries", Partition: 0, Offset: 0, Key: []byte("r/0"), Timestamp: now.Add(-time.Hour)}, "r", 1)
+	l.Add(&kgo.Record{Topic: "redeliveries", Partition: 0, Offset: 0, Key: []byte("r/0"), Timestamp: now.Add(-time.Hour)}, "r", Shape{})
 	for range 5 {
 		next(t, l)
 	}
