@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -223,4 +225,61 @@ func TestBatchGoneDeadLettersAll(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// BenchmarkBatches delivers 10,000 events, produced once the deliverer is
+// up, to one endpoint that takes 20 ms per request: one request per event
+// against batches of 100 (waiting at most 50 ms), with the default
+// in-flight cap per subscription (64). It reports events delivered per
+// second, from the first produced to the last received, and per request.
+func BenchmarkBatches(b *testing.B) {
+	const events, slow = 10_000, 20 * time.Millisecond
+	for _, bc := range []struct {
+		name  string
+		batch *topics.Batch
+	}{
+		{"single", nil},
+		{"batches-of-100", &topics.Batch{MaxEvents: 100, MaxWaitMS: 50}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				// Tiers of 5s: a subscription spills past four of them of work held.
+				h := newHarness(b, map[string]string{kafka.EnvRetryTiers: "5s,1m"})
+				var delivered, requests atomic.Int64
+				rc := newReceiver(b, func(_ http.ResponseWriter, r *http.Request, _ []byte) {
+					n := int64(1)
+					if ids := r.Header.Get(send.HeaderBatch); ids != "" {
+						n = int64(strings.Count(ids, " ") + 1)
+					}
+					<-time.After(slow)
+					requests.Add(1)
+					delivered.Add(n)
+				})
+				sub := newSub(b, "sub_bench", rc.url())
+				sub.Batch = bc.batch
+				h.putSub(sub)
+				h.start(nil)
+				h.deliver(newDelivery(sub.ID, "evt_warm"))
+				waitFor(b, time.Minute, "the deliverer up", func() bool { return delivered.Load() == 1 })
+				delivered.Store(0)
+				requests.Store(0)
+				b.StartTimer()
+				start := time.Now()
+				var ds []topics.Delivery
+				for i := range events {
+					ds = append(ds, newDelivery(sub.ID, "evt_"+strconv.Itoa(i)))
+					if len(ds) == 1000 {
+						h.deliver(ds...)
+						ds = ds[:0]
+					}
+				}
+				waitFor(b, 5*time.Minute, "every event delivered", func() bool { return delivered.Load() >= events })
+				elapsed := time.Since(start)
+				b.StopTimer()
+				b.ReportMetric(float64(events)/elapsed.Seconds(), "deliveries/s")
+				b.ReportMetric(float64(events)/float64(requests.Load()), "events/request")
+			}
+		})
+	}
 }
