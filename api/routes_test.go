@@ -467,6 +467,38 @@ func TestSubscriptionPartitions(t *testing.T) {
 	}
 }
 
+// TestSubscriptionBatch: a subscription batches as it is told, is refused
+// a batch out of bounds or with ordering key (422 naming the field), and
+// stops batching with max_events 0.
+func TestSubscriptionBatch(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	r := c.replica()
+	var s Subscription
+	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"},
+		"batch": map[string]any{"max_events": 100, "max_wait_ms": 500}}, &s)
+	r.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &s)
+	if s.Batch == nil || *s.Batch != (Batch{MaxEvents: 100, MaxWaitMS: 500}) {
+		t.Fatalf("batch %+v, want 100 events, 500 ms", s.Batch)
+	}
+	for body, field := range map[string]map[string]any{
+		"body.batch.max_events": {"batch": map[string]any{"max_events": 1, "max_wait_ms": 500}},
+		"body.batch":            {"ordering": "key"},
+	} {
+		a := r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, field)
+		var p problem
+		a.decode(t, &p)
+		if a.status != http.StatusUnprocessableEntity || len(p.Errors) == 0 || p.Errors[0].Location != body {
+			t.Errorf("%v: answer %d %s, want 422 naming %s", field, a.status, a.body, body)
+		}
+	}
+	var unbatched Subscription
+	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"batch": map[string]any{"max_events": 0}}, &unbatched)
+	if unbatched.Batch != nil {
+		t.Fatalf("batch %+v after max_events 0, want none", unbatched.Batch)
+	}
+}
+
 // TestSubscriptionAuth: endpoint auth is shown without its secrets (they
 // are sealed at rest: topics.TestAuthSealed), refused when incomplete, and
 // removed with type none.

@@ -35,6 +35,7 @@ type Subscription struct {
 	Partitions     int               `json:"partitions" doc:"How many partitions of the deliveries topics its deliveries spread over, by key; 1: one, the default."`
 	Auth           *AuthView         `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint (its secrets never shown)."`
 	Destination    *Destination      `json:"destination,omitempty" doc:"Where deliveries go when not POSTed to url (its password, token and secret access key never shown); url is then its address."`
+	Batch          *Batch            `json:"batch,omitempty" doc:"Deliveries are sent in batches: one request whose body is a JSON array of events; absent: one request per event."`
 	DisabledReason string            `json:"disabled_reason,omitempty"`
 	Secret         string            `json:"secret,omitempty" doc:"The signing secret (whsec_...): in the answers to create and rotate-secret only."`
 	CreatedAt      time.Time         `json:"created_at"`
@@ -55,6 +56,9 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 	}
 	if d := s.Destination; !d.IsHTTP() {
 		out.Destination = destinationOf(d)
+	}
+	if b := s.Batch; b != nil {
+		out.Batch = &Batch{MaxEvents: b.MaxEvents, MaxWaitMS: b.MaxWaitMS}
 	}
 	if out.Ordering == "" {
 		out.Ordering = topics.OrderingNone
@@ -148,6 +152,12 @@ func (d *Destination) destination(old *topics.Destination) *topics.Destination {
 	return out
 }
 
+// Batch is how a subscription batches its deliveries (ADR 0040).
+type Batch struct {
+	MaxEvents int `json:"max_events" minimum:"0" maximum:"1000" doc:"The events of a batch at most, 2 to 1000; 0 (in a change): no more batches."`
+	MaxWaitMS int `json:"max_wait_ms,omitempty" minimum:"0" maximum:"60000" doc:"How long, in milliseconds, the first event of a batch waits for more before the batch goes with what it has, 1 to 60000."`
+}
+
 // subscriptionFields are the settable fields of a subscription; nil leaves
 // a field as it is (PATCH) or at its default (create).
 type subscriptionFields struct {
@@ -166,6 +176,7 @@ type subscriptionFields struct {
 	Destination    *Destination       `json:"destination,omitempty" doc:"Deliver to a Kafka topic, a NATS subject, a RabbitMQ exchange or an SQS queue instead of POSTing to url (then leave url out: it becomes the destination's address); type http goes back to url."`
 	Filter         *string            `json:"filter,omitempty" doc:"A CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. data.total > 100 && \"vip\" in data.tags; compiled and type-checked here (422 with the compiler's message); empty: none."`
 	Transformation *string            `json:"transformation,omitempty" doc:"A JavaScript function handler(webhook), at most 64 KiB, run on each delivery in a sandbox (no I/O, 50 ms, 16 MiB, no state kept between calls): it gets {id, type, timestamp, tenant, key, data, method, url, path, headers} and returns it changed (data or payload: the body; headers; method POST, PUT or PATCH; path) or with cancel: true to send nothing. A script that throws, runs over a limit or returns something else dead-letters the delivery (category transformation). Compiled here (422 naming the error); test it with POST /v1/transformations/test; empty: none."`
+	Batch          *Batch             `json:"batch,omitempty" doc:"Send the deliveries in batches: one request, signed as a whole, whose body is a JSON array of up to max_events events, its webhook-id the batch's id and its webhook-batch header the events' ids; a failed batch is retried as a batch. For HTTP endpoints of subscriptions with ordering none; max_events 0: one request per event again."`
 	Partitions     *int               `json:"partitions,omitempty" minimum:"1" maximum:"64" doc:"Spread the deliveries over this many partitions of the deliveries topics, by key (a key keeps its order), so that as many deliverers carry a hot subscription; each gets that share of the per-subscription in-flight cap. More than the topics' partitions gains nothing. A change moves keys to other partitions: an ordered key's deliveries already queued, retried or held may be overtaken by its next ones. Default 1."`
 	Secret         *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
 	// Verify is for create only.
@@ -218,6 +229,12 @@ func (f *subscriptionFields) apply(sub *topics.Subscription) {
 	}
 	if f.RetryStatuses != nil {
 		sub.RetryStatuses = *f.RetryStatuses
+	}
+	if b := f.Batch; b != nil {
+		sub.Batch = nil
+		if b.MaxEvents != 0 {
+			sub.Batch = &topics.Batch{MaxEvents: b.MaxEvents, MaxWaitMS: b.MaxWaitMS}
+		}
 	}
 	if f.Partitions != nil {
 		sub.Partitions = *f.Partitions
