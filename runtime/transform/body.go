@@ -121,14 +121,14 @@ var (
 // leaves out: undefined, a function, a symbol.
 func (e *encoder) property(key string, v goja.Value) bool {
 	r := e.g.r
-	if o, ok := v.(*goja.Object); ok || isBigInt(v) {
+	if _, ok := v.(*goja.Object); ok || isBigInt(v) {
 		if toJSON, ok := goja.AssertFunction(v.ToObject(r).Get("toJSON")); ok {
 			var err error
 			if v, err = toJSON(v, r.ToValue(key)); err != nil {
 				panic(err)
 			}
 		}
-		if o, ok = v.(*goja.Object); ok {
+		if o, ok := v.(*goja.Object); ok {
 			switch o.ClassName() {
 			case "Number":
 				v = o.ToNumber()
@@ -136,13 +136,13 @@ func (e *encoder) property(key string, v goja.Value) bool {
 				v = o.ToString()
 			case "Boolean":
 				v = r.ToValue(o.Export())
+			case "RawJSON":
+				e.write(o.Get("rawJSON").String())
+				return true
 			default:
 				if o.ExportType() == typeBigInt {
 					v = r.ToValue(o.Export())
 				}
-			case "RawJSON":
-				e.write(o.Get("rawJSON").String())
-				return true
 			}
 		}
 	}
