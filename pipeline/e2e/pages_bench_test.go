@@ -53,7 +53,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 				status = 503
 			}
 			if err := batch.Append(fmt.Sprintf("att_%d", i), fmt.Sprintf("evt_%d", i), "order.created", fmt.Sprintf("sub_%d", i%subs), "acme",
-				uint32(1), o, "", status, float64(i%50), at, "", epoch, at, "ok"); err != nil {
+				uint32(1), o, "", status, float64(i%50), at, "", epoch, at, "ok", ""); err != nil {
 				b.Fatal(err)
 			}
 		}
