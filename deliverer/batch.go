@@ -41,17 +41,16 @@ type member struct {
 
 // handleBatch does what a batch asks and calls done once, with whether
 // everything its records caused was acknowledged. A batch of a
-// subscription that no longer batches (deleted, disabled, changed), or
-// one holding a record of a key held since its subscription was ordered,
-// is handled record by record instead (singly).
+// subscription that no longer batches (deleted, disabled, changed) is
+// handled record by record instead (singly); one holding a record on the
+// ordered path, by orderedBatch.
 func (d *deliverer) handleBatch(ctx context.Context, it *lanes.Item, rng *rand.Rand, done func(bool)) {
 	sub, found, ok := d.subscription(ctx, string(topics.SubscriptionOfKey(it.Rec.Key)))
 	if !ok {
 		done(false) // shutting down: left for the next owner
 		return
 	}
-	if !found || !sub.Enabled || sub.Batch == nil ||
-		slices.ContainsFunc(it.Batch, func(m *lanes.Item) bool { return d.held(ctx, m.Rec) }) {
+	if !found || !sub.Enabled || sub.Batch == nil {
 		d.singly(ctx, it, rng, done)
 		return
 	}
@@ -65,16 +64,122 @@ func (d *deliverer) handleBatch(ctx context.Context, it *lanes.Item, rng *rand.R
 		}
 		ms = append(ms, member{m.Rec, del})
 	}
+	if slices.ContainsFunc(ms, func(m member) bool { return d.isOrdered(ctx, sub, m) }) {
+		d.orderedBatch(ctx, it, sub, ms, recs, rng, done)
+		return
+	}
 	if len(ms) > 0 {
-		out, v := d.attemptBatch(ctx, sub, ms, rng)
+		f, extra, v := d.attemptBatch(ctx, sub, ms, rng)
 		if v == cut {
 			done(false)
 			return
 		}
-		recs = append(recs, out...)
+		for _, m := range ms {
+			recs = append(recs, d.memberRecords(ctx, m, f)...)
+		}
+		recs = append(recs, extra...)
 	}
 	d.lanes.Sent(it)
 	d.produceThen(ctx, recs, done)
+}
+
+// isOrdered tells whether a record of a batch is on the ordered path, as
+// handle decides for a single one: it has an ordering key, and its
+// subscription orders by key or its key is held since it did.
+func (d *deliverer) isOrdered(ctx context.Context, sub *topics.Subscription, m member) bool {
+	return m.del.Key != "" && (sub.Ordering == topics.OrderingKey || d.held(ctx, m.rec))
+}
+
+// orderedBatch handles a batch some of whose records are on the ordered
+// path. Each of those first takes its place in its key's order as a single
+// delivery does (place): parked behind its held key, or handled already,
+// it leaves the batch. The batch of the others is sent, and its outcome is
+// written for each ordered record with its key's hold, as a single
+// delivery's (outcome): a failure, or a breaker or rate limit holding the
+// batch back, makes each of them its key's head, held until it comes back
+// (in the batch, regrouped under its mark) and succeeds or is
+// dead-lettered, which releases the key's parked deliveries in order. A
+// batch only ever holds one record of a key (only a key's head is ready in
+// the lanes), so its keys are independent and are placed and written at
+// once. A record whose partition is no longer assigned here makes the
+// whole batch go record by record (singly), which leaves that one to the
+// next owner.
+func (d *deliverer) orderedBatch(ctx context.Context, it *lanes.Item, sub *topics.Subscription, ms []member,
+	recs []*kgo.Record, rng *rand.Rand, done func(bool)) {
+	type ordered struct {
+		ctx  context.Context // with the epoch of its slot (withSlot)
+		turn *turn
+	}
+	ords := make([]ordered, len(ms))
+	for i, m := range ms {
+		if !d.isOrdered(ctx, sub, m) {
+			continue
+		}
+		var owned bool
+		if ords[i].ctx, owned = d.withSlot(ctx, m.rec); !owned {
+			d.singly(ctx, it, rng, done)
+			return
+		}
+	}
+	d.lanes.Unpaced(it)
+	var failed atomic.Bool
+	settled := make([]bool, len(ms)) // parked or handled: not in the request
+	each(len(ms), func(i int) {
+		if ords[i].ctx == nil {
+			return
+		}
+		t, ok := d.place(ords[i].ctx, ms[i].rec, ms[i].del)
+		ords[i].turn, settled[i] = t, t == nil
+		if !ok {
+			failed.Store(true)
+		}
+	})
+	if failed.Load() {
+		done(false)
+		return
+	}
+	var send []member
+	var sent []ordered
+	for i, m := range ms {
+		if !settled[i] {
+			send, sent = append(send, m), append(sent, ords[i])
+		}
+	}
+	if len(send) > 0 {
+		d.lanes.Request(it)
+		f, extra, v := d.attemptBatch(ctx, sub, send, rng)
+		if v == cut {
+			done(false)
+			return
+		}
+		d.lanes.Sent(it)
+		recs = append(recs, extra...)
+		for i, m := range send {
+			if sent[i].turn == nil {
+				recs = append(recs, d.memberRecords(ctx, m, f)...)
+			}
+		}
+		each(len(send), func(i int) {
+			o, del := sent[i], send[i].del
+			if o.turn != nil && !d.outcome(o.ctx, o.turn, del.EventID, d.memberRecords(o.ctx, send[i], f), v, f.nextAttempt(del)) {
+				failed.Store(true)
+			}
+		})
+	}
+	if failed.Load() {
+		done(false)
+		return
+	}
+	d.produceThen(ctx, recs, done)
+}
+
+// each runs f(0) ... f(n-1) at once and returns when all have.
+func each(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
 }
 
 // singly handles each record of a batch on its own, as handle does one
@@ -100,6 +205,9 @@ func (d *deliverer) singly(ctx context.Context, it *lanes.Item, rng *rand.Rand, 
 // fate is what becomes of every record of a batch: its attempt record's
 // outcome (the fields all share), and a retry or a dead letter.
 type fate struct {
+	id    string // the batch's, its webhook-id
+	size  int    // its records
+	now   time.Time
 	att   topics.Attempt
 	retry *batchRetry
 	dead  *topics.DeadLetter
@@ -113,38 +221,49 @@ type batchRetry struct {
 	category string
 }
 
+// nextAttempt is the attempt number of the retry f makes of del: the
+// batch's next, or del's own when the batch was held back unattempted.
+func (f *fate) nextAttempt(del *topics.Delivery) int {
+	if f.retry != nil && f.retry.next > 0 {
+		return f.retry.next
+	}
+	return del.Attempt
+}
+
 // attemptBatch makes the request of a batch of sub's deliveries and
-// returns the records it causes, or those that delay it when the
-// subscription's breaker or rate limit holds it back. The batch's attempt
+// returns its fate, the records it causes besides its records' own (the
+// subscription disabled), and its verdict: delayed when the
+// subscription's breaker or rate limit held it back. The batch's attempt
 // number is the highest of its records' (they are one unless due retries
 // of different ages were batched) and its retries count from it.
-func (d *deliverer) attemptBatch(ctx context.Context, sub *topics.Subscription, ms []member, rng *rand.Rand) ([]*kgo.Record, verdict) {
+func (d *deliverer) attemptBatch(ctx context.Context, sub *topics.Subscription, ms []member, rng *rand.Rand) (*fate, []*kgo.Record, verdict) {
 	now := time.Now()
 	ctx = d.tracer.Extract(ctx, ms[0].rec.Headers)
 	dels, ids := make([]*topics.Delivery, len(ms)), make([]string, len(ms))
 	attempt := 0
+	var charges []charge
 	for i, m := range ms {
 		dels[i], ids[i], attempt = m.del, m.del.EventID, max(attempt, m.del.Attempt)
+		charges = chargeOne(charges, m.del.Tenant)
 	}
-	id := topics.BatchID(ids)
-	log := d.log.With(zap.String("subscription", sub.ID), zap.String("batch", id), zap.Int("events", len(ms)),
+	f := &fate{id: topics.BatchID(ids), size: len(ms), now: now}
+	log := d.log.With(zap.String("subscription", sub.ID), zap.String("batch", f.id), zap.Int("events", len(ms)),
 		zap.Int("attempt", attempt))
-	ticket, hb, ok := d.admit(ctx, sub, ms[0].del.Tenant)
+	ticket, hb, ok := d.admit(ctx, sub, charges...)
 	if !ok {
-		return nil, cut
+		return nil, nil, cut
 	}
 	if hb != nil {
 		wait := min(hb.wait, d.names.Tiers[len(d.names.Tiers)-1])
-		f := fate{retry: &batchRetry{due: topics.DueAt(now, wait), tier: d.names.TierFor(wait), category: hb.category}}
+		f.retry = &batchRetry{due: topics.DueAt(now, wait), tier: d.names.TierFor(wait), category: hb.category}
 		f.att.Outcome, f.att.FailureCategory, f.att.NextAttemptAt, f.att.Error = hb.outcome, hb.category, f.retry.due, hb.why
-		return d.batchRecords(ctx, ms, id, &f, now), delayed
+		return f, nil, delayed
 	}
 	var span trace.Span
 	ctx, span = d.tracer.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient)
-	var f fate
 	defer func() {
 		att := f.att
-		att.EventID, att.SubscriptionID, att.Attempt = id, sub.ID, attempt
+		att.EventID, att.SubscriptionID, att.Attempt = f.id, sub.ID, attempt
 		endAttempt(span, &att)
 	}()
 	var traced []kgo.RecordHeader
@@ -152,7 +271,7 @@ func (d *deliverer) attemptBatch(ctx context.Context, sub *topics.Subscription, 
 	resp, err := d.sendBatch(ctx, sub, dels, traced)
 	answered := time.Now()
 	if ctx.Err() != nil {
-		return nil, cut // shutting down past the budget: redone by the next owner
+		return nil, nil, cut // shutting down past the budget: redone by the next owner
 	}
 	res := classify.For(sub, resp.Status, err)
 	d.settle(ctx, sub, ticket, res)
@@ -205,45 +324,51 @@ func (d *deliverer) attemptBatch(ctx context.Context, sub *topics.Subscription, 
 		log.Warn("dead-lettered a batch: permanent failure", zap.String("category", res.Category), zap.Int("status", resp.Status),
 			zap.String("url", topics.RedactURL(sub.URL)))
 	}
-	return append(d.batchRecords(ctx, ms, id, &f, now), extra...), verdictOf(f)
+	return f, extra, verdictOf(f)
+}
+
+// chargeOne counts one more delivery of tenant in charges, a count per
+// tenant in the order they first come.
+func chargeOne(charges []charge, tenant string) []charge {
+	for i := range charges {
+		if charges[i].tenant == tenant {
+			charges[i].events++
+			return charges
+		}
+	}
+	return append(charges, charge{tenant, 1})
 }
 
 // verdictOf is the verdict of a batch's fate.
-func verdictOf(f fate) verdict {
+func verdictOf(f *fate) verdict {
 	if f.retry != nil {
 		return retried
 	}
 	return finished
 }
 
-// batchRecords are the records a batch's fate makes of each of its
+// memberRecords are the records a batch's fate makes of one of its
 // records: an attempt record naming the batch, and its retry, marked as
 // the batch's, or its dead letter.
-func (d *deliverer) batchRecords(ctx context.Context, ms []member, id string, f *fate, now time.Time) []*kgo.Record {
-	recs := make([]*kgo.Record, 0, 2*len(ms))
-	for _, m := range ms {
-		att := newAttempt(m.del, now)
-		att.Outcome, att.FailureCategory, att.HTTPStatus, att.DurationMS = f.att.Outcome, f.att.FailureCategory, f.att.HTTPStatus, f.att.DurationMS
-		att.Error, att.NextAttemptAt, att.ResponseSample, att.BatchID = f.att.Error, f.att.NextAttemptAt, f.att.ResponseSample, id
-		recs = append(recs, d.attemptRecord(ctx, m.rec, &att))
-		switch {
-		case f.retry != nil:
-			next := *m.del
-			next.NotBefore = f.retry.due
-			if f.retry.next > 0 {
-				next.Attempt = f.retry.next
-				if next.FirstAttemptAt.IsZero() {
-					next.FirstAttemptAt = now
-				}
-			}
-			r := d.retryRecord(ctx, m.rec, &next, f.retry.tier, f.retry.category)
-			r.Headers = append(r.Headers, topics.BatchHeader(id, len(ms)))
-			recs = append(recs, r)
-		case f.dead != nil:
-			dl := *f.dead
-			dl.Delivery = m.del
-			recs = append(recs, d.deadLetter(ctx, m.rec, dl, now))
+func (d *deliverer) memberRecords(ctx context.Context, m member, f *fate) []*kgo.Record {
+	att := newAttempt(m.del, f.now)
+	att.Outcome, att.FailureCategory, att.HTTPStatus, att.DurationMS = f.att.Outcome, f.att.FailureCategory, f.att.HTTPStatus, f.att.DurationMS
+	att.Error, att.NextAttemptAt, att.ResponseSample, att.BatchID = f.att.Error, f.att.NextAttemptAt, f.att.ResponseSample, f.id
+	recs := []*kgo.Record{d.attemptRecord(ctx, m.rec, &att)}
+	switch {
+	case f.retry != nil:
+		next := *m.del
+		next.NotBefore, next.Attempt = f.retry.due, f.nextAttempt(m.del)
+		if f.retry.next > 0 && next.FirstAttemptAt.IsZero() {
+			next.FirstAttemptAt = f.now
 		}
+		r := d.retryRecord(ctx, m.rec, &next, f.retry.tier, f.retry.category)
+		r.Headers = append(r.Headers, topics.BatchHeader(f.id, f.size))
+		recs = append(recs, r)
+	case f.dead != nil:
+		dl := *f.dead
+		dl.Delivery = m.del
+		recs = append(recs, d.deadLetter(ctx, m.rec, dl, f.now))
 	}
 	return recs
 }

@@ -319,29 +319,60 @@ func (d *deliverer) held(ctx context.Context, rec *kgo.Record) bool {
 // ordered handles a delivery of an ordered subscription that has an
 // ordering key. It reports whether everything it caused was acknowledged.
 func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Delivery, rng *rand.Rand) bool {
-	rec := it.Rec
-	key := rec.Key
 	// Reading the hold, parking, writing it are the broker's time, not the
 	// endpoint's: only the request counts in the subscription's pace.
 	d.lanes.Unpaced(it)
+	t, ok := d.place(ctx, it.Rec, del)
+	if t == nil || !ok {
+		return ok
+	}
+	if it.Spill {
+		// Spilled unattempted: the key waits for it like for a failed head.
+		return d.produceHold(ctx, d.spill(ctx, it.Rec, del, it.Wait), t.key, t.failed(del.EventID, del.Attempt))
+	}
+	recs, v := d.request(ctx, it, del, rng)
+	if v == cut {
+		return false
+	}
+	return d.outcome(ctx, t, del.EventID, recs, v, headAttempt(del, v))
+}
+
+// turn is an ordered delivery's place in its key's order, read from the
+// key's hold before its attempt: what its outcome makes of the hold.
+type turn struct {
+	key    []byte
+	held   *topics.Hold // the key's hold before the attempt; nil: free
+	next   topics.Hold  // the hold after it, as far as known before
+	isHead bool         // the key's failed head, back from its tier
+	copied bool         // a parked delivery a release copied (releasedOne)
+}
+
+// place reads the hold of an ordered delivery's key and settles the
+// delivery when it is not the key's turn: parked behind a held key, or
+// skipped as handled already (redone after a crash, a stale copy), or its
+// key's parked deliveries copied again (the head's record redone while
+// its key is released). Otherwise it returns its turn, to attempt it. ok
+// reports whether everything it caused was acknowledged.
+func (d *deliverer) place(ctx context.Context, rec *kgo.Record, del *topics.Delivery) (*turn, bool) {
+	key := rec.Key
 	var held *topics.Hold
 	var rejected bool
 	if !d.persist(ctx, "reading the hold of an ordering key", func() (err error) {
 		held, rejected, err = d.holds.get(ctx, lanes.TPOf(rec), string(key))
 		return err
 	}) {
-		return false
+		return nil, false
 	}
 	if rejected {
 		// The key's last hold record is a fenced writer's, which
 		// compaction would keep over the hold it ignored: written over.
 		d.log.Info("writing the hold of an ordering key over a fenced writer's", zap.String("key", string(key)))
 		if !d.writeHold(ctx, key, held) {
-			return false
+			return nil, false
 		}
 	}
 	if at, ok := d.releasedCopy(rec); ok {
-		return d.releasedOne(ctx, it, del, held, at, rng)
+		return d.releasedTurn(key, held, at)
 	}
 	isHead := held != nil && held.ReleasingTo < 0 && del.EventID == held.Head && del.Attempt == held.HeadAttempt
 	through := d.through(rec)
@@ -350,39 +381,71 @@ func (d *deliverer) ordered(ctx context.Context, it *lanes.Item, del *topics.Del
 		// The head's record redone while its key is released: its
 		// outcome was written with the hold (releaseHead), the copies
 		// perhaps not. Copies made twice are skipped as they come back.
-		return d.copyParked(ctx, key, held)
+		return nil, d.copyParked(ctx, key, held)
 	}
 	if held != nil && !isHead {
 		if through >= 0 && through <= held.Through || del.EventID == held.Head {
 			// Redone after a crash (already parked, or the head's own
 			// earlier record), or a stale copy of the head: handled.
-			return true
+			return nil, true
 		}
-		return d.park(ctx, rec, del, held)
+		return nil, d.park(ctx, rec, del, held)
 	}
-	next := &topics.Hold{Head: del.EventID, ParkedFrom: -1, ParkedLast: -1, ReleasingTo: -1, Through: through, Since: time.Now()}
+	t := &turn{key: key, held: held, isHead: isHead,
+		next: topics.Hold{ParkedFrom: -1, ParkedLast: -1, ReleasingTo: -1, Through: through, Since: time.Now()}}
 	if isHead {
-		next.ParkedFrom, next.ParkedPartition, next.ParkedLast, next.Since = held.ParkedFrom, held.ParkedPartition, held.ParkedLast, held.Since
-		next.Through = max(held.Through, through)
+		t.next.ParkedFrom, t.next.ParkedPartition, t.next.ParkedLast, t.next.Since = held.ParkedFrom, held.ParkedPartition, held.ParkedLast, held.Since
+		t.next.Through = max(held.Through, through)
 	}
-	if it.Spill {
-		// Spilled unattempted: the key waits for it like for a failed head.
-		next.HeadAttempt = del.Attempt
-		return d.produceHold(ctx, d.spill(ctx, rec, del, it.Wait), key, next)
+	return t, true
+}
+
+// releasedTurn is the turn of a parked delivery that a release copied to
+// the redeliveries topic, at offset at of the parked topic: the next of
+// its key when at is at or past the hold's ParkedFrom and within the
+// release. Any other copy was attempted before (redone after a crash), or
+// belongs to a release that a failure ended, whose deliveries are still
+// parked and are copied again by the next release: it is skipped (nil).
+func (d *deliverer) releasedTurn(key []byte, held *topics.Hold, at int64) (*turn, bool) {
+	if held == nil || held.ReleasingTo < 0 || at < held.ParkedFrom || at > held.ReleasingTo {
+		return nil, true
 	}
-	recs, v := d.request(ctx, it, del, rng)
-	switch v {
-	case cut:
-		return false
-	case retried, delayed:
-		next.HeadAttempt = headAttempt(del, v)
-		return d.produceHold(ctx, recs, key, next)
+	t := &turn{key: key, held: held, next: *held, copied: true}
+	t.next.ParkedFrom = at + 1
+	return t, true
+}
+
+// failed is the key's hold once the delivery eventID of turn t went to a
+// retry tier for its attempt number attempt: it is the key's head.
+func (t *turn) failed(eventID string, attempt int) *topics.Hold {
+	h := t.next
+	h.Head, h.HeadAttempt, h.ReleasingTo = eventID, attempt, -1
+	return &h
+}
+
+// outcome produces recs, the outcome v of the delivery eventID of turn t,
+// with what it makes of the key's hold. Sent to a retry tier (for attempt
+// number attempt), it holds the key. Delivered or dead-lettered: the key's
+// head releases the key; a released copy moves the release past itself,
+// and the last one releases what was parked meanwhile; a free key stays
+// free. A success moves ParkedFrom past a copy with its attempt record, so
+// that a crash repeats one request at most.
+func (d *deliverer) outcome(ctx context.Context, t *turn, eventID string, recs []*kgo.Record, v verdict, attempt int) bool {
+	switch {
+	case v == retried || v == delayed:
+		return d.produceHold(ctx, recs, t.key, t.failed(eventID, attempt))
+	case t.copied && t.next.ParkedFrom <= t.held.ReleasingTo:
+		return d.produceHold(ctx, recs, t.key, &t.next)
+	case t.copied:
+		next := t.next
+		next.ReleasingTo = -1
+		return d.release(ctx, t.key, &next, recs)
+	case t.isHead:
+		next := t.next
+		next.Head, next.HeadAttempt = eventID, t.held.HeadAttempt
+		return d.releaseHead(ctx, t.key, &next, recs)
 	}
-	if !isHead {
-		return d.produce(ctx, recs)
-	}
-	next.HeadAttempt = held.HeadAttempt
-	return d.releaseHead(ctx, key, next, recs)
+	return d.produce(ctx, recs)
 }
 
 // request attempts an ordered delivery: its request is the part of the
@@ -405,41 +468,6 @@ func (d *deliverer) releasedCopy(rec *kgo.Record) (int64, bool) {
 		return 0, false
 	}
 	return topics.OffsetOf(rec.Headers, topics.HeaderParkedAt)
-}
-
-// releasedOne attempts a parked delivery that a release copied to the
-// redeliveries topic, the next of its key when its parked offset is at
-// or past the hold's ParkedFrom and within the release. Any other copy
-// was attempted before (redone after a crash), or belongs to a release
-// that a failure ended, whose deliveries are still parked and are copied
-// again by the next release: it is skipped. A success moves ParkedFrom
-// past it, with its attempt record, so that a crash repeats one request
-// at most; after the last copy, the next release starts with what was
-// parked meanwhile. A failure makes it the key's head.
-func (d *deliverer) releasedOne(ctx context.Context, it *lanes.Item, del *topics.Delivery, held *topics.Hold, at int64, rng *rand.Rand) bool {
-	if held == nil || held.ReleasingTo < 0 || at < held.ParkedFrom || at > held.ReleasingTo {
-		return true
-	}
-	rec, key := it.Rec, it.Rec.Key
-	next := *held
-	next.ParkedFrom = at + 1
-	if it.Spill {
-		next.Head, next.HeadAttempt, next.ReleasingTo = del.EventID, del.Attempt, -1
-		return d.produceHold(ctx, d.spill(ctx, rec, del, it.Wait), key, &next)
-	}
-	recs, v := d.request(ctx, it, del, rng)
-	switch v {
-	case cut:
-		return false
-	case retried, delayed:
-		next.Head, next.HeadAttempt, next.ReleasingTo = del.EventID, headAttempt(del, v), -1
-		return d.produceHold(ctx, recs, key, &next)
-	}
-	if at < held.ReleasingTo {
-		return d.produceHold(ctx, recs, key, &next)
-	}
-	next.ReleasingTo = -1
-	return d.release(ctx, key, &next, recs)
 }
 
 // through is what a record moves a hold's Through to: its offset on the

@@ -102,7 +102,7 @@ func (p *protection) close() {
 // returns the records that park it in a retry tier and the verdict
 // (delayed, or cut when ctx ended during a rate-limit wait).
 func (d *deliverer) gate(ctx context.Context, rec *kgo.Record, sub *topics.Subscription, del *topics.Delivery) (breaker.Ticket, []*kgo.Record, verdict, bool) {
-	t, hb, ok := d.admit(ctx, sub, del.Tenant)
+	t, hb, ok := d.admit(ctx, sub, charge{del.Tenant, 1})
 	switch {
 	case !ok:
 		return t, nil, cut, false
@@ -118,10 +118,18 @@ type holdBack struct {
 	outcome, category, why string
 }
 
-// admit decides whether a request to sub, for deliveries of tenant, goes
-// now: nil, or what holds it back; ok is false when ctx ended during a
-// rate-limit wait.
-func (d *deliverer) admit(ctx context.Context, sub *topics.Subscription, tenant string) (breaker.Ticket, *holdBack, bool) {
+// charge is what a request counts against a tenant's delivery quota: its
+// events of the tenant, each a delivery (a batch carries several).
+type charge struct {
+	tenant string
+	events int
+}
+
+// admit decides whether a request to sub, carrying the deliveries
+// charged, goes now: nil, or what holds it back; ok is false when ctx
+// ended during a rate-limit wait. The subscription's rate limit counts
+// requests, a batch once; a tenant's quota counts its deliveries.
+func (d *deliverer) admit(ctx context.Context, sub *topics.Subscription, charges ...charge) (breaker.Ticket, *holdBack, bool) {
 	p := d.prot
 	if p == nil {
 		return breaker.Ticket{}, nil, true
@@ -157,8 +165,12 @@ func (d *deliverer) admit(ctx context.Context, sub *topics.Subscription, tenant 
 		return dec.Ticket, &holdBack{wait, topics.OutcomeThrottled, topics.FailureThrottled,
 			"rate limit of " + strconv.FormatFloat(sub.RateLimitPerS, 'g', -1, 64) + "/s reached"}, true
 	}
-	if quota := d.tenants.Get(tenant).Rate(p.cfg.TenantRate); tenant != "" && quota > 0 {
-		if wait := p.limiter.TakeTenant(ctx, tenant, quota); wait > 0 {
+	for _, c := range charges {
+		quota := d.tenants.Get(c.tenant).Rate(p.cfg.TenantRate)
+		if c.tenant == "" || quota <= 0 {
+			continue
+		}
+		if wait := p.limiter.TakeTenant(ctx, c.tenant, quota, c.events); wait > 0 {
 			if ctx.Err() != nil {
 				return dec.Ticket, nil, false
 			}

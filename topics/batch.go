@@ -31,9 +31,10 @@ type Batch struct {
 func (b *Batch) MaxWait() time.Duration { return time.Duration(b.MaxWaitMS) * time.Millisecond }
 
 // validateBatch checks a subscription's batch: its bounds, and that the
-// subscription can take one. An ordered key's batch would need a hold per
-// key it carries, a queue destination gets one message per event, and a
-// transformation makes one event's request (its URL, method, headers).
+// subscription can take one. A queue destination gets one message per
+// event, and a transformation makes one event's request (its URL, method,
+// headers). An ordered subscription may batch: a batch holds each key it
+// carries, as a single delivery holds its own, when it fails.
 func (s *Subscription) validateBatch() error {
 	b := s.Batch
 	if b == nil {
@@ -44,9 +45,6 @@ func (s *Subscription) validateBatch() error {
 	}
 	if b.MaxWaitMS < 1 || b.MaxWaitMS > MaxBatchWaitMS {
 		return invalid("subscription", "batch.max_wait_ms", "%d is not within 1..%d", b.MaxWaitMS, MaxBatchWaitMS)
-	}
-	if s.Ordering == OrderingKey {
-		return invalid("subscription", "batch", "needs ordering none: batches of an ordered subscription are not supported")
 	}
 	if !s.Destination.IsHTTP() {
 		return invalid("subscription", "batch", "is for HTTP endpoints; a %s destination gets one message per event", s.Destination.Type)

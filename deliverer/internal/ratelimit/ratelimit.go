@@ -81,25 +81,30 @@ func (l *Limiter) Take(ctx context.Context, sub string, perSecond float64) time.
 	if l == nil {
 		return 0
 	}
-	return l.take(ctx, l.keys.RateLimit(sub), perSecond)
+	return l.take(ctx, l.keys.RateLimit(sub), perSecond, 1)
 }
 
-// TakeTenant is Take for a tenant's quota: the deliveries of all its
+// TakeTenant is Take for n deliveries of a tenant (a batch's events of it
+// are each one) against its quota: the deliveries of all its
 // subscriptions share it.
-func (l *Limiter) TakeTenant(ctx context.Context, tenant string, perSecond float64) time.Duration {
+func (l *Limiter) TakeTenant(ctx context.Context, tenant string, perSecond float64, n int) time.Duration {
 	if l == nil {
 		return 0
 	}
-	return l.take(ctx, l.keys.TenantRate(tenant), perSecond)
+	return l.take(ctx, l.keys.TenantRate(tenant), perSecond, max(1, n))
 }
 
-// take applies the limit kept at the Redis key key; the in-process waits
-// and spreading are per key too.
-func (l *Limiter) take(ctx context.Context, key string, perSecond float64) time.Duration {
+// take applies the limit kept at the Redis key key to n deliveries; the
+// in-process waits and spreading are per key too. n above the burst goes
+// once the limit has not been used for n emission intervals, and moves it
+// that far on: the rate holds, and a batch larger than the burst is not
+// refused for ever.
+func (l *Limiter) take(ctx context.Context, key string, perSecond float64, n int) time.Duration {
 	if perSecond <= 0 || !l.g.Available() {
 		return 0
 	}
 	limit := Limit(perSecond)
+	limit.Burst = max(limit.Burst, n)
 	deadline := time.Now().Add(l.maxWait)
 	waiting := false
 	defer func() {
@@ -111,7 +116,7 @@ func (l *Limiter) take(ctx context.Context, key string, perSecond float64) time.
 		var res *redis_rate.Result
 		err := l.g.Do(ctx, func(ctx context.Context, _ redis.UniversalClient) error {
 			var err error
-			res, err = l.lim.Allow(ctx, key, limit)
+			res, err = l.lim.AllowN(ctx, key, limit, n)
 			return err
 		})
 		if err != nil || res.Allowed > 0 {
@@ -123,7 +128,7 @@ func (l *Limiter) take(ctx context.Context, key string, perSecond float64) time.
 		retry := max(res.RetryAfter, time.Millisecond)
 		now := time.Now()
 		if now.Add(retry).After(deadline) || (!waiting && !l.acquire(key)) {
-			return l.spread(key, perSecond, now, retry)
+			return l.spread(key, perSecond, n, now, retry)
 		}
 		waiting = true
 		t := time.NewTimer(retry)
@@ -160,10 +165,10 @@ func (l *Limiter) release(key string) {
 	l.state(key).waiting--
 }
 
-// spread returns the delay of a delivery that cannot wait in-process: the
-// later of its GCRA retry-after and the limit's next free slot, which then
-// moves one emission interval on.
-func (l *Limiter) spread(key string, perSecond float64, now time.Time, retry time.Duration) time.Duration {
+// spread returns the delay of n deliveries that cannot wait in-process:
+// the later of their GCRA retry-after and the limit's next free slot,
+// which then moves n emission intervals on.
+func (l *Limiter) spread(key string, perSecond float64, n int, now time.Time, retry time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.state(key)
@@ -171,7 +176,7 @@ func (l *Limiter) spread(key string, perSecond float64, now time.Time, retry tim
 	if s.next.After(at) {
 		at = s.next
 	}
-	s.next = at.Add(time.Duration(float64(time.Second) / perSecond))
+	s.next = at.Add(time.Duration(float64(n) * float64(time.Second) / perSecond))
 	return at.Sub(now)
 }
 

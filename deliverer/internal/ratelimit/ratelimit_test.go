@@ -90,6 +90,31 @@ func testThrottledDeliveriesAreSpreadAtTheRate(t *testing.T, rc redisstate.Confi
 	}
 }
 
+// TestTenantChargesEveryDelivery: TakeTenant of n takes n of the quota,
+// so that a batch counts each of its events: a batch of the whole burst
+// leaves nothing for the next delivery, and a batch above the burst goes
+// once the quota is unused and holds the next ones back by its n intervals.
+func TestTenantChargesEveryDelivery(t *testing.T) {
+	redistest.Topologies(t, testTenantChargesEveryDelivery)
+}
+
+func testTenantChargesEveryDelivery(t *testing.T, rc redisstate.Config) {
+	l := New(guard(t, rc), 0, 16) // never waits in-process
+	if d := l.TakeTenant(ctx, "acme", 10, 10); d != 0 {
+		t.Fatalf("a batch of the burst (10) delayed %v", d)
+	}
+	if d := l.TakeTenant(ctx, "acme", 10, 1); d <= 0 {
+		t.Fatalf("a delivery after a batch of the whole burst went at once: the batch was charged less than its 10")
+	}
+	if d := l.TakeTenant(ctx, "big", 10, 25); d != 0 {
+		t.Fatalf("a batch of 25 above the burst of 10, the quota unused: delayed %v", d)
+	}
+	// 25 intervals of 100ms charged, its own one, less the burst of 10.
+	if d := l.TakeTenant(ctx, "big", 10, 1); d < 1500*time.Millisecond || d > 1600*time.Millisecond {
+		t.Fatalf("a delivery after a batch of 25 at 10/s: delayed %v, want 1.6s", d)
+	}
+}
+
 // TestRateHoldsOverAWindow lets 8 workers take as fast as they can, waiting
 // in-process, and checks the count against the rate over the time it took,
 // with loose bounds.
