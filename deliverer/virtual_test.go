@@ -259,8 +259,8 @@ func (b *bubbleEnv) tierRecords() int {
 // fakeRetrier stands in for the retrier: it reads every tier topic from the
 // start and, per partition in offset order, waits until a record's
 // not-before (virtual time passes) and then produces the same key and value
-// to the deliveries topic. That is all one event needs. The real retrier's
-// timing (holding back a partition, never sleeping in its poll loop,
+// (and a batch's mark) to the redeliveries topic. That is all one event
+// needs. The real retrier's timing (holding back a partition, never sleeping in its poll loop,
 // committing) is tested in retrier/virtual_test.go; here the deliverer is
 // under test.
 func (b *bubbleEnv) fakeRetrier() {
@@ -318,6 +318,9 @@ func (b *bubbleEnv) releaseDue(ctx context.Context, ch <-chan *kgo.Record) {
 		b.releases = append(b.releases, released{topic: r.Topic, attempt: d.Attempt, due: due, at: time.Now()})
 		b.mu.Unlock()
 		out := &kgo.Record{Topic: b.names.Redeliveries(), Key: r.Key, Value: r.Value}
+		if id, n, ok := topics.BatchOf(r.Headers); ok {
+			out.Headers = []kgo.RecordHeader{topics.BatchHeader(id, n)} // kept, as the retrier does
+		}
 		if err := b.cl.ProduceSync(ctx, out).FirstErr(); err != nil && ctx.Err() == nil {
 			b.t.Errorf("releasing %s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
 		}
