@@ -31,7 +31,9 @@ import (
 // a permanent failure or an exhausted schedule dead-letters them all. The
 // records stay unfinished until every record the batch caused is
 // acknowledged, and the batch holds one of the in-flight slots: a crash
-// repeats the batch's one request.
+// repeats the batch's one request. A batch of an ordered subscription
+// holds each key it carries with its outcome, as a single ordered delivery
+// holds its own (orderedBatch).
 
 // member is one decoded record of a batch.
 type member struct {
