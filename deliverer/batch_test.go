@@ -230,16 +230,20 @@ func TestBatchGoneDeadLettersAll(t *testing.T) {
 // BenchmarkBatches delivers 10,000 events, produced once the deliverer is
 // up, to one endpoint that takes 20 ms per request: one request per event
 // against batches of 100 (waiting at most 50 ms), with the default
-// in-flight cap per subscription (64). It reports events delivered per
-// second, from the first produced to the last received, and per request.
+// in-flight cap per subscription (64), and batches of 100 of an ordered
+// subscription, the events on 1,000 keys (ten each). It reports events
+// delivered per second, from the first produced to the last received, and
+// per request.
 func BenchmarkBatches(b *testing.B) {
 	const events, slow = 10_000, 20 * time.Millisecond
 	for _, bc := range []struct {
-		name  string
-		batch *topics.Batch
+		name    string
+		batch   *topics.Batch
+		ordered bool
 	}{
-		{"single", nil},
-		{"batches-of-100", &topics.Batch{MaxEvents: 100, MaxWaitMS: 50}},
+		{"single", nil, false},
+		{"batches-of-100", &topics.Batch{MaxEvents: 100, MaxWaitMS: 50}, false},
+		{"ordered-batches-of-100", &topics.Batch{MaxEvents: 100, MaxWaitMS: 50}, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for range b.N {
@@ -258,6 +262,9 @@ func BenchmarkBatches(b *testing.B) {
 				})
 				sub := newSub(b, "sub_bench", rc.url())
 				sub.Batch = bc.batch
+				if bc.ordered {
+					sub.Ordering = topics.OrderingKey
+				}
 				h.putSub(sub)
 				h.start(nil)
 				h.deliver(newDelivery(sub.ID, "evt_warm"))
@@ -266,12 +273,16 @@ func BenchmarkBatches(b *testing.B) {
 				requests.Store(0)
 				b.StartTimer()
 				start := time.Now()
-				var ds []topics.Delivery
+				var recs []*kgo.Record
 				for i := range events {
-					ds = append(ds, newDelivery(sub.ID, "evt_"+strconv.Itoa(i)))
-					if len(ds) == 1000 {
-						h.deliver(ds...)
-						ds = ds[:0]
+					d := newDelivery(sub.ID, "evt_"+strconv.Itoa(i))
+					if bc.ordered {
+						d.Key = "k" + strconv.Itoa(i%1000)
+					}
+					recs = append(recs, h.deliveryRecord(d, d.Key))
+					if len(recs) == 1000 {
+						h.produce(recs...)
+						recs = recs[:0]
 					}
 				}
 				waitFor(b, 5*time.Minute, "every event delivered", func() bool { return delivered.Load() >= events })

@@ -268,13 +268,7 @@ func TestOrderedBatchChargesTheQuotaPerEvent(t *testing.T) {
 	}
 	h.produce(recs...)
 	h.start(nil)
-	waitFor(t, 30*time.Second, "an outcome for every delivery", func() bool {
-		seen := map[string]bool{}
-		for _, a := range h.attempts() {
-			seen[a.EventID] = true
-		}
-		return len(seen) == len(ds)
-	})
+	h.waitOutcomes(len(ds), 30*time.Second)
 	throttled := map[string]int{}
 	for _, a := range h.attempts() {
 		switch a.Outcome {

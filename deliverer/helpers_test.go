@@ -181,6 +181,18 @@ func (h *harness) waitAttempt(eventID string) topics.Attempt {
 	return got[0]
 }
 
+// waitOutcomes waits until n events have an attempt record each.
+func (h *harness) waitOutcomes(n int, within time.Duration) {
+	h.t.Helper()
+	waitFor(h.t, within, "an outcome for every delivery", func() bool {
+		seen := map[string]bool{}
+		for _, a := range h.attempts() {
+			seen[a.EventID] = true
+		}
+		return len(seen) == n
+	})
+}
+
 // waitRecord waits for a record on topic whose value contains the event id.
 func (h *harness) waitRecord(topic, eventID string) *kgo.Record {
 	h.t.Helper()

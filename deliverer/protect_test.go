@@ -478,13 +478,7 @@ func TestTenantQuota(t *testing.T) {
 	add("vip", 40)
 	add("quiet", 3)
 	h.deliver(ds...)
-	waitFor(t, 60*time.Second, "an outcome for every delivery", func() bool {
-		seen := map[string]bool{}
-		for _, a := range h.attempts() {
-			seen[a.EventID] = true
-		}
-		return len(seen) == len(ds)
-	})
+	h.waitOutcomes(len(ds), 60*time.Second)
 
 	throttled := map[string]int{}
 	for _, a := range h.attempts() {
