@@ -121,6 +121,10 @@ var (
 // leaves out: undefined, a function, a symbol.
 func (e *encoder) property(key string, v goja.Value) bool {
 	r := e.g.r
+	if o, ok := v.(*goja.Object); ok && e.plainLazy(o) {
+		e.object(o)
+		return true
+	}
 	if _, ok := v.(*goja.Object); ok || isBigInt(v) {
 		if toJSON, ok := goja.AssertFunction(v.ToObject(r).Get("toJSON")); ok {
 			var err error
@@ -211,11 +215,16 @@ func (e *encoder) object(o *goja.Object) {
 	if len(e.stack) >= maxNesting {
 		e.g.refuse(LimitCallStack, "JSON nested deeper than %d", maxNesting)
 	}
-	if o.ExportType() == typeProxy {
+	l := e.g.lazyOf(o)
+	if l == nil && o.ExportType() == typeProxy {
 		panic(errSlowEncode)
 	}
 	e.stack = append(e.stack, o)
 	defer func() { e.stack = e.stack[:len(e.stack)-1] }()
+	if l != nil && !l.flushed {
+		e.lazy(l)
+		return
+	}
 	if o.ClassName() == "Array" {
 		n := o.Get("length").ToInteger()
 		e.write("[")
@@ -255,6 +264,50 @@ func (e *encoder) object(o *goja.Object) {
 	e.write("}")
 }
 
+// plainLazy reports whether o is a lazy not flushed whose toJSON, if any,
+// is not a function the script assigned: JSON holds no function, and the
+// prototype chain is the frozen Object.prototype, which has no toJSON.
+func (e *encoder) plainLazy(o *goja.Object) bool {
+	l := e.g.lazyOf(o)
+	if l == nil || l.flushed || e.g.intrinsic == nil {
+		return false
+	}
+	if !l.scanned {
+		return true
+	}
+	i := l.find("toJSON")
+	return i < 0 || !l.entries[i].set
+}
+
+// lazy writes a lazy's members: what the script did not change as the
+// producer's bytes, and the whole object so when the script never read it.
+func (e *encoder) lazy(l *lazy) {
+	if !l.scanned {
+		e.writeBytes(l.raw)
+		return
+	}
+	e.write("{")
+	empty := true
+	for i := range l.entries {
+		m := &l.entries[i]
+		mark := len(e.buf)
+		if !empty {
+			e.write(",")
+		}
+		e.quoteGo(m.key)
+		e.write(":")
+		switch {
+		case !m.set && (m.v == nil || m.raw[0] != '{' && m.raw[0] != '['):
+			e.writeBytes(m.raw)
+		case !e.property(m.key, m.v):
+			e.buf = e.buf[:mark]
+			continue
+		}
+		empty = false
+	}
+	e.write("}")
+}
+
 func containsRuneError(s string) bool {
 	for _, c := range s {
 		if c == utf8.RuneError {
@@ -270,6 +323,14 @@ func (e *encoder) write(s string) {
 		e.g.refuse(LimitOutput, "a body of more than %d bytes", e.budget)
 	}
 	e.buf = append(e.buf, s...)
+}
+
+// writeBytes appends b, refusing to go past the budget.
+func (e *encoder) writeBytes(b []byte) {
+	if len(e.buf)+len(b) > e.budget {
+		e.g.refuse(LimitOutput, "a body of more than %d bytes", e.budget)
+	}
+	e.buf = append(e.buf, b...)
 }
 
 const hexDigits = "0123456789abcdef"

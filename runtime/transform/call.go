@@ -156,6 +156,7 @@ func (c *call) run(done chan<- result) {
 		}
 	}()
 	out, err := c.execute()
+	clear(c.rm.g.lazies) // the event's data, not to be kept by an idle realm
 	if err != nil {
 		if cause := c.cause(); cause != nil {
 			err = cause

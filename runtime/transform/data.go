@@ -3,6 +3,7 @@ package transform
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -15,12 +16,13 @@ import (
 // JSON.parse it keeps key order (the last of a key named twice wins, in
 // the place of the first), makes every number a double, decodes strings
 // as encoding/json does (a lone surrogate or a byte that is not UTF-8
-// becomes U+FFFD), and defines "__proto__" as an own key. Text that is not
-// JSON goes to JSON.parse itself, for its SyntaxError.
+// becomes U+FFFD), and defines "__proto__" as an own key. Its objects are
+// lazies (lazy.go), decoded as the script reads them; the bytes are
+// checked whole first, so that data JSON.parse refuses (not JSON, nested
+// deeper than maxNesting, a number out of range) fails here, before the
+// handler runs, as it did when everything was decoded at once. Text that
+// is not JSON goes to JSON.parse itself, for its SyntaxError.
 func (g *guards) data(b []byte) (v goja.Value) {
-	if !json.Valid(b) {
-		return g.parseJSON(string(b))
-	}
 	defer func() {
 		if x := recover(); x != nil {
 			if x != errParse {
@@ -29,7 +31,11 @@ func (g *guards) data(b []byte) (v goja.Value) {
 			v = g.parseJSON(string(b))
 		}
 	}()
-	d := decoder{g: g, b: b}
+	c := checker{g: g, b: b}
+	if !c.valid() {
+		return g.parseJSON(string(b))
+	}
+	d := decoder{g: g, b: b, spans: c.spans}
 	return d.value(0)
 }
 
@@ -37,11 +43,12 @@ func (g *guards) data(b []byte) (v goja.Value) {
 // read a value (a number out of range): JSON.parse then says why.
 var errParse = errors.New("transform: data needs JSON.parse")
 
-// decoder reads valid JSON (json.Valid said so) into goja values.
+// decoder reads valid JSON (checker said so) into goja values.
 type decoder struct {
-	g *guards
-	b []byte
-	i int
+	g     *guards
+	b     []byte
+	spans []span
+	i     int
 }
 
 func (d *decoder) space() {
@@ -60,34 +67,7 @@ func (d *decoder) value(depth int) goja.Value {
 	r := d.g.r
 	switch c := d.b[d.i]; c {
 	case '{':
-		if depth++; depth > maxNesting {
-			d.g.refuse(LimitCallStack, "JSON nested deeper than %d", maxNesting)
-		}
-		o := r.NewObject()
-		d.i++
-		d.space()
-		if d.b[d.i] == '}' {
-			d.i++
-			return o
-		}
-		for {
-			d.space()
-			k := d.string()
-			d.space()
-			d.i++ // ':'
-			v := d.value(depth)
-			// Set is the cheaper; it would set the prototype, or run a
-			// setter Object.prototype has, for these.
-			if k == "__proto__" || o.Set(k, v) != nil {
-				must(o.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE))
-			}
-			d.space()
-			if d.b[d.i] == '}' {
-				d.i++
-				return o
-			}
-			d.i++ // ','
-		}
+		return d.g.newLazy(d, depth+1)
 	case '[':
 		if depth++; depth > maxNesting {
 			d.g.refuse(LimitCallStack, "JSON nested deeper than %d", maxNesting)
@@ -130,6 +110,33 @@ func (d *decoder) value(depth int) goja.Value {
 		}
 		return r.ToValue(f)
 	}
+}
+
+// skip moves past the value at d.i: past an object or array at once, to
+// the end the checker found for it, so that reading data level by level
+// costs its size once, not once per level.
+func (d *decoder) skip() {
+	switch d.b[d.i] {
+	case '"':
+		d.skipString()
+	case '{', '[':
+		k, _ := slices.BinarySearchFunc(d.spans, d.i, func(s span, at int) int { return s.start - at })
+		d.i = d.spans[k].end
+	default:
+		for d.i < len(d.b) && (isNumberByte(d.b[d.i]) || d.b[d.i] >= 'a' && d.b[d.i] <= 'z') {
+			d.i++
+		}
+	}
+}
+
+// skipString moves past the string at d.i.
+func (d *decoder) skipString() {
+	for d.i++; d.b[d.i] != '"'; d.i++ {
+		if d.b[d.i] == '\\' {
+			d.i++
+		}
+	}
+	d.i++
 }
 
 func isNumberByte(c byte) bool {

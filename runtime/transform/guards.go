@@ -80,6 +80,12 @@ type guards struct {
 	// intrinsic reports whether an object was frozen with the realm;
 	// nil when the realm is not frozen.
 	intrinsic func(*goja.Object) bool
+	// lazies are the call's objects of the event's data (lazy.go), by
+	// proxy and by target; traps are their traps, reflects the Reflect
+	// functions the traps forward with.
+	lazies   map[*goja.Object]*lazy
+	traps    goja.ProxyTrapConfig
+	reflects map[string]goja.Callable
 }
 
 // begin readies the guards and the runtime for c, under its script's
@@ -90,6 +96,7 @@ func (g *guards) begin(c *call) {
 	g.maxElems, g.maxChars = l.Memory/16, l.Memory/2
 	g.joining = g.joining[:0]
 	g.symbols = nil
+	clear(g.lazies)
 	g.r.SetMaxCallStackSize(l.CallDepth)
 }
 
@@ -133,6 +140,11 @@ func (g *guards) install(protos *goja.Object) {
 	g.wrap(array, "from", g.argLength(0))
 	g.wrap(object(object(global, "Function"), "prototype"), "apply", g.argLength(1))
 	reflect := object(global, "Reflect")
+	g.reflects = map[string]goja.Callable{}
+	for _, name := range []string{"get", "has", "set", "defineProperty", "preventExtensions", "setPrototypeOf"} {
+		g.reflects[name] = callable(reflect, name)
+	}
+	g.traps = g.lazyTraps()
 	g.wrap(reflect, "apply", g.argLength(2))
 	g.wrap(reflect, "construct", g.argLength(1))
 	g.wrap(reflect, "ownKeys", g.stringArg(0))
@@ -140,6 +152,9 @@ func (g *guards) install(protos *goja.Object) {
 	for _, name := range []string{"keys", "values", "entries", "getOwnPropertyNames", "getOwnPropertyDescriptors"} {
 		g.wrap(obj, name, g.stringArg(0))
 	}
+	g.wrap(obj, "defineProperty", g.flushArg)
+	g.wrap(obj, "defineProperties", g.flushArg)
+	g.wrap(reflect, "defineProperty", g.flushArg)
 
 	g.wrap(object(object(global, "WeakMap"), "prototype"), "set", g.notIntrinsic)
 	g.wrap(object(object(global, "WeakSet"), "prototype"), "add", g.notIntrinsic)

@@ -56,6 +56,32 @@ func BenchmarkRunPassThrough(b *testing.B) {
 	bench(b, `function handler(webhook) { return webhook }`)
 }
 
+// typical are the transformations BenchmarkTypical runs: the kinds issue
+// 27 names, each reading as little of the event as it needs.
+var typical = []struct{ name, src string }{
+	{"header", `function handler(webhook) { webhook.headers["x-tenant"] = webhook.tenant; return webhook }`},
+	{"rename", `function handler(webhook) {
+		webhook.data.customer = webhook.data.name;
+		delete webhook.data.name;
+		return webhook;
+	}`},
+	{"path", `function handler(webhook) { webhook.path = "/v2/" + webhook.type; return webhook }`},
+	{"cancel", `function handler(webhook) {
+		if (webhook.data.paid === false) webhook.cancel = true;
+		return webhook;
+	}`},
+	{"identity", `function handler(webhook) { return webhook }`},
+}
+
+// BenchmarkTypical runs each typical transformation on a 100-byte event
+// and on a 1 KiB one.
+func BenchmarkTypical(b *testing.B) {
+	for _, tc := range typical {
+		b.Run(tc.name+"/100B", func(b *testing.B) { benchOn(b, event, tc.src) })
+		b.Run(tc.name+"/1KiB", func(b *testing.B) { bench(b, tc.src) })
+	}
+}
+
 // bench runs src with a time limit of a second, not the default 50 ms: the
 // limit is wall-clock time, and a benchmark on a saturated machine must
 // not fail for waiting on a CPU. Besides wall time it reports cpu-ns/op,
