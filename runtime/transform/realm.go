@@ -1,9 +1,9 @@
 package transform
 
 import (
+	"context"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/ast"
@@ -58,7 +58,7 @@ type realm struct {
 }
 
 // serve runs the calls of a realm until it is closed. It holds the
-// channels, not the realm, so that a realm the pool let go is collected
+// channels, not the realm, so that a realm no one holds any more is collected
 // and its cleanup closes calls.
 func serve(calls <-chan *call, done chan<- result, ended chan<- struct{}) {
 	defer close(ended)
@@ -211,8 +211,51 @@ var errorTypes = []string{"Error", "EvalError", "RangeError", "ReferenceError", 
 // changes what the next one sees.
 var freezing = true
 
-// realms are the prepared realms not running a call.
-var realms sync.Pool
+// realms are the process's prepared realms: at most maxRealms, made as
+// calls need them and kept for the life of the process, idle holding
+// those not running a call. A call that finds none idle makes one while
+// there are fewer than maxRealms (a slot), else waits for one: on a busy
+// deliverer, calls on many goroutines at once each hold a realm until
+// their call ends, and a pool the garbage collector emptied had them
+// prepare dozens again after every collection, at milliseconds each, more
+// CPU than the calls themselves; running more calls at once than a few
+// per CPU gains nothing.
+var realms = struct {
+	idle  chan *realm
+	slots chan struct{}
+}{idle: make(chan *realm, maxRealms), slots: make(chan struct{}, maxRealms)}
+
+// maxRealms bounds the realms of the process, about half a megabyte each.
+var maxRealms = 8 * runtime.GOMAXPROCS(0)
+
+// getRealm is an idle realm, a new one, or, when there are maxRealms, the
+// first to be idle. It fails when ctx ends first, or when a realm cannot
+// be prepared.
+func getRealm(ctx context.Context) (*realm, error) {
+	select {
+	case rm := <-realms.idle:
+		return rm, nil
+	default:
+	}
+	select {
+	case rm := <-realms.idle:
+		return rm, nil
+	case realms.slots <- struct{}{}:
+		rm, err := newRealm()
+		if err != nil {
+			<-realms.slots
+		}
+		return rm, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// putRealm keeps a realm for a later call; dropRealm frees the slot of
+// one closed.
+func putRealm(rm *realm) { realms.idle <- rm }
+
+func dropRealm() { <-realms.slots }
 
 // maxScripts bounds the scripts' functions a realm keeps; past it, it
 // starts over.

@@ -181,15 +181,15 @@ func (s *Script) Run(ctx context.Context, in Input) (Output, error) {
 	if err != nil {
 		return Output{}, fmt.Errorf("transform: input url: %w", err)
 	}
-	rm, _ := realms.Get().(*realm)
-	if rm == nil {
-		if rm, err = newRealm(); err != nil {
-			return Output{}, err
-		}
+	rm, err := getRealm(ctx)
+	if err != nil {
+		return Output{}, err
 	}
 	out, reuse, err := rm.run(ctx, s, in, u)
 	if reuse {
-		realms.Put(rm)
+		putRealm(rm)
+	} else {
+		dropRealm()
 	}
 	return out, err
 }
