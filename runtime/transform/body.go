@@ -377,6 +377,10 @@ func (e *encoder) quoteGo(s string) {
 	if len(e.buf)+len(s)+2 > e.budget {
 		e.g.refuse(LimitOutput, "a body of more than %d bytes", e.budget)
 	}
+	if plain(s) {
+		e.buf = append(append(append(e.buf, '"'), s...), '"')
+		return
+	}
 	e.buf = append(e.buf, '"')
 	for _, c := range s {
 		e.char(c)
@@ -388,6 +392,16 @@ func (e *encoder) quoteGo(s string) {
 	if len(e.buf) > e.budget {
 		e.g.refuse(LimitOutput, "a body of more than %d bytes", e.budget)
 	}
+}
+
+// plain reports whether s is ASCII that JSON writes as it is.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *encoder) char(c rune) {

@@ -183,7 +183,7 @@ func compareKeys(a, b string) int {
 // arrayIndex is k as an array index (a canonical integer below 2^32-1),
 // or -1.
 func arrayIndex(k string) int64 {
-	if k == "" || len(k) > 10 || (k[0] == '0' && len(k) > 1) {
+	if k == "" || k[0] < '0' || k[0] > '9' || len(k) > 10 || (k[0] == '0' && len(k) > 1) {
 		return -1
 	}
 	n, err := strconv.ParseUint(k, 10, 32)
@@ -346,7 +346,7 @@ func (l *lazy) preventExtensions(t *goja.Object) bool {
 
 func (l *lazy) setPrototypeOf(t *goja.Object, proto *goja.Object) bool {
 	l.flush()
-	var p goja.Value = goja.Null()
+	p := goja.Null()
 	if proto != nil {
 		p = proto
 	}
