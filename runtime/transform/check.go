@@ -31,16 +31,7 @@ func (c *checker) valid() bool {
 	return c.i == len(c.b)
 }
 
-func (c *checker) space() {
-	for c.i < len(c.b) {
-		switch c.b[c.i] {
-		case ' ', '\t', '\n', '\r':
-			c.i++
-		default:
-			return
-		}
-	}
-}
+func (c *checker) space() { c.i = skipSpace(c.b, c.i) }
 
 // next is the byte at i, 0 past the end.
 func (c *checker) next() byte {

@@ -51,15 +51,20 @@ type decoder struct {
 	i     int
 }
 
-func (d *decoder) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
+func (d *decoder) space() { d.i = skipSpace(d.b, d.i) }
+
+// skipSpace is the position of the first byte from i on that is not
+// JSON's white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			d.i++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 func (d *decoder) value(depth int) goja.Value {

@@ -129,14 +129,7 @@ func TestLazyKeepsNothing(t *testing.T) {
 		webhook.data = [stashed, typeof kept, ({}).kept, JSON.kept, d.secret === undefined];
 		return webhook;
 	}`
-	s, err := Compile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm, err := newRealm()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, rm := onRealm(t, src)
 	u := mustURL(t, event.URL)
 	for i, data := range []string{`{"secret":"first tenant's"}`, `{}`} {
 		in := event

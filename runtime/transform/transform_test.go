@@ -333,14 +333,7 @@ func TestRealmAfterThrow(t *testing.T) {
 		webhook.data = [String(a), JSON.stringify(a), a.flat(Infinity).join("-")];
 		return webhook;
 	}`
-	s, err := Compile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm, err := newRealm()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, rm := onRealm(t, src)
 	u := mustURL(t, event.URL)
 	for _, mode := range []string{"join", "json", "sort", "replace"} {
 		_, reuse, err := rm.run(context.Background(), s, withMode(mode), u)
@@ -397,6 +390,20 @@ func TestStrictMode(t *testing.T) {
 			t.Fatalf("Compile(%q) = %v, want ErrCompile", src, err)
 		}
 	}
+}
+
+// onRealm compiles src and prepares a realm to run it on.
+func onRealm(t *testing.T, src string) (*Script, *realm) {
+	t.Helper()
+	s, err := Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := newRealm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, rm
 }
 
 func mustURL(t testing.TB, s string) *url.URL {
