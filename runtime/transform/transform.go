@@ -3,10 +3,11 @@
 // delivered and returns what to send instead, or cancels the delivery.
 //
 // Scripts are untrusted, so every call runs under the bounds of its Limits
-// in a goja runtime whose builtins are guarded and frozen, taken from a
-// pool the process's scripts share: the script runs as a strict-mode
-// function body, made anew for each call, so no state survives a call
-// (realm.go), and no I/O exists. The package documentation of Limits says what each bound
+// in a goja runtime whose builtins are guarded and frozen, one of a few
+// the process's scripts share: the script runs as a strict-mode function
+// body, made anew for each call, so no state survives a call (realm.go),
+// and no I/O exists. The event's data is decoded as the script reads it
+// (lazy.go). The package documentation of Limits says what each bound
 // guarantees and what it does not.
 package transform
 
