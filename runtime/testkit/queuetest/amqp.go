@@ -153,12 +153,12 @@ func (e *Exchange) channel() (*amqp.Channel, error) {
 	return e.Conn.Channel()
 }
 
-// PublishAMQP publishes n persistent messages (body(i), i from 0) to
-// exchange with routing key key, on a channel of its own in confirm mode,
+// PublishAMQP publishes n persistent messages (msg(i), i from 0, its
+// headers and id as the message's) to exchange with routing key key, on a channel of its own in confirm mode,
 // with up to inflight unconfirmed (1: each confirmed before the next is
 // sent). A nack or a returned (unroutable: published mandatory) message
 // is an error. It returns the first error, after which it sends no more.
-func PublishAMQP(ctx context.Context, conn *amqp.Connection, exchange, key string, n, inflight int, body func(int) []byte) error {
+func PublishAMQP(ctx context.Context, conn *amqp.Connection, exchange, key string, n, inflight int, msg func(int) Msg) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return err
@@ -196,11 +196,7 @@ func PublishAMQP(ctx context.Context, conn *amqp.Connection, exchange, key strin
 			}
 			window = window[1:]
 		}
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, amqp.Publishing{
-			ContentType:  "application/json",
-			DeliveryMode: amqp.Persistent,
-			Body:         body(i),
-		})
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, amqpPublishing(msg(i)))
 		if err != nil {
 			return err
 		}
@@ -212,4 +208,16 @@ func PublishAMQP(ctx context.Context, conn *amqp.Connection, exchange, key strin
 		}
 	}
 	return nil
+}
+
+// amqpPublishing is m as a persistent JSON message.
+func amqpPublishing(m Msg) amqp.Publishing {
+	p := amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: m.ID, Body: m.Body}
+	if len(m.Header) > 0 {
+		p.Headers = make(amqp.Table, len(m.Header))
+		for _, h := range m.Header {
+			p.Headers[h.Name] = h.Value
+		}
+	}
+	return p
 }

@@ -33,7 +33,7 @@ func BenchmarkNATSPublish(b *testing.B) {
 			js := connectNATS(b, url)
 			b.SetBytes(RecordSize)
 			b.ResetTimer()
-			if err := PublishNATS(context.Background(), js, s.Subject, b.N, c.inflight, Record); err != nil {
+			if err := PublishNATS(context.Background(), js, s.Subject, b.N, c.inflight, Records); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
@@ -53,7 +53,7 @@ func BenchmarkAMQPPublish(b *testing.B) {
 			conn := dialAMQP(b, url)
 			b.SetBytes(RecordSize)
 			b.ResetTimer()
-			if err := PublishAMQP(context.Background(), conn, e.Name, "order.created", b.N, c.inflight, Record); err != nil {
+			if err := PublishAMQP(context.Background(), conn, e.Name, "order.created", b.N, c.inflight, Records); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
@@ -86,7 +86,7 @@ func BenchmarkSQSPublish(b *testing.B) {
 			}
 			b.SetBytes(RecordSize)
 			b.ResetTimer()
-			if err := PublishSQS(context.Background(), q.Client, q.URL, group, b.N, c.inflight, Record); err != nil {
+			if err := PublishSQS(context.Background(), q.Client, q.URL, group, b.N, c.inflight, Records); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()

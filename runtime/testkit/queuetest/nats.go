@@ -114,15 +114,16 @@ func (s *Stream) Read(tb testing.TB, n int, timeout time.Duration) []*jetstream.
 	return msgs
 }
 
-// PublishNATS publishes n messages (body(i), i from 0) to subject through
-// js, one Publish each, with up to inflight unacknowledged (1: each
+// PublishNATS publishes n messages (msg(i), i from 0) to subject through
+// js, one Publish each (a message's id as its Nats-Msg-Id), with up to inflight unacknowledged (1: each
 // acknowledged before the next is sent; more: asynchronously, a window of
 // inflight acknowledgements). It returns the first error, after which it
 // sends no more.
-func PublishNATS(ctx context.Context, js jetstream.JetStream, subject string, n, inflight int, body func(int) []byte) error {
+func PublishNATS(ctx context.Context, js jetstream.JetStream, subject string, n, inflight int, msg func(int) Msg) error {
 	if inflight <= 1 {
 		for i := range n {
-			if _, err := js.Publish(ctx, subject, body(i)); err != nil {
+			m, opts := natsMsg(subject, msg(i))
+			if _, err := js.PublishMsg(ctx, m, opts...); err != nil {
 				return err
 			}
 		}
@@ -146,7 +147,8 @@ func PublishNATS(ctx context.Context, js jetstream.JetStream, subject string, n,
 			}
 			window = window[1:]
 		}
-		f, err := js.PublishAsync(subject, body(i))
+		m, opts := natsMsg(subject, msg(i))
+		f, err := js.PublishMsgAsync(m, opts...)
 		if err != nil {
 			return err
 		}
@@ -157,4 +159,19 @@ func PublishNATS(ctx context.Context, js jetstream.JetStream, subject string, n,
 		errs = append(errs, wait(f))
 	}
 	return errors.Join(errs...)
+}
+
+// natsMsg is m as a message to subject, with the options of its publish.
+func natsMsg(subject string, m Msg) (*nats.Msg, []jetstream.PublishOpt) {
+	nm := &nats.Msg{Subject: subject, Data: m.Body}
+	if len(m.Header) > 0 {
+		nm.Header = make(nats.Header, len(m.Header)+1)
+		for _, h := range m.Header {
+			nm.Header.Add(h.Name, h.Value)
+		}
+	}
+	if m.ID == "" {
+		return nm, nil
+	}
+	return nm, []jetstream.PublishOpt{jetstream.WithMsgID(m.ID)}
 }

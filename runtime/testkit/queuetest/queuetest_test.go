@@ -98,10 +98,10 @@ func TestNATS(t *testing.T) {
 	s, other := NewStream(t, url), NewStream(t, url)
 	js := connectNATS(t, url)
 	ctx := context.Background()
-	if err := PublishNATS(ctx, js, s.Subject, 10, 1, Record); err != nil {
+	if err := PublishNATS(ctx, js, s.Subject, 10, 1, Records); err != nil {
 		t.Fatal(err)
 	}
-	if err := PublishNATS(ctx, js, s.Subject+".more", 30, 8, func(i int) []byte { return Record(10 + i) }); err != nil {
+	if err := PublishNATS(ctx, js, s.Subject+".more", 30, 8, func(i int) Msg { return Records(10 + i) }); err != nil {
 		t.Fatal(err)
 	}
 	msgs := s.Read(t, 40, readTimeout)
@@ -135,10 +135,10 @@ func TestAMQP(t *testing.T) {
 	other := NewExchange(t, url, amqp.ExchangeTopic, "#")
 	conn := dialAMQP(t, url)
 	ctx := context.Background()
-	if err := PublishAMQP(ctx, conn, e.Name, "order.created", 10, 1, Record); err != nil {
+	if err := PublishAMQP(ctx, conn, e.Name, "order.created", 10, 1, Records); err != nil {
 		t.Fatal(err)
 	}
-	if err := PublishAMQP(ctx, conn, e.Name, "order.updated", 30, 8, func(i int) []byte { return Record(10 + i) }); err != nil {
+	if err := PublishAMQP(ctx, conn, e.Name, "order.updated", 30, 8, func(i int) Msg { return Records(10 + i) }); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, readTimeout, "40 messages queued", func() bool { return e.Count(t) == 40 })
@@ -161,10 +161,10 @@ func TestAMQP(t *testing.T) {
 	}
 
 	direct := NewExchange(t, url, amqp.ExchangeDirect, "only-this")
-	if err := PublishAMQP(ctx, conn, direct.Name, "another", 1, 1, Record); err == nil {
+	if err := PublishAMQP(ctx, conn, direct.Name, "another", 1, 1, Records); err == nil {
 		t.Error("an unroutable message was confirmed without error")
 	}
-	if err := PublishAMQP(ctx, conn, direct.Name, "only-this", 1, 1, Record); err != nil {
+	if err := PublishAMQP(ctx, conn, direct.Name, "only-this", 1, 1, Records); err != nil {
 		t.Fatal(err)
 	}
 	direct.Read(t, 1, readTimeout)
@@ -178,10 +178,10 @@ func TestSQS(t *testing.T) {
 	ctx := context.Background()
 	t.Run("standard", func(t *testing.T) {
 		q := NewQueue(t, endpoint, false)
-		if err := PublishSQS(ctx, q.Client, q.URL, "", 10, 1, Record); err != nil {
+		if err := PublishSQS(ctx, q.Client, q.URL, "", 10, 1, Records); err != nil {
 			t.Fatal(err)
 		}
-		if err := PublishSQS(ctx, q.Client, q.URL, "", 30, 8, func(i int) []byte { return Record(10 + i) }); err != nil {
+		if err := PublishSQS(ctx, q.Client, q.URL, "", 30, 8, func(i int) Msg { return Records(10 + i) }); err != nil {
 			t.Fatal(err)
 		}
 		if n := q.Count(t); n != 40 {
@@ -197,7 +197,7 @@ func TestSQS(t *testing.T) {
 		if !q.FIFO || q.URL[len(q.URL)-5:] != ".fifo" {
 			t.Fatalf("queue %s", q.URL)
 		}
-		if err := PublishSQS(ctx, q.Client, q.URL, "key-1", 25, 1, Record); err != nil {
+		if err := PublishSQS(ctx, q.Client, q.URL, "key-1", 25, 1, Records); err != nil {
 			t.Fatal(err)
 		}
 		// The same deduplication id again: taken, not queued.
@@ -247,7 +247,7 @@ func TestServerRestart(t *testing.T) {
 				publish = func(i int) error {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					defer cancel()
-					return PublishNATS(ctx, js, st.Subject, 1, 1, func(int) []byte { return Record(i) })
+					return PublishNATS(ctx, js, st.Subject, 1, 1, func(int) Msg { return Records(i) })
 				}
 				read = func(n int) [][]byte {
 					return bodies(st.Read(t, n, readTimeout), func(m *jetstream.RawStreamMsg) []byte { return m.Data })
@@ -260,7 +260,7 @@ func TestServerRestart(t *testing.T) {
 						return err
 					}
 					defer conn.Close()
-					return PublishAMQP(context.Background(), conn, e.Name, "", 1, 1, func(int) []byte { return Record(i) })
+					return PublishAMQP(context.Background(), conn, e.Name, "", 1, 1, func(int) Msg { return Records(i) })
 				}
 				read = func(n int) [][]byte {
 					return bodies(e.Read(t, n, readTimeout), func(d amqp.Delivery) []byte { return d.Body })
@@ -270,7 +270,7 @@ func TestServerRestart(t *testing.T) {
 				publish = func(i int) error {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
-					return PublishSQS(ctx, q.Client, q.URL, "g", 1, 1, func(int) []byte { return Record(i) })
+					return PublishSQS(ctx, q.Client, q.URL, "g", 1, 1, func(int) Msg { return Records(i) })
 				}
 				read = func(n int) [][]byte { return bodies(q.Read(t, n, readTimeout), sqsBody) }
 			}

@@ -132,16 +132,23 @@ func (q *Queue) Read(tb testing.TB, n int, timeout time.Duration) []types.Messag
 	return msgs
 }
 
-// PublishSQS sends n messages (body(i), i from 0) to the queue at
-// queueURL, one SendMessage each, with up to inflight requests at once
+// PublishSQS sends n messages (msg(i), i from 0, its headers as string
+// attributes) to the queue at queueURL, one SendMessage each, with up to inflight requests at once
 // (1: each answered before the next is sent). For a FIFO queue group is
 // the MessageGroupId of every message, each with a deduplication id of
 // its own; order within the group is only kept with inflight 1. It returns the
 // first error, after which it sends no more.
-func PublishSQS(ctx context.Context, client *sqs.Client, queueURL, group string, n, inflight int, body func(int) []byte) error {
+func PublishSQS(ctx context.Context, client *sqs.Client, queueURL, group string, n, inflight int, msg func(int) Msg) error {
 	run := uniqueName("") + "-"
 	send := func(ctx context.Context, i int) error {
-		in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(body(i)))}
+		m := msg(i)
+		in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(m.Body))}
+		if len(m.Header) > 0 {
+			in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(m.Header))
+			for _, h := range m.Header {
+				in.MessageAttributes[h.Name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h.Value)}
+			}
+		}
 		if group != "" {
 			in.MessageGroupId = aws.String(group)
 			in.MessageDeduplicationId = aws.String(run + strconv.Itoa(i))
