@@ -40,7 +40,9 @@ const (
 // then take turns for benchRounds rounds, the first to go alternating.
 // Reported: the medians of the Sender's msgs/s, the bare client's
 // (bare-msgs/s) and of each round's ratio of the two, with the lowest and
-// highest ratio (ratio-min, ratio-max). kafka is a customer's cluster:
+// highest ratio (ratio-min, ratio-max), and the process's CPU time per
+// message of each (cpu-µs/msg, bare-cpu-µs/msg: the broker's too when it
+// is kfake, in the process). kafka is a customer's cluster:
 // kfake on a 127.0.0.1 port, or the Apache Kafka at
 // WEBHOOKS_TEST_KAFKA_BROKERS; the others need the servers' variables:
 //
@@ -103,9 +105,9 @@ func benchPublish(b *testing.B, d *topics.Destination, bare barePublish) {
 		}
 	}
 	b.ResetTimer()
-	r := interleave(b, run, ours, theirs)
+	r := queuetest.Interleave(b, run, benchRounds, b.N, ours, theirs)
 	b.StopTimer()
-	r.report(b)
+	r.Report(b, "msgs/s")
 }
 
 // benchSub is a subscription delivering to d with two headers of its own:
@@ -114,55 +116,6 @@ func benchSub(b *testing.B, d *topics.Destination) topics.Subscription {
 	sub := destinationSub(b, d)
 	sub.Headers["X-Team"] = "payments"
 	return sub
-}
-
-// rounds are the rates of each round, ours and the bare client's.
-type rounds struct{ ours, bare []float64 }
-
-// interleave times benchRounds rounds of b.N messages by ours and by
-// bare, the one going first alternating, each message id new.
-func interleave(b *testing.B, run string, ours, bare func(prefix string, n int) error) rounds {
-	var r rounds
-	rate := func(f func(string, int) error, prefix string) float64 {
-		start := time.Now()
-		if err := f(prefix, b.N); err != nil {
-			b.Fatal(err)
-		}
-		return float64(b.N) / time.Since(start).Seconds()
-	}
-	for i := range benchRounds {
-		prefix := fmt.Sprintf("evt_%s_%d_", run, i)
-		if i%2 == 0 {
-			r.ours = append(r.ours, rate(ours, prefix+"s"))
-			r.bare = append(r.bare, rate(bare, prefix+"b"))
-		} else {
-			r.bare = append(r.bare, rate(bare, prefix+"b"))
-			r.ours = append(r.ours, rate(ours, prefix+"s"))
-		}
-	}
-	return r
-}
-
-// report reports the medians of the rates and of the rounds' ratios, and
-// the lowest and highest ratio.
-func (r rounds) report(b *testing.B) {
-	ratios := make([]float64, len(r.ours))
-	for i := range r.ours {
-		ratios[i] = r.ours[i] / r.bare[i]
-	}
-	b.ReportMetric(median(r.ours), "msgs/s")
-	b.ReportMetric(median(r.bare), "bare-msgs/s")
-	b.ReportMetric(median(ratios), "ratio")
-	b.ReportMetric(slices.Min(ratios), "ratio-min")
-	b.ReportMetric(slices.Max(ratios), "ratio-max")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // benchTrace is the trace context of the benchmarks' deliveries.
