@@ -23,6 +23,7 @@ type conns[C any] struct {
 	alive func(C) bool
 	mu    sync.Mutex
 	m     map[[32]byte]*conn[C]
+	keys  map[*topics.Destination][32]byte // see key
 }
 
 type conn[C any] struct {
@@ -31,15 +32,14 @@ type conn[C any] struct {
 }
 
 func newConns[C any](close1 func(C), alive func(C) bool) *conns[C] {
-	return &conns[C]{close1: close1, alive: alive, m: map[[32]byte]*conn[C]{}}
+	return &conns[C]{close1: close1, alive: alive, m: map[[32]byte]*conn[C]{}, keys: map[*topics.Destination][32]byte{}}
 }
 
 // get is d's connection, made by open the first time (outside the lock:
 // opening may dial, and other destinations need not wait for it).
 func (cs *conns[C]) get(d *topics.Destination, open func() (C, error)) (C, error) {
-	b, _ := json.Marshal(d) // a Destination always marshals
-	key := sha256.Sum256(b)
 	cs.mu.Lock()
+	key := cs.key(d)
 	if c := cs.m[key]; c != nil {
 		if cs.alive == nil || cs.alive(c.c) {
 			c.used = time.Now()
@@ -68,6 +68,27 @@ func (cs *conns[C]) get(d *topics.Destination, open func() (C, error)) (C, error
 	return c, nil
 }
 
+// maxDestinationKeys bounds the destinations whose key is remembered; past it, the
+// memo starts over.
+const maxDestinationKeys = 4 * maxConns
+
+// key is d's key, the hash of every field, remembered by d's address
+// (with cs.mu held): hashing each message's destination anew took a sixth
+// of a Kafka publish's CPU. A Destination is not changed once its
+// subscription is decoded; a change of subscription is a new one.
+func (cs *conns[C]) key(d *topics.Destination) [32]byte {
+	if k, ok := cs.keys[d]; ok {
+		return k
+	}
+	if len(cs.keys) >= maxDestinationKeys {
+		clear(cs.keys)
+	}
+	b, _ := json.Marshal(d) // a Destination always marshals
+	k := sha256.Sum256(b)
+	cs.keys[d] = k
+	return k
+}
+
 // evict closes the connection used longest ago.
 func (cs *conns[C]) evict() {
 	var oldest [32]byte
@@ -89,4 +110,5 @@ func (cs *conns[C]) close() {
 		cs.close1(c.c)
 		delete(cs.m, k)
 	}
+	clear(cs.keys)
 }
