@@ -195,13 +195,24 @@ test: deps assets lint fuzz helm asyncapi-validator
 	  echo "== faults of the broker itself, alone"; \
 	  $(GO) test -race -count=1 -timeout 20m -run '^$(BROKER_FAULTS)$$' ./pipeline/e2e/
 
-# BenchmarkDeployed runs on kfake and on Apache Kafka, side by side.
+# BenchmarkDeployed runs on kfake and on Apache Kafka, side by side. The
+# destination rows (issue 27) run after the others, on the customers'
+# brokers make test starts (on its ports), started only then so that
+# their boot does not load the machine under the others.
 bench: deps build
-	@set -euo pipefail; \
-	  trap '$(STOP_TEST_CLICKHOUSE)' EXIT; \
+	@set -euo pipefail; mkdir -p $(TESTDIR); \
+	  trap '$(STOP_TEST_CLICKHOUSE); $(STOP_TEST_QUEUES)' EXIT; \
 	  $(TEST_CLICKHOUSE); \
 	  $(SERVICES) install-kafka; \
 	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) WEBHOOKS_BENCH_APACHE=1 \
 	  WEBHOOKS_BENCH_CLICKHOUSE_PID=$$(tr -dc 0-9 <$(TESTDIR)/clickhouse/clickhouse-server.pid) \
 	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 40m ./pipeline/e2e/ ./dispatcher/; \
-	  $(GO) test -run '^$$' -bench BenchmarkTransformations -benchtime 1x -timeout 20m ./deliverer/
+	  $(GO) test -run '^$$' -bench BenchmarkTransformations -benchtime 1x -timeout 20m ./deliverer/; \
+	  echo "== destinations: each kind against its bare client"; \
+	  $(TEST_QUEUES); \
+	  export WEBHOOKS_TEST_NATS_URL=nats://hookpipe:hookpipe-secret@127.0.0.1:$(TEST_NATS_PORT) \
+	    WEBHOOKS_TEST_AMQP_URL=amqp://hookpipe:hookpipe-secret@127.0.0.1:$(TEST_RABBITMQ_PORT)/ \
+	    WEBHOOKS_TEST_SQS_ENDPOINT=http://127.0.0.1:$(TEST_ELASTICMQ_PORT) \
+	    WEBHOOKS_TEST_REQUIRE_SERVICES=1; \
+	  $(GO) test -run '^$$' -bench '^BenchmarkPublish$$' -benchtime 5000x -timeout 40m ./runtime/send/; \
+	  $(GO) test -run '^$$' -bench '^BenchmarkDestinations$$' -benchtime 1x -timeout 40m ./deliverer/
