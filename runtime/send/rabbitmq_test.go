@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +76,44 @@ func TestRabbitMQDestinationRefusals(t *testing.T) {
 		{"guarded address", func(*topics.Destination) {}, guarded, classify.Dead, topics.FailureBlockedAddr},
 		{"broker down", func(d *topics.Destination) { d.URL = down }, loopback, classify.Retry, topics.FailureConnection},
 	})
+}
+
+// TestRabbitMQReturnsSharedChannel: publishes in flight together on a
+// destination's one channel, half of them unroutable (an event type no
+// queue is bound for), are each told their own outcome: the routable
+// ones acknowledged and queued, the others refused.
+func TestRabbitMQReturnsSharedChannel(t *testing.T) {
+	t.Parallel()
+	raw := queuetest.AMQP(t)
+	e := queuetest.NewExchange(t, raw, amqp.ExchangeDirect, "order.created")
+	sub := destinationSub(t, rabbitDestination(t, raw, e))
+	s := New(loopback, Options{MaxInFlight: 64, MaxResponseBytes: 1024})
+	t.Cleanup(s.Close)
+	ctx := testCtx(t, 30*time.Second)
+	const n = 200
+	actions := make([]classify.Action, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			d := newDelivery(sub.ID, fmt.Sprintf("evt_%d", i))
+			if i%2 == 1 {
+				d.EventType = "order.unbound"
+			}
+			resp, err := s.Send(ctx, &sub, &d, nil)
+			actions[i] = classify.For(&sub, resp.Status, err).Action
+		})
+	}
+	wg.Wait()
+	for i, a := range actions {
+		if want := []classify.Action{classify.Success, classify.Dead}[i%2]; a != want {
+			t.Errorf("delivery %d: %v, want %v", i, a, want)
+		}
+	}
+	for _, m := range e.Read(t, n/2, 20*time.Second) {
+		if id := m.MessageId; id[len(id)-1]%2 == 1 {
+			t.Errorf("%s was queued: an unroutable message", id)
+		}
+	}
 }
 
 // TestRabbitMQReconnects: a connection the broker closed (it stopped) is
