@@ -15,8 +15,9 @@ import (
 )
 
 // amqpInFlight bounds the publishes in flight on a destination's
-// connection, all on one channel: the broker confirms many at once, where
-// a channel per publish cost it a third more CPU per message.
+// connection, all on one channel: the broker confirms many at once. A
+// channel per publish in flight cost the broker 30% more CPU per message
+// than the bare client's one channel (BenchmarkPublish); one, 10%.
 const amqpInFlight = 64
 
 // rabbitPublisher publishes to exchanges on the customers' own RabbitMQ
