@@ -194,7 +194,7 @@ func (ch *amqpChannel) publish(ctx context.Context, d *topics.Destination, m *Me
 		Body:         m.Body,
 	})
 	if err != nil {
-		ch.done(m.ID)
+		_, _ = ch.done(m.ID) // never sent: neither returned nor confirmed
 		return amqpError(err)
 	}
 	acked, err := dc.WaitContext(ctx)
