@@ -23,6 +23,17 @@ func rabbitDestination(t testing.TB, raw string, e *queuetest.Exchange) *topics.
 	return &topics.Destination{Type: topics.DestinationRabbitMQ, URL: u, Exchange: e.Name, Username: user, Password: password}
 }
 
+// rabbitDirect is a Sender of maxInFlight requests at once and a
+// subscription delivering to a direct exchange of the test's own, which
+// queues order.created.
+func rabbitDirect(t *testing.T, maxInFlight int) (*queuetest.Exchange, topics.Subscription, *Sender) {
+	raw := queuetest.AMQP(t)
+	e := queuetest.NewExchange(t, raw, amqp.ExchangeDirect, "order.created")
+	s := New(loopback, Options{MaxInFlight: maxInFlight, MaxResponseBytes: 1024})
+	t.Cleanup(s.Close)
+	return e, destinationSub(t, rabbitDestination(t, raw, e)), s
+}
+
 // TestRabbitMQDestination: deliveries to a RabbitMQ destination are
 // published to the customer's exchange, persistent, routed by the event
 // type, with the body an endpoint gets and the Standard Webhooks headers,
@@ -30,11 +41,7 @@ func rabbitDestination(t testing.TB, raw string, e *queuetest.Exchange) *topics.
 // queued in order.
 func TestRabbitMQDestination(t *testing.T) {
 	t.Parallel()
-	raw := queuetest.AMQP(t)
-	e := queuetest.NewExchange(t, raw, amqp.ExchangeDirect, "order.created")
-	sub := destinationSub(t, rabbitDestination(t, raw, e))
-	s := New(loopback, Options{MaxInFlight: 4, MaxResponseBytes: 1024})
-	t.Cleanup(s.Close)
+	e, sub, s := rabbitDirect(t, 4)
 	ids := []string{"evt_1", "evt_2", "evt_3", "evt_4"}
 	sendKeyed(t, s, &sub, "customer-7", ids...)
 
@@ -84,11 +91,7 @@ func TestRabbitMQDestinationRefusals(t *testing.T) {
 // ones acknowledged and queued, the others refused.
 func TestRabbitMQReturnsSharedChannel(t *testing.T) {
 	t.Parallel()
-	raw := queuetest.AMQP(t)
-	e := queuetest.NewExchange(t, raw, amqp.ExchangeDirect, "order.created")
-	sub := destinationSub(t, rabbitDestination(t, raw, e))
-	s := New(loopback, Options{MaxInFlight: 64, MaxResponseBytes: 1024})
-	t.Cleanup(s.Close)
+	e, sub, s := rabbitDirect(t, 64)
 	ctx := testCtx(t, 30*time.Second)
 	const n = 200
 	actions := make([]classify.Action, n)
