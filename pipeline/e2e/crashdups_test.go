@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -77,4 +79,116 @@ func TestKilledOrderedDuplicatesBounded(t *testing.T) {
 		}
 	}
 	r.checkSignatures(t)
+}
+
+// TestKilledBatchDuplicatesBounded (invariant 3, ADR 0040): a deliverer
+// killed with SIGKILL while a subscription takes its events in batches
+// repeats at most its in-flight cap of batches, whatever its commit
+// interval (the default, 1 s): a batch is one request, holding one slot
+// until a commit covers every record it carried, so at most cap ×
+// max_events events arrive twice, each in one of at most cap batches in
+// flight at the kill, and none more than twice. The second deliverer
+// batches the records it redoes as it finds them ready, so a repeat may
+// come in a batch with another webhook-id: repeats are grouped by the
+// batch that carried them first.
+func TestKilledBatchDuplicatesBounded(t *testing.T) {
+	bin := filepath.Join(binaries(t), "deliverer")
+	e := newEnv(t)
+	const inFlight, maxEvents = 4, 20
+	e.vars["WEBHOOKS_DELIVERER_MAX_IN_FLIGHT"] = strconv.Itoa(inFlight)
+	r := newReceiver(t)
+	r.delay = 4 * time.Millisecond
+	r.trust(e.subscribe(topics.Subscription{ID: "batched", URL: r.url("batched"), EventTypes: []string{"*"},
+		Enabled: true, Batch: &topics.Batch{MaxEvents: maxEvents, MaxWaitMS: 50}}))
+	e.startDispatcher()
+	e.startRetrier()
+	a := e.startProc(bin, "deliverer-a")
+
+	const n = 3000
+	e.publish(keyedEvents(n, 300, "order.updated")...)
+	wait(t, 120*time.Second, "a third of the events", func() bool { return len(batchesCarrying(t, r, "batched")) >= n/3 })
+	if err := a.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.Done()
+	before := len(batchesCarrying(t, r, "batched"))
+	e.startProc(bin, "deliverer-b")
+
+	var carried map[string][]string
+	wait(t, 120*time.Second, "every event", func() bool {
+		carried = batchesCarrying(t, r, "batched")
+		return len(carried) == n
+	})
+	if before == n {
+		t.Fatal("every event arrived before the kill: the test did not kill mid-stream")
+	}
+	repeated, firstBatches := 0, map[string]bool{}
+	for ev, ids := range carried {
+		if len(ids) > 2 {
+			t.Errorf("event %s arrived %d times after one kill, in batches %v", ev, len(ids), ids)
+		}
+		if len(ids) > 1 {
+			repeated++
+			firstBatches[ids[0]] = true
+		}
+	}
+	t.Logf("killed with %d of %d events delivered; %d events repeated, first carried by %d batches; %d requests repeated a webhook-id (in-flight cap %d, max_events %d)",
+		before, n, repeated, len(firstBatches), repeatedIDs(r, "batched"), inFlight, maxEvents)
+	if repeated > inFlight*maxEvents {
+		t.Errorf("%d events repeated after the kill, more than the %d × %d the killed deliverer's batches in flight carried",
+			repeated, inFlight, maxEvents)
+	}
+	if len(firstBatches) > inFlight {
+		t.Errorf("the repeated events were first carried by %d batches, more than the %d the killed deliverer could have unsettled",
+			len(firstBatches), inFlight)
+	}
+	r.checkSignatures(t)
+}
+
+// batchesCarrying lists, per event id, the webhook-ids of sub's accepted
+// requests that carried it, in the order they arrived. It fails the test
+// unless every body is an array of events whose ids the webhook-batch
+// header lists, in the body's order.
+func batchesCarrying(t *testing.T, r *receiver, sub string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, q := range r.got() {
+		if q.Sub != sub {
+			continue
+		}
+		var evs []struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(q.Body, &evs); err != nil {
+			t.Fatalf("a batch's body %.100s: not an array of events: %v", q.Body, err)
+		}
+		ids := make([]string, len(evs))
+		for i, ev := range evs {
+			ids[i] = ev.ID
+		}
+		if h := q.Header.Get(send.HeaderBatch); h != strings.Join(ids, " ") {
+			t.Fatalf("%s %q, want the body's ids %q", send.HeaderBatch, h, ids)
+		}
+		for _, id := range ids {
+			out[id] = append(out[id], q.Header.Get("webhook-id"))
+		}
+	}
+	return out
+}
+
+// repeatedIDs counts sub's accepted requests beyond the first of each
+// webhook-id.
+func repeatedIDs(r *receiver, sub string) int {
+	seen, n := map[string]bool{}, 0
+	for _, q := range r.got() {
+		id := q.Header.Get("webhook-id")
+		if q.Sub != sub {
+			continue
+		}
+		if seen[id] {
+			n++
+		}
+		seen[id] = true
+	}
+	return n
 }
