@@ -90,8 +90,15 @@ func TestKilledOrderedDuplicatesBounded(t *testing.T) {
 // flight at the kill, and none more than twice. The second deliverer
 // batches the records it redoes as it finds them ready, so a repeat may
 // come in a batch with another webhook-id: repeats are grouped by the
-// batch that carried them first.
+// batch that carried them first. An ordered subscription's batches also
+// keep each key's first arrivals in publish order across the kill.
 func TestKilledBatchDuplicatesBounded(t *testing.T) {
+	for _, ordering := range []string{topics.OrderingNone, topics.OrderingKey} {
+		t.Run(ordering, func(t *testing.T) { killMidBatches(t, ordering) })
+	}
+}
+
+func killMidBatches(t *testing.T, ordering string) {
 	bin := filepath.Join(binaries(t), "deliverer")
 	e := newEnv(t)
 	const inFlight, maxEvents = 4, 20
@@ -99,13 +106,13 @@ func TestKilledBatchDuplicatesBounded(t *testing.T) {
 	r := newReceiver(t)
 	r.delay = 4 * time.Millisecond
 	r.trust(e.subscribe(topics.Subscription{ID: "batched", URL: r.url("batched"), EventTypes: []string{"*"},
-		Enabled: true, Batch: &topics.Batch{MaxEvents: maxEvents, MaxWaitMS: 50}}))
+		Enabled: true, Ordering: ordering, Batch: &topics.Batch{MaxEvents: maxEvents, MaxWaitMS: 50}}))
 	e.startDispatcher()
 	e.startRetrier()
 	a := e.startProc(bin, "deliverer-a")
 
-	const n = 3000
-	e.publish(keyedEvents(n, 300, "order.updated")...)
+	const n, keys = 3000, 300
+	e.publish(keyedEvents(n, keys, "order.updated")...)
 	// Requests are counted, not parsed, so that the kill follows the third
 	// closely even under the race detector.
 	wait(t, 120*time.Second, "a third of the events", func() bool { return r.accepted("batched") >= n/3/maxEvents })
@@ -145,16 +152,26 @@ func TestKilledBatchDuplicatesBounded(t *testing.T) {
 		t.Errorf("the repeated events were first carried by %d batches, more than the %d the killed deliverer could have unsettled",
 			len(firstBatches), inFlight)
 	}
+	if ordering == topics.OrderingKey {
+		var arrived []string
+		for _, a := range batchArrivals(t, r, "batched") {
+			arrived = append(arrived, a.event)
+		}
+		assertFirstInKeyOrder(t, arrived, keys)
+	}
 	r.checkSignatures(t)
 }
 
-// batchesCarrying lists, per event id, the webhook-ids of sub's accepted
-// requests that carried it, in the order they arrived. It fails the test
+// batchArrival is an event as a batch request carried it.
+type batchArrival struct{ event, batch string }
+
+// batchArrivals lists the events of sub's accepted requests in the order
+// they arrived, each with the webhook-id of its request. It fails the test
 // unless every body is an array of events whose ids the webhook-batch
 // header lists, in the body's order.
-func batchesCarrying(t *testing.T, r *receiver, sub string) map[string][]string {
+func batchArrivals(t *testing.T, r *receiver, sub string) []batchArrival {
 	t.Helper()
-	out := map[string][]string{}
+	var out []batchArrival
 	for _, q := range r.got() {
 		if q.Sub != sub {
 			continue
@@ -168,13 +185,22 @@ func batchesCarrying(t *testing.T, r *receiver, sub string) map[string][]string 
 		ids := make([]string, len(evs))
 		for i, ev := range evs {
 			ids[i] = ev.ID
+			out = append(out, batchArrival{ev.ID, q.Header.Get("webhook-id")})
 		}
 		if h := q.Header.Get(send.HeaderBatch); h != strings.Join(ids, " ") {
 			t.Fatalf("%s %q, want the body's ids %q", send.HeaderBatch, h, ids)
 		}
-		for _, id := range ids {
-			out[id] = append(out[id], q.Header.Get("webhook-id"))
-		}
+	}
+	return out
+}
+
+// batchesCarrying lists, per event id, the webhook-ids of sub's accepted
+// requests that carried it, in the order they arrived (batchArrivals).
+func batchesCarrying(t *testing.T, r *receiver, sub string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, a := range batchArrivals(t, r, sub) {
+		out[a.event] = append(out[a.event], a.batch)
 	}
 	return out
 }
