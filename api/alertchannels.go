@@ -10,35 +10,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/api/alert"
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// AlertChannelBody is what is written of an alert channel.
-type AlertChannelBody struct {
-	Tenant   *string  `json:"tenant,omitempty" doc:"Whose operational events the channel hears of; a tenant key's own tenant when absent. An admin leaves it out for the operators' channel, which hears of every tenant."`
-	Kind     string   `json:"kind" enum:"email,slack,webhook" doc:"email (through the API's SMTP server, WEBHOOKS_SMTP_*), slack (a Slack-compatible incoming webhook: POST {\"text\": ...}) or webhook (POST of the digest as JSON)."`
-	To       []string `json:"to,omitempty" maxItems:"20" doc:"The recipients of an email channel: bare addresses."`
-	URL      string   `json:"url,omitempty" doc:"Where a slack or webhook channel POSTs; shown masked once written (it usually holds a credential)."`
-	Types    []string `json:"types,omitempty" doc:"The operational event types heard of: webhook.endpoint.failing, webhook.endpoint.recovered, webhook.endpoint.disabled, webhook.message.dead; absent: all."`
-	DigestMS int64    `json:"digest_ms,omitempty" doc:"The digest window in milliseconds (1000 to 86400000): the notices of a window are sent as one message at its end. Absent: 300000 (5 minutes)."`
-}
-
-// AlertChannel is an alert channel as the API shows it.
-type AlertChannel struct {
-	ID       string   `json:"id"`
-	Tenant   string   `json:"tenant" doc:"Empty for the operators' channel."`
-	Kind     string   `json:"kind"`
-	To       []string `json:"to,omitempty"`
-	URL      string   `json:"url,omitempty" doc:"Masked: the scheme and host."`
-	Types    []string `json:"types" doc:"Empty: every operational event type."`
-	DigestMS int64    `json:"digest_ms"`
-	// CreatedAt and UpdatedAt are the record's.
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-func alertChannelOut(c *topics.AlertChannel) AlertChannel {
-	out := AlertChannel{ID: c.ID, Tenant: c.Tenant, Kind: c.Kind, To: c.To, Types: c.Types, DigestMS: c.Digest().Milliseconds(),
+func alertChannelOut(c *topics.AlertChannel) service.AlertChannel {
+	out := service.AlertChannel{ID: c.ID, Tenant: c.Tenant, Kind: c.Kind, To: c.To, Types: c.Types, DigestMS: c.Digest().Milliseconds(),
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 	if out.Types == nil {
 		out.Types = []string{}
@@ -52,29 +29,16 @@ type alertChannelInput struct {
 }
 
 type alertChannelOutput struct {
-	Body AlertChannel
-}
-
-type alertChannelsOutput struct {
-	Body struct {
-		Data []AlertChannel `json:"data" doc:"The channels the key sees, by id."`
-	}
+	Body service.AlertChannel
 }
 
 type createAlertChannelInput struct {
-	Body AlertChannelBody
+	Body service.AlertChannelBody
 }
 
 type updateAlertChannelInput struct {
 	ID   string `path:"id" doc:"The channel's id."`
-	Body AlertChannelBody
-}
-
-type alertTestOutput struct {
-	Body struct {
-		Sent  bool   `json:"sent"`
-		Error string `json:"error,omitempty" doc:"Why it was not sent."`
-	}
+	Body service.AlertChannelBody
 }
 
 func (s *Server) registerAlertChannels() {
@@ -82,15 +46,15 @@ func (s *Server) registerAlertChannels() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-alert-channels", Method: http.MethodGet, Path: "/v1/alert-channels",
 		Summary: "List alert channels", Description: "A tenant key sees its tenant's; an admin every tenant's and the operators'.",
 		Tags: tags, Security: secured},
-		func(ctx context.Context, _ *struct{}) (*alertChannelsOutput, error) {
+		func(ctx context.Context, _ *struct{}) (*service.AlertChannelsOutput, error) {
 			if err := s.alerts.WaitCaughtUp(ctx); err != nil {
 				return nil, s.internal(err)
 			}
 			p := principalOf(ctx)
-			out := &alertChannelsOutput{}
-			out.Body.Data = []AlertChannel{}
+			out := &service.AlertChannelsOutput{}
+			out.Body.Data = []service.AlertChannel{}
 			for _, c := range s.alerts.All() {
-				if p.admin() || c.Tenant == p.tenant {
+				if p.Admin() || c.Tenant == p.Tenant {
 					out.Body.Data = append(out.Body.Data, alertChannelOut(c))
 				}
 			}
@@ -108,12 +72,12 @@ func (s *Server) registerAlertChannels() {
 			if in.Body.Tenant != nil {
 				c.Tenant = *in.Body.Tenant
 			}
-			if !p.admin() {
-				if in.Body.Tenant != nil && *in.Body.Tenant != p.tenant {
+			if !p.Admin() {
+				if in.Body.Tenant != nil && *in.Body.Tenant != p.Tenant {
 					return nil, huma.Error422UnprocessableEntity("invalid alert channel",
 						&huma.ErrorDetail{Location: "body.tenant", Message: "a tenant key adds channels of its own tenant only", Value: *in.Body.Tenant})
 				}
-				c.Tenant = p.tenant
+				c.Tenant = p.Tenant
 			}
 			return s.putAlertChannel(ctx, &c)
 		})
@@ -154,12 +118,12 @@ func (s *Server) registerAlertChannels() {
 	huma.Register(s.api, huma.Operation{OperationID: "test-alert-channel", Method: http.MethodPost, Path: "/v1/alert-channels/{id}/test",
 		Summary: "Send a test message", Description: "Sends a test message to the channel now and says whether it went; nothing is written.",
 		Tags: tags, Security: secured},
-		func(ctx context.Context, in *alertChannelInput) (*alertTestOutput, error) {
+		func(ctx context.Context, in *alertChannelInput) (*service.AlertTestOutput, error) {
 			c, err := s.visibleChannel(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
-			out := &alertTestOutput{}
+			out := &service.AlertTestOutput{}
 			if s.alertSender == nil {
 				out.Body.Error = "alert channels cannot send: see the API's log"
 			} else if err := s.alertSender.Send(ctx, c, alert.TestDigest(c, time.Now())); err != nil {
@@ -195,7 +159,7 @@ func (s *Server) visibleChannel(ctx context.Context, id string) (*topics.AlertCh
 	}
 	p := principalOf(ctx)
 	c, ok := s.alerts.Get(id)
-	if !ok || (!p.admin() && c.Tenant != p.tenant) {
+	if !ok || (!p.Admin() && c.Tenant != p.Tenant) {
 		return nil, huma.Error404NotFound("no alert channel " + id)
 	}
 	return c, nil

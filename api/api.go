@@ -8,7 +8,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/api/alert"
 	"github.com/hookpipe/hookpipe/api/internal/oprunner"
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
@@ -65,6 +65,7 @@ type Server struct {
 	runner      *oprunner.Runner
 	// creating are the subscription creates in progress (claims.go).
 	creating *claims
+	callers  service.Callers
 }
 
 // RunOperations carries out the bulk operations until ctx is done, on the
@@ -110,6 +111,7 @@ func New(o Options) *Server {
 		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
 		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
 	s.creating = newClaims(o.Subscriptions)
+	s.callers = service.Callers{AdminKey: cfg.AdminKey, Keys: o.Keys}
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
 	key, err := session.DecodeKey(cfg.SessionKey)
@@ -148,7 +150,7 @@ func New(o Options) *Server {
 	s.registerRetry()
 	s.registerExpunge()
 	s.registerPortalSessions()
-	s.registerUI()
+	s.registerPages()
 	return s
 }
 
@@ -177,22 +179,10 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // OpenAPI is the API's OpenAPI 3.1 document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 
-// principal is who a request acts as.
-type principal struct {
-	keyID  string // "" for the bootstrap admin key
-	tenant string // "" for an admin
-}
-
-func (p principal) admin() bool { return p.tenant == "" }
-
-// sees reports whether p may see a resource of tenant: admins see every
-// tenant, a tenant key its own only.
-func (p principal) sees(tenant string) bool { return p.admin() || p.tenant == tenant }
-
 type principalKey struct{}
 
-func principalOf(ctx context.Context) principal {
-	p, _ := ctx.Value(principalKey{}).(principal)
+func principalOf(ctx context.Context) service.Caller {
+	p, _ := ctx.Value(principalKey{}).(service.Caller)
 	return p
 }
 
@@ -201,11 +191,6 @@ var secured = []map[string][]string{{"bearer": {}}}
 
 // adminOnly marks operations a tenant key may not call.
 const adminOnly = "admin-only"
-
-// internalKey carries the principal of a request the dashboard or the
-// portal makes in-process (Server.call), on behalf of a session it
-// verified. A request from outside cannot set a context value.
-type internalKey struct{}
 
 // authenticate checks the bearer key of secured operations (or the
 // principal of an in-process request): unknown or revoked keys answer 401,
@@ -216,10 +201,10 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	p, known := ctx.Context().Value(internalKey{}).(principal)
+	p, known := service.InProcessCaller(ctx.Context())
 	if !known {
 		key, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
-		p, known = s.principal(strings.TrimSpace(key))
+		p, known = s.callers.Of(strings.TrimSpace(key))
 		known = ok && known
 	}
 	if !known {
@@ -227,27 +212,11 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer hpk_...")
 		return
 	}
-	if op.Metadata[adminOnly] == true && !p.admin() {
+	if op.Metadata[adminOnly] == true && !p.Admin() {
 		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "this operation takes an admin key")
 		return
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))
-}
-
-// principal looks a presented key up: the bootstrap admin key, or a key of
-// the apikeys topic that is not revoked.
-func (s *Server) principal(key string) (principal, bool) {
-	if key == "" {
-		return principal{}, false
-	}
-	if s.cfg.AdminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.AdminKey)) == 1 {
-		return principal{}, true
-	}
-	k, ok := s.keys.ByHash(topics.HashAPIKey(key))
-	if !ok || k.Revoked() {
-		return principal{}, false
-	}
-	return principal{keyID: k.ID, tenant: k.Tenant}, true
 }
 
 // metrics are the API's Prometheus metrics.

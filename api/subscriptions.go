@@ -10,45 +10,20 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/filter"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/runtime/transform"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// Subscription is a subscription as the API shows it. The signing secret is
-// in the answers to create and rotate-secret only.
-type Subscription struct {
-	ID             string            `json:"id" doc:"The subscription's id."`
-	Tenant         string            `json:"tenant,omitempty" doc:"Only this tenant's events match; absent: every tenant's."`
-	URL            string            `json:"url" doc:"The endpoint: absolute http or https."`
-	EventTypes     []string          `json:"event_types" doc:"Event type patterns: a type, prefix.* or *."`
-	Enabled        bool              `json:"enabled"`
-	Ordering       string            `json:"ordering" enum:"none,key" doc:"key: events with the same key are delivered in publish order."`
-	Headers        map[string]string `json:"headers,omitempty" doc:"Headers sent with every request."`
-	TimeoutMS      int               `json:"timeout_ms" doc:"HTTP timeout of one attempt, in milliseconds."`
-	RateLimitPerS  float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second to the endpoint; absent: no limit."`
-	RetrySchedule  []string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; absent: the default."`
-	RetryStatuses  []int             `json:"retry_statuses,omitempty" doc:"Permanent statuses retried instead of dead-lettered."`
-	Filter         string            `json:"filter,omitempty" doc:"A CEL expression over the event's type, tenant, key and data that must be true for the subscription to take it."`
-	Transformation string            `json:"transformation,omitempty" doc:"A JavaScript function handler(webhook) run on each delivery: it returns the body, headers, method and URL path to send, or cancels the delivery."`
-	Partitions     int               `json:"partitions" doc:"How many partitions of the deliveries topics its deliveries spread over, by key; 1: one, the default."`
-	Auth           *AuthView         `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint (its secrets never shown)."`
-	Destination    *Destination      `json:"destination,omitempty" doc:"Where deliveries go when not POSTed to url (its password, token and secret access key never shown); url is then its address."`
-	Batch          *Batch            `json:"batch,omitempty" doc:"Deliveries are sent in batches: one request whose body is a JSON array of events; absent: one request per event."`
-	DisabledReason string            `json:"disabled_reason,omitempty"`
-	Secret         string            `json:"secret,omitempty" doc:"The signing secret (whsec_...): in the answers to create and rotate-secret only."`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
-}
-
-func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
-	out := Subscription{ID: s.ID, Tenant: s.Tenant, URL: s.URL, EventTypes: s.EventTypes, Enabled: s.Enabled,
+func subscriptionOf(s *topics.Subscription, withSecret bool) service.Subscription {
+	out := service.Subscription{ID: s.ID, Tenant: s.Tenant, URL: s.URL, EventTypes: s.EventTypes, Enabled: s.Enabled,
 		Ordering: s.Ordering, Headers: s.Headers, TimeoutMS: int(s.Timeout().Milliseconds()), RateLimitPerS: s.RateLimitPerS,
 		RetrySchedule: s.RetrySchedule, RetryStatuses: s.RetryStatuses, Filter: s.Filter, Transformation: s.Transformation, Partitions: s.Width(), DisabledReason: s.DisabledReason,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	if a := s.Auth; a != nil {
-		out.Auth = &AuthView{Type: a.Type, Username: a.Username, TokenURL: a.TokenURL, ClientID: a.ClientID, Scopes: a.Scopes}
+		out.Auth = &service.AuthView{Type: a.Type, Username: a.Username, TokenURL: a.TokenURL, ClientID: a.ClientID, Scopes: a.Scopes}
 		if cert, err := a.ClientCertificate(); a.Type == topics.AuthMTLS && err == nil && cert.Leaf != nil {
 			out.Auth.CertificateSubject = cert.Leaf.Subject.String()
 			out.Auth.CertificateExpiresAt = &cert.Leaf.NotAfter
@@ -58,7 +33,7 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 		out.Destination = destinationOf(d)
 	}
 	if b := s.Batch; b != nil {
-		out.Batch = &Batch{MaxEvents: b.MaxEvents, MaxWaitMS: b.MaxWaitMS}
+		out.Batch = &service.Batch{MaxEvents: b.MaxEvents, MaxWaitMS: b.MaxWaitMS}
 	}
 	if out.Ordering == "" {
 		out.Ordering = topics.OrderingNone
@@ -67,18 +42,6 @@ func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {
 		out.Secret = s.Secret
 	}
 	return out
-}
-
-// AuthView is a subscription's endpoint auth as the API shows it: never
-// its password, token, client secret or private key.
-type AuthView struct {
-	Type                 string     `json:"type" enum:"basic,bearer,oauth2,mtls"`
-	Username             string     `json:"username,omitempty"`
-	TokenURL             string     `json:"token_url,omitempty"`
-	ClientID             string     `json:"client_id,omitempty"`
-	Scopes               []string   `json:"scopes,omitempty"`
-	CertificateSubject   string     `json:"certificate_subject,omitempty" doc:"mtls: the client certificate's subject."`
-	CertificateExpiresAt *time.Time `json:"certificate_expires_at,omitempty" doc:"mtls: when the client certificate expires."`
 }
 
 // AuthFields set a subscription's endpoint auth.
@@ -103,82 +66,33 @@ func (a *AuthFields) endpointAuth() *topics.EndpointAuth {
 		Certificate: a.Certificate, Key: a.Key, CA: a.CA}
 }
 
-// Destination is where a subscription's deliveries go when they are not
-// POSTed to its URL: a topic of the customer's Kafka cluster, a NATS
-// JetStream subject, a RabbitMQ exchange or an SQS queue. Each message
-// carries the body an endpoint gets and the Standard Webhooks headers.
-type Destination struct {
-	Type            string   `json:"type" enum:"http,kafka,nats,rabbitmq,sqs" doc:"http (POST to url; the default) or the kind of destination."`
-	URL             string   `json:"url,omitempty" doc:"nats: nats:// or tls://host:port; rabbitmq: amqp:// or amqps://host:port/vhost; sqs: the queue URL. Without credentials."`
-	Brokers         []string `json:"brokers,omitempty" doc:"kafka: the bootstrap brokers, host:port."`
-	Topic           string   `json:"topic,omitempty" doc:"kafka: the topic; the record key is the event's ordering key (its id without one)."`
-	Subject         string   `json:"subject,omitempty" doc:"nats: the subject, which a JetStream stream must capture."`
-	Exchange        string   `json:"exchange,omitempty" doc:"rabbitmq: the exchange; messages are persistent, published with confirms, and an unroutable one is refused."`
-	RoutingKey      string   `json:"routing_key,omitempty" doc:"rabbitmq: the routing key; default: the event type."`
-	Region          string   `json:"region,omitempty" doc:"sqs: the queue's AWS region."`
-	TLS             bool     `json:"tls,omitempty" doc:"kafka: connect over TLS."`
-	CA              string   `json:"ca,omitempty" doc:"kafka, nats, rabbitmq over TLS: CA certificates, PEM, signing the server's certificate (default: the system's)."`
-	SASL            string   `json:"sasl,omitempty" enum:"plain,scram-sha-256,scram-sha-512" doc:"kafka: the SASL mechanism for username and password."`
-	Username        string   `json:"username,omitempty" doc:"kafka (SASL), nats, rabbitmq."`
-	Password        string   `json:"password,omitempty" doc:"Sealed at rest, never shown again; on a change of the same type, absent keeps the current one."`
-	Token           string   `json:"token,omitempty" doc:"nats: a token instead of username and password. Sealed at rest, never shown again."`
-	AccessKeyID     string   `json:"access_key_id,omitempty" doc:"sqs: the access key id."`
-	SecretAccessKey string   `json:"secret_access_key,omitempty" doc:"sqs: the secret access key. Sealed at rest, never shown again."`
-}
-
 // destinationOf shows d without its secrets.
-func destinationOf(d *topics.Destination) *Destination {
-	return &Destination{Type: d.Type, URL: d.URL, Brokers: d.Brokers, Topic: d.Topic, Subject: d.Subject, Exchange: d.Exchange,
+func destinationOf(d *topics.Destination) *service.Destination {
+	return &service.Destination{Type: d.Type, URL: d.URL, Brokers: d.Brokers, Topic: d.Topic, Subject: d.Subject, Exchange: d.Exchange,
 		RoutingKey: d.RoutingKey, Region: d.Region, TLS: d.TLS, CA: d.CA, SASL: d.SASL, Username: d.Username, AccessKeyID: d.AccessKeyID}
-}
-
-// destination is the record's destination the fields describe (nil for
-// http), keeping old's secrets where the fields leave them out and old is
-// of the same type.
-func (d *Destination) destination(old *topics.Destination) *topics.Destination {
-	if d.Type == topics.DestinationHTTP {
-		return nil
-	}
-	out := &topics.Destination{Type: d.Type, URL: d.URL, Brokers: d.Brokers, Topic: d.Topic, Subject: d.Subject,
-		Exchange: d.Exchange, RoutingKey: d.RoutingKey, Region: d.Region, TLS: d.TLS, CA: d.CA, SASL: d.SASL,
-		Username: d.Username, Password: d.Password, Token: d.Token, AccessKeyID: d.AccessKeyID, SecretAccessKey: d.SecretAccessKey}
-	if old != nil && old.Type == out.Type {
-		for _, kept := range [][2]*string{{&out.Password, &old.Password}, {&out.Token, &old.Token}, {&out.SecretAccessKey, &old.SecretAccessKey}} {
-			if *kept[0] == "" {
-				*kept[0] = *kept[1]
-			}
-		}
-	}
-	return out
-}
-
-// Batch is how a subscription batches its deliveries (ADR 0040).
-type Batch struct {
-	MaxEvents int `json:"max_events" minimum:"0" maximum:"1000" doc:"The events of a batch at most, 2 to 1000; 0 (in a change): no more batches."`
-	MaxWaitMS int `json:"max_wait_ms,omitempty" minimum:"0" maximum:"60000" doc:"How long, in milliseconds, the first event of a batch waits for more before the batch goes with what it has, 1 to 60000."`
 }
 
 // subscriptionFields are the settable fields of a subscription; nil leaves
 // a field as it is (PATCH) or at its default (create).
 type subscriptionFields struct {
-	ID             *string            `json:"id,omitempty" doc:"On create: the subscription's id, default sub_ and 20 random letters and digits. Not changeable."`
-	Tenant         *string            `json:"tenant,omitempty" doc:"Only this tenant's events match. A tenant key's subscriptions are its tenant's."`
-	URL            *string            `json:"url,omitempty" doc:"The endpoint: absolute http or https, at most 2048 characters."`
-	EventTypes     []string           `json:"event_types,omitempty" doc:"Event type patterns: a type, prefix.* or *."`
-	Enabled        *bool              `json:"enabled,omitempty"`
-	Ordering       *string            `json:"ordering,omitempty" enum:"none,key"`
-	Headers        *map[string]string `json:"headers,omitempty" doc:"Headers sent with every request (replaces them all)."`
-	TimeoutMS      *int               `json:"timeout_ms,omitempty" doc:"HTTP timeout of one attempt, in milliseconds."`
-	RateLimitPerS  *float64           `json:"rate_limit_per_s,omitempty" doc:"Most requests per second; 0: no limit."`
-	RetrySchedule  *[]string          `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
-	RetryStatuses  *[]int             `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
-	Auth           *AuthFields        `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint, besides signing: an Authorization header (basic, bearer, oauth2) or a client certificate (mtls)."`
-	Destination    *Destination       `json:"destination,omitempty" doc:"Deliver to a Kafka topic, a NATS subject, a RabbitMQ exchange or an SQS queue instead of POSTing to url (then leave url out: it becomes the destination's address); type http goes back to url."`
-	Filter         *string            `json:"filter,omitempty" doc:"A CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. data.total > 100 && \"vip\" in data.tags; compiled and type-checked here (422 with the compiler's message); empty: none."`
-	Transformation *string            `json:"transformation,omitempty" doc:"A JavaScript function handler(webhook), at most 64 KiB, run on each delivery in a sandbox (no I/O, 50 ms, 16 MiB, no state kept between calls): it gets {id, type, timestamp, tenant, key, data, method, url, path, headers} and returns it changed (data or payload: the body; headers; method POST, PUT or PATCH; path) or with cancel: true to send nothing. A script that throws, runs over a limit or returns something else dead-letters the delivery (category transformation). Compiled here (422 naming the error); test it with POST /v1/transformations/test; empty: none."`
-	Batch          *Batch             `json:"batch,omitempty" doc:"Send the deliveries in batches: one request, signed as a whole, whose body is a JSON array of up to max_events events, its webhook-id the batch's id and its webhook-batch header the events' ids; a failed batch is retried as a batch. For HTTP endpoints without a transformation; an ordered subscription's batches keep each key's order, a failed one holding every key it carries; max_events 0: one request per event again."`
-	Partitions     *int               `json:"partitions,omitempty" minimum:"1" maximum:"64" doc:"Spread the deliveries over this many partitions of the deliveries topics, by key (a key keeps its order), so that as many deliverers carry a hot subscription; each gets that share of the per-subscription in-flight cap. More than the topics' partitions gains nothing. A change moves keys to other partitions: an ordered key's deliveries already queued, retried or held may be overtaken by its next ones. Default 1."`
-	Secret         *string            `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
+	ID             *string              `json:"id,omitempty" doc:"On create: the subscription's id, default sub_ and 20 random letters and digits. Not changeable."`
+	Tenant         *string              `json:"tenant,omitempty" doc:"Only this tenant's events match. A tenant key's subscriptions are its tenant's."`
+	URL            *string              `json:"url,omitempty" doc:"The endpoint: absolute http or https, at most 2048 characters."`
+	EventTypes     []string             `json:"event_types,omitempty" doc:"Event type patterns: a type, prefix.* or *."`
+	Enabled        *bool                `json:"enabled,omitempty"`
+	Ordering       *string              `json:"ordering,omitempty" enum:"none,key"`
+	Headers        *map[string]string   `json:"headers,omitempty" doc:"Headers sent with every request (replaces them all)."`
+	TimeoutMS      *int                 `json:"timeout_ms,omitempty" doc:"HTTP timeout of one attempt, in milliseconds."`
+	RateLimitPerS  *float64             `json:"rate_limit_per_s,omitempty" doc:"Most requests per second; 0: no limit."`
+	RetrySchedule  *[]string            `json:"retry_schedule,omitempty" doc:"Delays of the retries after the first attempt; empty: the default."`
+	RetryStatuses  *[]int               `json:"retry_statuses,omitempty" doc:"Permanent statuses to retry instead of dead-lettering."`
+	Auth           *AuthFields          `json:"auth,omitempty" doc:"How the deliverer authenticates to the endpoint, besides signing: an Authorization header (basic, bearer, oauth2) or a client certificate (mtls)."`
+	Destination    *service.Destination `json:"destination,omitempty" doc:"Deliver to a Kafka topic, a NATS subject, a RabbitMQ exchange or an SQS queue instead of POSTing to url (then leave url out: it becomes the destination's address); type http goes back to url."`
+	Filter         *string              `json:"filter,omitempty" doc:"A CEL expression over the event (type, tenant, key, data) that must be true for the subscription to take it, e.g. data.total > 100 && \"vip\" in data.tags; compiled and type-checked here (422 with the compiler's message); empty: none."`
+	Transformation *string              `json:"transformation,omitempty" doc:"A JavaScript function handler(webhook), at most 64 KiB, run on each delivery in a sandbox (no I/O, 50 ms, 16 MiB, no state kept between calls): it gets {id, type, timestamp, tenant, key, data, method, url, path, headers} and returns it changed (data or payload: the body; headers; method POST, PUT or PATCH; path) or with cancel: true to send nothing. A script that throws, runs over a limit or returns something else dead-letters the delivery (category transformation). Compiled here (422 naming the error); test it with POST /v1/transformations/test; empty: none."`
+	Batch          *service.Batch       `json:"batch,omitempty" doc:"Send the deliveries in batches: one request, signed as a whole, whose body is a JSON array of up to max_events events, its webhook-id the batch's id and its webhook-batch header the events' ids; a failed batch is retried as a batch. For HTTP endpoints without a transformation; an ordered subscription's batches keep each key's order, a failed one holding every key it carries; max_events 0: one request per event again."`
+	Partitions     *int                 `json:"partitions,omitempty" minimum:"1" maximum:"64" doc:"Spread the deliveries over this many partitions of the deliveries topics, by key (a key keeps its order), so that as many deliverers carry a hot subscription; each gets that share of the per-subscription in-flight cap. More than the topics' partitions gains nothing. A change moves keys to other partitions: an ordered key's deliveries already queued, retried or held may be overtaken by its next ones. Default 1."`
+	Secret         *string              `json:"secret,omitempty" doc:"The signing secret, whsec_ + base64 of 24-64 bytes; default: generated."`
 	// Verify is for create only.
 	Verify bool `json:"verify,omitempty" doc:"On create: first send the endpoint a signed webhook.verify event whose data holds a challenge; the endpoint must answer 2xx with the challenge in its body, or the subscription is not created (422 naming what it answered)."`
 }
@@ -203,7 +117,7 @@ func (f *subscriptionFields) apply(sub *topics.Subscription) {
 		}
 	}
 	if d := f.Destination; d != nil {
-		sub.Destination = d.destination(sub.Destination)
+		sub.Destination = d.Record(sub.Destination)
 	}
 	sub.Target(sub.Destination, sub.URL)
 	if f.EventTypes != nil {
@@ -248,7 +162,7 @@ type createSubscriptionInput struct {
 	Body subscriptionFields
 }
 
-type subscriptionOutput struct{ Body Subscription }
+type subscriptionOutput struct{ Body service.Subscription }
 
 type subscriptionIDInput struct {
 	ID string `path:"id" doc:"The subscription's id."`
@@ -274,13 +188,6 @@ type listSubscriptionsInput struct {
 	Limit     int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Most subscriptions in the page."`
 }
 
-type subscriptionsOutput struct {
-	Body struct {
-		Data       []Subscription `json:"data"`
-		NextCursor string         `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last."`
-	}
-}
-
 func (s *Server) registerSubscriptions() {
 	tags := []string{"Subscriptions"}
 	huma.Register(s.api, huma.Operation{OperationID: "create-subscription", Method: http.MethodPost, Path: "/v1/subscriptions",
@@ -294,12 +201,12 @@ func (s *Server) registerSubscriptions() {
 				sub.ID = *in.Body.ID
 			}
 			in.Body.apply(&sub)
-			if !p.admin() {
-				if in.Body.Tenant != nil && *in.Body.Tenant != p.tenant {
+			if !p.Admin() {
+				if in.Body.Tenant != nil && *in.Body.Tenant != p.Tenant {
 					return nil, huma.Error422UnprocessableEntity("invalid subscription",
 						&huma.ErrorDetail{Location: "body.tenant", Message: "a tenant key creates subscriptions of its own tenant only", Value: *in.Body.Tenant})
 				}
-				sub.Tenant = p.tenant
+				sub.Tenant = p.Tenant
 			}
 			if sub.Secret == "" {
 				secret, err := topics.NewSecret()
@@ -341,27 +248,27 @@ func (s *Server) registerSubscriptions() {
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "list-subscriptions", Method: http.MethodGet, Path: "/v1/subscriptions",
 		Summary: "List subscriptions", Description: "By id, in pages. Secrets are never listed.", Tags: tags, Security: secured},
-		func(ctx context.Context, in *listSubscriptionsInput) (*subscriptionsOutput, error) {
+		func(ctx context.Context, in *listSubscriptionsInput) (*service.SubscriptionsOutput, error) {
 			p := principalOf(ctx)
 			if err := s.subs.WaitCaughtUp(ctx); err != nil {
 				return nil, s.internal(err)
 			}
 			// A tenant key pages through its tenant's subscriptions only.
 			tenant, one := in.Tenant, in.Tenant != ""
-			if !p.admin() {
-				if one && in.Tenant != p.tenant {
-					out := &subscriptionsOutput{}
-					out.Body.Data = []Subscription{}
+			if !p.Admin() {
+				if one && in.Tenant != p.Tenant {
+					out := &service.SubscriptionsOutput{}
+					out.Body.Data = []service.Subscription{}
 					return out, nil
 				}
-				tenant, one = p.tenant, true
+				tenant, one = p.Tenant, true
 			}
 			page, more := s.subs.Page(tenant, one, in.Cursor, in.Limit, func(sub *topics.Subscription) bool {
 				return (in.Enabled == "" || (in.Enabled == "true") == sub.Enabled) &&
 					(in.EventType == "" || slices.ContainsFunc(sub.EventTypes, func(pt string) bool { return topics.MatchType(pt, in.EventType) }))
 			})
-			out := &subscriptionsOutput{}
-			out.Body.Data = make([]Subscription, 0, len(page))
+			out := &service.SubscriptionsOutput{}
+			out.Body.Data = make([]service.Subscription, 0, len(page))
 			for _, sub := range page {
 				out.Body.Data = append(out.Body.Data, subscriptionOf(sub, false))
 			}
@@ -391,7 +298,7 @@ func (s *Server) registerSubscriptions() {
 				return nil, huma.Error422UnprocessableEntity("invalid subscription",
 					&huma.ErrorDetail{Location: "body.id", Message: "a subscription's id cannot change", Value: *in.Body.ID})
 			}
-			if !p.admin() && in.Body.Tenant != nil && *in.Body.Tenant != p.tenant {
+			if !p.Admin() && in.Body.Tenant != nil && *in.Body.Tenant != p.Tenant {
 				return nil, huma.Error422UnprocessableEntity("invalid subscription",
 					&huma.ErrorDetail{Location: "body.tenant", Message: "a tenant key cannot move a subscription to another tenant", Value: *in.Body.Tenant})
 			}
@@ -458,7 +365,7 @@ func (s *Server) visible(ctx context.Context, id string) (*topics.Subscription, 
 		return nil, s.internal(err)
 	}
 	sub, ok := s.subs.Get(id)
-	if !ok || !principalOf(ctx).sees(sub.Tenant) {
+	if !ok || !principalOf(ctx).Sees(sub.Tenant) {
 		return nil, huma.Error404NotFound("no subscription " + id)
 	}
 	return sub, nil

@@ -1,4 +1,4 @@
-package api
+package ui
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -48,7 +49,7 @@ func readTypeForm(r *http.Request) typeForm {
 }
 
 // formOf is the edit form of a type as it is.
-func formOf(et EventType) typeForm {
+func formOf(et service.EventType) typeForm {
 	f := typeForm{Name: et.Name, Description: et.Description, Validation: et.Validation, Deprecated: et.Deprecated, Edit: true}
 	if len(et.Schema) > 0 {
 		f.Schema = prettyJSON(et.Schema)
@@ -63,8 +64,8 @@ func formOf(et EventType) typeForm {
 // body is the API's body of the form; false when the examples are not a
 // JSON array (its message then next to the field). The schema goes as
 // typed: the catalog's compiler judges it.
-func (f *typeForm) body() (EventTypeBody, bool) {
-	b := EventTypeBody{Description: f.Description, Validation: f.Validation, Deprecated: f.Deprecated}
+func (f *typeForm) body() (service.EventTypeBody, bool) {
+	b := service.EventTypeBody{Description: f.Description, Validation: f.Validation, Deprecated: f.Deprecated}
 	if s := strings.TrimSpace(f.Schema); s != "" {
 		b.Schema = json.RawMessage(s)
 	}
@@ -109,8 +110,8 @@ func (f *typeForm) refused(err error) string {
 // typeFaults are the invalid and unknown events of the last 24 hours by
 // type (the unknown types together under ""), most first, for admins; ok
 // is false without Redis.
-func (s *Server) typeFaults(ctx context.Context, v *view) (faults []EventTypeFaults, ok bool) {
-	var out eventTypeFaultsOutput
+func (s *Pages) typeFaults(ctx context.Context, v *view) (faults []service.EventTypeFaults, ok bool) {
+	var out service.EventTypeFaultsOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/event-types", nil, &out.Body); err != nil || !out.Body.Available {
 		return nil, false
 	}
@@ -118,28 +119,28 @@ func (s *Server) typeFaults(ctx context.Context, v *view) (faults []EventTypeFau
 }
 
 // catalogTypes is the event catalog as v reads it; nil when unreadable.
-func (s *Server) catalogTypes(ctx context.Context, v *view) []EventType {
-	var out eventTypeListOutput
+func (s *Pages) catalogTypes(ctx context.Context, v *view) []service.EventType {
+	var out service.EventTypeListOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types", nil, &out.Body); err != nil {
 		return nil
 	}
 	return out.Body.Data
 }
 
-func (s *Server) eventTypesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) eventTypesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	return s.renderEventTypes(r, v, typeForm{Validation: topics.ValidationWarn}, "", "")
 }
 
 // typeRow is a row of the event types page.
 type typeRow struct {
-	EventType
+	service.EventType
 	Invalid, Unknown int64
 }
 
-func (s *Server) renderEventTypes(r *http.Request, v *view, form typeForm, flash, msg string) page {
+func (s *Pages) renderEventTypes(r *http.Request, v *view, form typeForm, flash, msg string) page {
 	ctx := r.Context()
 	pg := page{Title: "Event types", Section: "event-types", Flash: flash, Error: msg, template: "event-types"}
-	var list eventTypeListOutput
+	var list service.EventTypeListOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types", nil, &list.Body); err != nil {
 		pg.Error = problemText(err)
 	}
@@ -149,14 +150,14 @@ func (s *Server) renderEventTypes(r *http.Request, v *view, form typeForm, flash
 		Counted bool
 		// Others are the counted types not in the catalog: "" for the
 		// unknown types together, a removed type by its name.
-		Others []EventTypeFaults
+		Others []service.EventTypeFaults
 		Form   typeForm
 	}{Form: form}
-	var faults []EventTypeFaults
+	var faults []service.EventTypeFaults
 	if !v.Portal {
 		faults, data.Counted = s.typeFaults(ctx, v)
 	}
-	byType := map[string]EventTypeFaults{}
+	byType := map[string]service.EventTypeFaults{}
 	for _, f := range faults {
 		byType[f.Type] = f
 	}
@@ -175,15 +176,15 @@ func (s *Server) renderEventTypes(r *http.Request, v *view, form typeForm, flash
 	return pg
 }
 
-func (s *Server) eventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) eventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
 	return s.renderEventType(w, r, v, r.PathValue("name"), nil, "", "")
 }
 
 // renderEventType renders a type's page; form, when set, is the edit form
 // as posted (with its messages), otherwise the type as it is.
-func (s *Server) renderEventType(w http.ResponseWriter, r *http.Request, v *view, name string, form *typeForm, flash, msg string) page {
+func (s *Pages) renderEventType(w http.ResponseWriter, r *http.Request, v *view, name string, form *typeForm, flash, msg string) page {
 	ctx := r.Context()
-	var et EventType
+	var et service.EventType
 	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types/"+url.PathEscape(name), nil, &et); err != nil {
 		return notFound(w, "event type "+name)
 	}
@@ -204,7 +205,7 @@ func (s *Server) renderEventType(w http.ResponseWriter, r *http.Request, v *view
 		}
 		data["Form"] = *form
 		if faults, ok := s.typeFaults(ctx, v); ok {
-			f := EventTypeFaults{Type: et.Name}
+			f := service.EventTypeFaults{Type: et.Name}
 			for _, x := range faults {
 				if x.Type == et.Name {
 					f = x
@@ -217,23 +218,23 @@ func (s *Server) renderEventType(w http.ResponseWriter, r *http.Request, v *view
 }
 
 // createEventTypeForm adds a type from the form of the event types page.
-func (s *Server) createEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) createEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
 	form := readTypeForm(r)
 	b, ok := form.body()
 	if !ok {
 		return s.renderEventTypes(r, v, form, "", "Not added: see the fields marked.")
 	}
-	out, err := s.createEventType(r.Context(), form.Name, b)
+	out, err := s.api.CreateEventType(r.Context(), form.Name, b)
 	if err != nil {
 		return s.renderEventTypes(r, v, form, "", strings.Replace(form.refused(err), "Not saved", "Not added", 1))
 	}
-	return s.renderEventType(w, r, v, out.Body.Name, nil, "Added "+out.Body.Name+" as version 1.", "")
+	return s.renderEventType(w, r, v, out.Name, nil, "Added "+out.Name+" as version 1.", "")
 }
 
 // editEventTypeForm writes the next version of a type from its edit form;
 // a breaking change is written only when the form says force (its "save
 // anyway" button, offered with the reasons).
-func (s *Server) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
 	name := r.PathValue("name")
 	form := readTypeForm(r)
 	form.Name, form.Edit = name, true
@@ -241,7 +242,7 @@ func (s *Server) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *vi
 	if !ok {
 		return s.renderEventType(w, r, v, name, &form, "", "Not saved: see the fields marked.")
 	}
-	out, err := s.updateEventType(r.Context(), name, b, r.PostFormValue("force") == "true")
+	out, err := s.api.UpdateEventType(r.Context(), name, b, r.PostFormValue("force") == "true")
 	var e *huma.ErrorModel
 	if errors.As(err, &e) && e.Status == http.StatusNotFound {
 		return notFound(w, "event type "+name)
@@ -249,12 +250,12 @@ func (s *Server) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *vi
 	if err != nil {
 		return s.renderEventType(w, r, v, name, &form, "", form.refused(err))
 	}
-	return s.renderEventType(w, r, v, name, nil, "Saved as version "+strconv.Itoa(out.Body.Version)+".", "")
+	return s.renderEventType(w, r, v, name, nil, "Saved as version "+strconv.Itoa(out.Version)+".", "")
 }
 
 // deleteEventTypePage asks to confirm a type's removal.
-func (s *Server) deleteEventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
-	var et EventType
+func (s *Pages) deleteEventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
+	var et service.EventType
 	if _, err := s.call(r.Context(), v.p, "GET", "/v1/event-types/"+url.PathEscape(r.PathValue("name")), nil, &et); err != nil {
 		return notFound(w, "event type "+r.PathValue("name"))
 	}
@@ -262,7 +263,7 @@ func (s *Server) deleteEventTypePage(w http.ResponseWriter, r *http.Request, v *
 }
 
 // deleteEventType removes a type, confirmed on deleteEventTypePage.
-func (s *Server) deleteEventType(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) deleteEventType(w http.ResponseWriter, r *http.Request, v *view) page {
 	name := r.PathValue("name")
 	if _, err := s.call(r.Context(), v.p, "DELETE", "/v1/event-types/"+url.PathEscape(name), nil, nil); err != nil {
 		if notFoundErr(err) {
@@ -276,7 +277,7 @@ func (s *Server) deleteEventType(w http.ResponseWriter, r *http.Request, v *view
 // typePick is the event types field of an endpoint's forms: the catalog's
 // types to tick, and the other types and patterns typed.
 type typePick struct {
-	Types  []EventType
+	Types  []service.EventType
 	Picked map[string]bool
 	// Other are the patterns that are not catalog types, comma-separated.
 	Other string
@@ -284,7 +285,7 @@ type typePick struct {
 
 // pickOf splits an endpoint's patterns into the catalog's types and the
 // others.
-func pickOf(types []EventType, patterns []string) typePick {
+func pickOf(types []service.EventType, patterns []string) typePick {
 	p := typePick{Types: types, Picked: map[string]bool{}}
 	known := map[string]bool{}
 	for _, t := range types {
@@ -314,7 +315,7 @@ type testChoice struct{ Value, Label string }
 
 // testChoices are the examples of the catalog's types the endpoint's
 // patterns match, for test-send; values are type#index.
-func testChoices(types []EventType, patterns []string) []testChoice {
+func testChoices(types []service.EventType, patterns []string) []testChoice {
 	var out []testChoice
 	for _, t := range types {
 		matched := false

@@ -1,26 +1,28 @@
-package api
+package ui
 
 import (
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
 
 // alertsPage lists the alert channels the view sees, with a form to add
 // one: the dashboard every tenant's and the operators', the portal its
 // tenant's.
-func (s *Server) alertsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
-	var out alertChannelsOutput
+func (s *Pages) alertsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+	var out service.AlertChannelsOutput
 	pg := page{Title: "Alerts", Section: "alerts", template: "alerts"}
 	if _, err := s.call(r.Context(), v.p, "GET", "/v1/alert-channels", nil, &out.Body); err != nil {
 		pg.Error = problemText(err)
 	}
-	pg.Data = map[string]any{"List": out.Body.Data, "Email": s.cfg.Alert.Email()}
+	pg.Data = map[string]any{"List": out.Body.Data, "Email": s.email}
 	return pg
 }
 
-func (s *Server) createAlertChannel(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) createAlertChannel(w http.ResponseWriter, r *http.Request, v *view) page {
 	body := map[string]any{"kind": r.PostFormValue("kind")}
 	if to := splitTypes(r.PostFormValue("to")); len(to) > 0 {
 		body["to"] = to
@@ -43,7 +45,7 @@ func (s *Server) createAlertChannel(w http.ResponseWriter, r *http.Request, v *v
 		}
 		body["digest_ms"] = int64(n * 60000)
 	}
-	var ch AlertChannel
+	var ch service.AlertChannel
 	_, err := s.call(r.Context(), v.p, "POST", "/v1/alert-channels", body, &ch)
 	pg := s.alertsPage(w, r, v)
 	if err != nil {
@@ -55,11 +57,11 @@ func (s *Server) createAlertChannel(w http.ResponseWriter, r *http.Request, v *v
 }
 
 // alertChannelAction tests or deletes a channel.
-func (s *Server) alertChannelAction(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) alertChannelAction(w http.ResponseWriter, r *http.Request, v *view) page {
 	id := url.PathEscape(r.PathValue("id"))
 	switch r.PathValue("action") {
 	case "test":
-		var out alertTestOutput
+		var out service.AlertTestOutput
 		_, err := s.call(r.Context(), v.p, "POST", "/v1/alert-channels/"+id+"/test", nil, &out.Body)
 		pg := s.alertsPage(w, r, v)
 		switch {

@@ -1,0 +1,40 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
+	"github.com/hookpipe/hookpipe/api/internal/ui"
+)
+
+// pagesAPI is the API as the dashboard and the portal see it (package
+// internal/ui): its routes, and the answers no route gives.
+type pagesAPI struct{ s *Server }
+
+func (a pagesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.mux.ServeHTTP(w, r) }
+
+func (a pagesAPI) BreakerStates(ctx context.Context, subs []string) map[string]string {
+	return a.s.breakerStates(ctx, subs)
+}
+
+func (a pagesAPI) CreateEventType(ctx context.Context, name string, b service.EventTypeBody) (service.EventType, error) {
+	return bodyOf(a.s.createEventType(ctx, name, b))
+}
+
+func (a pagesAPI) UpdateEventType(ctx context.Context, name string, b service.EventTypeBody, force bool) (service.EventType, error) {
+	return bodyOf(a.s.updateEventType(ctx, name, b, force))
+}
+
+func bodyOf(out *eventTypeOutput, err error) (service.EventType, error) {
+	if err != nil {
+		return service.EventType{}, err
+	}
+	return out.Body, nil
+}
+
+// registerPages serves the dashboard and the portal.
+func (s *Server) registerPages() {
+	ui.New(ui.Options{API: pagesAPI{s}, Callers: s.callers, Signer: s.signer, Assets: assets,
+		AlertEmail: s.cfg.Alert.Email(), Log: s.log}).Register(s.mux)
+}
