@@ -61,11 +61,10 @@ type Server struct {
 	// alerts are the alert channels (running: Run); nil: none.
 	alerts *table.AlertTable
 	// alertSender sends the alert channels' test messages.
-	alertSender *alert.Sender
-	runner      *oprunner.Runner
-	// creating are the subscription creates in progress (claims.go).
-	creating *claims
-	callers  service.Callers
+	alertSender   *alert.Sender
+	runner        *oprunner.Runner
+	subscriptions *service.Subscriptions
+	callers       service.Callers
 }
 
 // RunOperations carries out the bulk operations until ctx is done, on the
@@ -110,7 +109,8 @@ func New(o Options) *Server {
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: o.Client, subs: o.Subscriptions, keys: o.Keys, log: log, mux: http.NewServeMux(),
 		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
 		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
-	s.creating = newClaims(o.Subscriptions)
+	s.subscriptions = service.NewSubscriptions(service.SubscriptionsOptions{Topic: cfg.Kafka.Names.Subscriptions(), Client: o.Client,
+		Table: o.Subscriptions, Tenants: o.Tenants, Secrets: cfg.Secrets, MaxPerTenant: cfg.TenantMaxSubscriptions, Verify: s.verify})
 	s.callers = service.Callers{AdminKey: cfg.AdminKey, Keys: o.Keys}
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
@@ -262,6 +262,30 @@ func (s *Server) invalid(err error, fieldPrefix string) error {
 		return huma.Error422UnprocessableEntity("invalid "+ie.Record, &huma.ErrorDetail{Location: loc, Message: ie.Reason})
 	}
 	return s.internal(err)
+}
+
+// problem answers an error of the service layer: a refusal with its
+// status (an invalid field named in the body), a huma error as it is, any
+// other as invalid does.
+func (s *Server) problem(err error) error {
+	var e *service.Error
+	var se huma.StatusError
+	switch {
+	case errors.As(err, &e):
+		switch e.Kind {
+		case service.NotFound:
+			return huma.Error404NotFound(e.Msg)
+		case service.Conflict:
+			return huma.Error409Conflict(e.Msg)
+		case service.Unavailable:
+			return huma.Error503ServiceUnavailable(e.Msg)
+		case service.Invalid:
+			return huma.Error422UnprocessableEntity(e.Msg, &huma.ErrorDetail{Location: "body." + e.Field, Message: e.Why, Value: e.Value})
+		}
+	case errors.As(err, &se):
+		return err
+	}
+	return s.invalid(err, "")
 }
 
 // internal logs err and answers a 500 without its text.

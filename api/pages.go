@@ -35,6 +35,6 @@ func bodyOf(out *eventTypeOutput, err error) (service.EventType, error) {
 
 // registerPages serves the dashboard and the portal.
 func (s *Server) registerPages() {
-	ui.New(ui.Options{API: pagesAPI{s}, Callers: s.callers, Signer: s.signer, Assets: assets,
+	ui.New(ui.Options{API: pagesAPI{s}, Callers: s.callers, Subscriptions: s.subscriptions, Signer: s.signer, Assets: assets,
 		AlertEmail: s.cfg.Alert.Email(), Log: s.log}).Register(s.mux)
 }

@@ -129,7 +129,9 @@ type API interface {
 type Options struct {
 	API     API
 	Callers service.Callers // who signs in
-	Signer  session.Signer  // of dashboard sessions and portal links
+	// Subscriptions are the endpoints the pages show.
+	Subscriptions *service.Subscriptions
+	Signer        session.Signer // of dashboard sessions and portal links
 	// Assets are the API's front-end assets (uPlot, htmx) under
 	// assets/dist; missing ones are not served.
 	Assets fs.FS
@@ -142,6 +144,7 @@ type Options struct {
 type Pages struct {
 	api     API
 	callers service.Callers
+	subs    *service.Subscriptions
 	signer  session.Signer
 	assets  fs.FS
 	email   bool
@@ -150,7 +153,7 @@ type Pages struct {
 
 // New makes the pages.
 func New(o Options) *Pages {
-	return &Pages{api: o.API, callers: o.Callers, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
+	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
 }
 
 // Register serves the pages and their assets on mux.
@@ -425,11 +428,10 @@ func (s *Pages) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) pa
 		// events in the last 24 hours, the most first.
 		TypeFaults []service.EventTypeFaults
 	}{Chart: s.chartOf(ctx, v, window, ""), Windows: []string{"1h", "24h", "7d"}}
-	var subs service.SubscriptionsOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?limit=1000", nil, &subs.Body); err == nil {
-		data.Subscriptions = len(subs.Body.Data)
-		ids := make([]string, len(subs.Body.Data))
-		for i, sub := range subs.Body.Data {
+	if subs, _, err := s.subs.List(ctx, v.p, service.SubscriptionQuery{Limit: 1000}); err == nil {
+		data.Subscriptions = len(subs)
+		ids := make([]string, len(subs))
+		for i, sub := range subs {
 			ids[i] = sub.ID
 		}
 		states := s.api.BreakerStates(ctx, ids)
@@ -461,13 +463,10 @@ func (s *Pages) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) pa
 
 func (s *Pages) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	ctx := r.Context()
-	var out service.SubscriptionsOutput
-	q := url.Values{"limit": {"100"}}
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		q.Set("cursor", c)
-	}
 	pg := page{Title: "Endpoints", Section: "subscriptions", template: "subscriptions"}
-	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?"+q.Encode(), nil, &out.Body); err != nil {
+	list, next, err := s.subs.List(ctx, v.p, service.SubscriptionQuery{Cursor: r.URL.Query().Get("cursor"), Limit: 100})
+	if err != nil {
+		s.log.Error("listing subscriptions", zap.Error(err))
 		pg.Error = problemText(err)
 	}
 	type row struct {
@@ -483,13 +482,13 @@ func (s *Pages) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vie
 			spark[se.Key] = se
 		}
 	}
-	ids := make([]string, len(out.Body.Data))
-	for i, sub := range out.Body.Data {
+	ids := make([]string, len(list))
+	for i, sub := range list {
 		ids[i] = sub.ID
 	}
 	states := s.api.BreakerStates(ctx, ids)
-	rows := make([]row, 0, len(out.Body.Data))
-	for _, sub := range out.Body.Data {
+	rows := make([]row, 0, len(list))
+	for _, sub := range list {
 		svg, rate := sparkline(spark[sub.ID].Points)
 		st := cmp.Or(states[sub.ID], redisstate.StateClosed)
 		rows = append(rows, row{Subscription: sub, Breaker: st, Sparkline: svg, Rate: rate})
@@ -498,7 +497,7 @@ func (s *Pages) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vie
 	if len(pick.Types) == 0 {
 		pick.Other = "*"
 	}
-	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor, "Pick": pick, "Dest": destFormOf(nil, "", false)}
+	pg.Data = map[string]any{"List": rows, "Next": next, "Pick": pick, "Dest": destFormOf(nil, "", false)}
 	return pg
 }
 
@@ -581,8 +580,8 @@ func (s *Pages) subscriptionPage(w http.ResponseWriter, r *http.Request, v *view
 
 func (s *Pages) renderSubscription(w http.ResponseWriter, r *http.Request, v *view, id, flash string, test any) page {
 	ctx := r.Context()
-	var sub service.Subscription
-	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id), nil, &sub); err != nil {
+	sub, err := s.subs.Get(ctx, v.p, id)
+	if err != nil {
 		return notFound(w, "endpoint "+id)
 	}
 	types := s.catalogTypes(ctx, v)
