@@ -23,12 +23,12 @@ import (
 // dead-letter list hides its data and a redrive skips it.
 func TestMessageExpunge(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"x1", "evt_x", "order.created", "sub_x", "acme", uint32(1), "retry", "server_error", uint16(500), 2.0, t0, "endpoint answered 500", t0, t0, `{"echo":"4111 1111"}`},
-		{"x2", "evt_x", "order.created", "sub_x", "acme", uint32(2), "success", "", uint16(200), 2.0, t0.Add(time.Second), "", epoch, t0, `{"echo":"4111 1111"}`},
-		{"y1", "evt_y", "order.created", "sub_x", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "kept"},
+	r, t0 := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"x1", "evt_x", "order.created", "sub_x", "acme", uint32(1), "retry", "server_error", uint16(500), 2.0, t0, "endpoint answered 500", t0, t0, `{"echo":"4111 1111"}`},
+			{"x2", "evt_x", "order.created", "sub_x", "acme", uint32(2), "success", "", uint16(200), 2.0, t0.Add(time.Second), "", epoch, t0, `{"echo":"4111 1111"}`},
+			{"y1", "evt_y", "order.created", "sub_x", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "kept"},
+		}
 	})
 	c := r.c
 	var recs []*kgo.Record

@@ -24,13 +24,13 @@ import (
 // samples; a tenant key sees its tenant's events only (another's: 404).
 func TestMessageLog(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"a1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 12.5, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, "down"},
-		{"a2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 3.25, t0.Add(6 * time.Second), "", epoch, t0, "ok"},
-		{"b1", "evt_1", "order.created", "sub_b", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "timeout", t0.Add(time.Minute), t0, ""},
-		{"c1", "evt_2", "order.created", "sub_c", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 2.0, t0, "endpoint answered 404", epoch, t0, "nope"},
+	r, t0 := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"a1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 12.5, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, "down"},
+			{"a2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 3.25, t0.Add(6 * time.Second), "", epoch, t0, "ok"},
+			{"b1", "evt_1", "order.created", "sub_b", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "timeout", t0.Add(time.Minute), t0, ""},
+			{"c1", "evt_2", "order.created", "sub_c", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 2.0, t0, "endpoint answered 404", epoch, t0, "nope"},
+		}
 	})
 	var m service.Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_1", adminKey, nil, &m)
@@ -97,13 +97,13 @@ func TestMessageLog(t *testing.T) {
 // the recorder's views and table; the breaker from Redis (closed without).
 func TestSubscriptionHealth(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-2 * time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"h1", "evt_1", "order.created", "sub_h", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, ""},
-		{"h2", "evt_1", "order.created", "sub_h", "acme", uint32(2), "success", "", uint16(200), 10.0, t0.Add(6 * time.Second), "", epoch, t0, ""},
-		{"h3", "evt_2", "order.created", "sub_h", "acme", uint32(1), "success", "", uint16(204), 20.0, t0.Add(7 * time.Second), "", epoch, t0, ""},
-		{"h4", "evt_3", "order.created", "sub_other", "acme", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+	r, _ := recordedAgo(t, 2*time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"h1", "evt_1", "order.created", "sub_h", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, ""},
+			{"h2", "evt_1", "order.created", "sub_h", "acme", uint32(2), "success", "", uint16(200), 10.0, t0.Add(6 * time.Second), "", epoch, t0, ""},
+			{"h3", "evt_2", "order.created", "sub_h", "acme", uint32(1), "success", "", uint16(204), 20.0, t0.Add(7 * time.Second), "", epoch, t0, ""},
+			{"h4", "evt_3", "order.created", "sub_other", "acme", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+		}
 	})
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_h", "tenant": "acme",
 		"url": "https://a.example/", "event_types": []string{"*"}}, nil)
@@ -132,12 +132,12 @@ func TestSubscriptionHealth(t *testing.T) {
 // key's tenant.
 func TestStats(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"s1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "", epoch, t0, ""},
-		{"s2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
-		{"s3", "evt_2", "invoice.paid", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+	r, _ := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"s1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "", epoch, t0, ""},
+			{"s2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
+			{"s3", "evt_2", "invoice.paid", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+		}
 	})
 	type stats struct {
 		Rows []struct {
@@ -159,6 +159,17 @@ func TestStats(t *testing.T) {
 	}
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?by=colour", adminKey, nil, nil)
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?event_type=a.*.b", adminKey, nil, nil)
+}
+
+// epoch is the next_attempt_at of an attempt with no retry due.
+var epoch = time.Unix(0, 0).UTC()
+
+// recordedAgo is recorded with the rows that rows makes of t0, a whole
+// second ago before now (their attempts' time), and t0.
+func recordedAgo(t *testing.T, ago time.Duration, rows func(t0 time.Time) [][]any) (*replica, time.Time) {
+	t.Helper()
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-ago)
+	return recorded(t, rows(t0)), t0
 }
 
 // recorded is a replica whose message log reads a fresh ClickHouse
@@ -197,12 +208,12 @@ func recorded(t *testing.T, rows [][]any) *replica {
 // tenant's key and a disabled subscription are refused, writing nothing.
 func TestMessageRetry(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"r1", "evt_r", "order.created", "sub_r", "acme", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0.Add(time.Second), "endpoint answered 400", epoch, t0, "no"},
-		{"r2", "evt_r", "order.created", "sub_off", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
-		{"r3", "evt_gone", "order.created", "sub_r", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+	r, t0 := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"r1", "evt_r", "order.created", "sub_r", "acme", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0.Add(time.Second), "endpoint answered 400", epoch, t0, "no"},
+			{"r2", "evt_r", "order.created", "sub_off", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+			{"r3", "evt_gone", "order.created", "sub_r", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+		}
 	})
 	c := r.c
 	var recs []*kgo.Record
@@ -283,7 +294,6 @@ func TestSeries(t *testing.T) {
 	t.Parallel()
 	now := time.Now().UTC()
 	t0 := now.Truncate(time.Minute).Add(-2 * time.Minute)
-	epoch := time.Unix(0, 0).UTC()
 	r := recorded(t, [][]any{
 		{"x1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "", epoch, t0, ""},
 		{"x2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
@@ -321,14 +331,14 @@ func TestSeries(t *testing.T) {
 // delivered, in the message and in the list.
 func TestMessageStatusWithinASecond(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"s1", "evt_s", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0.Add(time.Second), t0, ""},
-		{"s2", "evt_s", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
-		{"s3", "evt_s", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
-		{"d1", "evt_d", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0, t0, ""},
-		{"d2", "evt_d", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0, "", epoch, t0, ""},
+	r, _ := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"s1", "evt_s", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0.Add(time.Second), t0, ""},
+			{"s2", "evt_s", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
+			{"s3", "evt_s", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
+			{"d1", "evt_d", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0, t0, ""},
+			{"d2", "evt_d", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0, "", epoch, t0, ""},
+		}
 	})
 	for id, want := range map[string]string{"evt_s": "delivered", "evt_d": "dead"} {
 		var m service.Message
@@ -360,7 +370,6 @@ func TestScheduledStatus(t *testing.T) {
 	t.Run("message log", func(t *testing.T) {
 		t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
 		due := t0.Add(time.Hour)
-		epoch := time.Unix(0, 0).UTC()
 		r := recorded(t, [][]any{
 			{"s1", "evt_later", "order.created", "sub_a", "acme", uint32(1), "scheduled", "", uint16(0), 0.0, t0, "", due, t0, ""},
 			{"c1", "evt_off", "order.created", "sub_a", "acme", uint32(1), "scheduled", "", uint16(0), 0.0, t0, "", due, t0, ""},

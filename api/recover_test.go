@@ -25,7 +25,6 @@ func TestRecoverOperation(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	w0, w1 := t0.Add(10*time.Minute), t0.Add(20*time.Minute)
-	epoch := time.Unix(0, 0).UTC()
 	var rows [][]any
 	attempt := func(id, ev, sub, outcome string, n int, at, published time.Time) {
 		category, status := "", uint16(204)

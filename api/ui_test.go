@@ -265,11 +265,11 @@ func TestPortalIsolation(t *testing.T) {
 // found.
 func TestPortalMessages(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"p1", "evt_acme", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "acme's answer"},
-		{"p2", "evt_globex", "order.created", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0, "", epoch, t0, "globex's answer"},
+	r, _ := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"p1", "evt_acme", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "acme's answer"},
+			{"p2", "evt_globex", "order.created", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0, "", epoch, t0, "globex's answer"},
+		}
 	})
 	u := r.uiClient()
 	portal := r.portalLink("acme")
