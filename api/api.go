@@ -64,6 +64,7 @@ type Server struct {
 	alertSender   *alert.Sender
 	runner        *oprunner.Runner
 	subscriptions *service.Subscriptions
+	eventTypes    *service.EventTypes
 	callers       service.Callers
 }
 
@@ -111,6 +112,7 @@ func New(o Options) *Server {
 		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
 	s.subscriptions = service.NewSubscriptions(service.SubscriptionsOptions{Topic: cfg.Kafka.Names.Subscriptions(), Client: o.Client,
 		Table: o.Subscriptions, Tenants: o.Tenants, Secrets: cfg.Secrets, MaxPerTenant: cfg.TenantMaxSubscriptions, Verify: s.verify})
+	s.eventTypes = service.NewEventTypes(cfg.Kafka.Names.EventTypes(), o.Client, o.Catalog)
 	s.callers = service.Callers{AdminKey: cfg.AdminKey, Keys: o.Keys}
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
@@ -265,28 +267,31 @@ func (s *Server) invalid(err error, fieldPrefix string) error {
 }
 
 // problem answers an error of the service layer: a refusal with its
-// status (an invalid field named in the body), a huma error as it is, any
+// status and its reasons located in the body, a huma error as it is, any
 // other as invalid does.
 func (s *Server) problem(err error) error {
 	var e *service.Error
 	var se huma.StatusError
 	switch {
 	case errors.As(err, &e):
-		switch e.Kind {
-		case service.NotFound:
-			return huma.Error404NotFound(e.Msg)
-		case service.Conflict:
-			return huma.Error409Conflict(e.Msg)
-		case service.Unavailable:
-			return huma.Error503ServiceUnavailable(e.Msg)
-		case service.Invalid:
-			return huma.Error422UnprocessableEntity(e.Msg, &huma.ErrorDetail{Location: "body." + e.Field, Message: e.Why, Value: e.Value})
+		details := make([]error, len(e.Fields))
+		for i, f := range e.Fields {
+			loc := "body"
+			if f.Field != "" {
+				loc += "." + f.Field
+			}
+			details[i] = &huma.ErrorDetail{Location: loc, Message: f.Why, Value: f.Value}
 		}
+		return huma.NewError(refusalStatus[e.Kind], e.Msg, details...)
 	case errors.As(err, &se):
 		return err
 	}
 	return s.invalid(err, "")
 }
+
+// refusalStatus is the HTTP status of each kind of refusal.
+var refusalStatus = map[service.Kind]int{service.NotFound: http.StatusNotFound, service.Forbidden: http.StatusForbidden,
+	service.Invalid: http.StatusUnprocessableEntity, service.Conflict: http.StatusConflict, service.Unavailable: http.StatusServiceUnavailable}
 
 // internal logs err and answers a 500 without its text.
 func (s *Server) internal(err error) error {

@@ -3,28 +3,18 @@ package api
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/version"
-	"github.com/hookpipe/hookpipe/topics"
 )
-
-func eventTypeOut(t *catalog.Type) service.EventType {
-	et := t.EventType
-	return service.EventType{Name: et.Name, Version: et.Version, UpdatedAt: et.UpdatedAt, EventTypeBody: service.EventTypeBody{
-		Description: et.Description, Schema: et.Schema, Examples: et.Examples, Deprecated: et.Deprecated, Validation: et.Mode()}}
-}
 
 type eventTypeNameInput struct {
 	Name string `path:"name" doc:"The type's name."`
@@ -60,10 +50,7 @@ func (s *Server) registerEventTypes() {
 		Tags: tags, Security: secured},
 		func(context.Context, *struct{}) (*service.EventTypeListOutput, error) {
 			out := &service.EventTypeListOutput{}
-			out.Body.Data = []service.EventType{}
-			for _, t := range s.catalog.All() {
-				out.Body.Data = append(out.Body.Data, eventTypeOut(t))
-			}
+			out.Body.Data = s.eventTypes.List()
 			return out, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "event-type-faults", Method: http.MethodGet, Path: "/v1/stats/event-types",
@@ -98,17 +85,13 @@ func (s *Server) registerEventTypes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-event-type", Method: http.MethodGet, Path: "/v1/event-types/{name}",
 		Summary: "Get an event type", Tags: tags, Security: secured},
 		func(_ context.Context, in *eventTypeNameInput) (*eventTypeOutput, error) {
-			t, ok := s.catalog.Get(in.Name)
-			if !ok {
-				return nil, huma.Error404NotFound("no event type " + in.Name)
-			}
-			return &eventTypeOutput{Body: eventTypeOut(t)}, nil
+			return s.eventTypeAnswer(s.eventTypes.Get(in.Name))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "create-event-type", Method: http.MethodPost, Path: "/v1/event-types",
 		Summary: "Add an event type", Description: "Admin only. The schema must compile and accept every example. 409 when the type exists.",
 		Tags: tags, Security: secured, Metadata: admin, DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *createEventTypeInput) (*eventTypeOutput, error) {
-			return s.createEventType(ctx, in.Body.Name, in.Body.EventTypeBody)
+			return s.eventTypeAnswer(s.eventTypes.Create(ctx, principalOf(ctx), in.Body.Name, in.Body.EventTypeBody))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "update-event-type", Method: http.MethodPut, Path: "/v1/event-types/{name}",
 		Summary: "Change an event type", Description: "Admin only. Replaces the type as a new version. A schema that would refuse data " +
@@ -116,93 +99,25 @@ func (s *Server) registerEventTypes() {
 			"refused, or a change that cannot be judged) answers 409 listing why, unless force is set; or publish under a new type name.",
 		Tags: tags, Security: secured, Metadata: admin},
 		func(ctx context.Context, in *updateEventTypeInput) (*eventTypeOutput, error) {
-			return s.updateEventType(ctx, in.Name, in.Body, in.Force)
+			return s.eventTypeAnswer(s.eventTypes.Update(ctx, principalOf(ctx), in.Name, in.Body, in.Force))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "delete-event-type", Method: http.MethodDelete, Path: "/v1/event-types/{name}",
 		Summary: "Remove an event type", Description: "Admin only. Its events become unknown (WEBHOOKS_UNKNOWN_EVENT_TYPES decides their fate).",
 		Tags: tags, Security: secured, Metadata: admin, DefaultStatus: http.StatusNoContent},
 		func(ctx context.Context, in *eventTypeNameInput) (*struct{}, error) {
-			if _, ok := s.catalog.Get(in.Name); !ok {
-				return nil, huma.Error404NotFound("no event type " + in.Name)
+			if err := s.eventTypes.Delete(ctx, principalOf(ctx), in.Name); err != nil {
+				return nil, s.problem(err)
 			}
-			r := &kgo.Record{Topic: s.names.EventTypes(), Key: []byte(in.Name)}
-			return nil, s.writeCatalog(ctx, r)
+			return nil, nil
 		})
 }
 
-// createEventType adds a type as version 1; 409 when it exists. The API
-// and the dashboard's form both write through it.
-func (s *Server) createEventType(ctx context.Context, name string, b service.EventTypeBody) (*eventTypeOutput, error) {
-	if _, ok := s.catalog.Get(name); ok {
-		return nil, huma.Error409Conflict("event type " + name + " exists: update it with PUT /v1/event-types/" + name)
-	}
-	t, err := s.compileEventType(name, b, 1)
+// eventTypeAnswer answers an event type operation.
+func (s *Server) eventTypeAnswer(et service.EventType, err error) (*eventTypeOutput, error) {
 	if err != nil {
-		return nil, err
+		return nil, s.problem(err)
 	}
-	return s.putEventType(ctx, t)
-}
-
-// updateEventType writes the next version of a type. A change that would
-// refuse data the current version accepts answers 409 with one detail per
-// reason (catalog.Breaking) unless force is set. The API and the
-// dashboard's form both write through it.
-func (s *Server) updateEventType(ctx context.Context, name string, b service.EventTypeBody, force bool) (*eventTypeOutput, error) {
-	prev, ok := s.catalog.Get(name)
-	if !ok {
-		return nil, huma.Error404NotFound("no event type " + name + ": create it with POST /v1/event-types")
-	}
-	next, err := s.compileEventType(name, b, prev.Version+1)
-	if err != nil {
-		return nil, err
-	}
-	if why := catalog.Breaking(prev, next); len(why) > 0 && !force {
-		details := make([]error, len(why))
-		for i, w := range why {
-			details[i] = &huma.ErrorDetail{Location: "body.schema", Message: w}
-		}
-		return nil, huma.Error409Conflict("this change would refuse data that version "+strconv.Itoa(prev.Version)+
-			" accepts: set force=true to write it anyway, or publish under a new type name", details...)
-	}
-	return s.putEventType(ctx, next)
-}
-
-// compileEventType builds and compiles a version of a type; a 422 names
-// the field at fault.
-func (s *Server) compileEventType(name string, b service.EventTypeBody, version int) (*catalog.Type, error) {
-	t, err := catalog.Compile(topics.EventType{Name: name, Description: b.Description, Schema: b.Schema, Examples: b.Examples,
-		Deprecated: b.Deprecated, Validation: b.Validation, Version: version, UpdatedAt: time.Now().UTC()})
-	if err != nil {
-		var ie *topics.InvalidError
-		if errors.As(err, &ie) && ie.Field == "name" {
-			return nil, huma.Error422UnprocessableEntity("invalid event type", &huma.ErrorDetail{Location: "body.name", Message: ie.Reason, Value: name})
-		}
-		return nil, s.invalid(err, "")
-	}
-	return t, nil
-}
-
-func (s *Server) putEventType(ctx context.Context, t *catalog.Type) (*eventTypeOutput, error) {
-	r := &kgo.Record{Topic: s.names.EventTypes(), Key: []byte(t.Name), Value: t.Encode()}
-	if err := s.writeCatalog(ctx, r); err != nil {
-		return nil, err
-	}
-	return &eventTypeOutput{Body: eventTypeOut(t)}, nil
-}
-
-// writeCatalog produces a record of the event-types topic and waits until
-// this replica's catalog applied it (read your writes).
-func (s *Server) writeCatalog(ctx context.Context, r *kgo.Record) error {
-	if err := s.produce(ctx, r); err != nil {
-		return err
-	}
-	if err := s.catalog.WaitApplied(ctx, r); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return huma.Error503ServiceUnavailable("written, but not yet read back in time")
-		}
-		return s.internal(err)
-	}
-	return nil
+	return &eventTypeOutput{Body: et}, nil
 }
 
 // schemaRefused answers an event its type's schema refuses (or whose type

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/api/internal/ui"
 )
 
@@ -18,23 +17,8 @@ func (a pagesAPI) BreakerStates(ctx context.Context, subs []string) map[string]s
 	return a.s.breakerStates(ctx, subs)
 }
 
-func (a pagesAPI) CreateEventType(ctx context.Context, name string, b service.EventTypeBody) (service.EventType, error) {
-	return bodyOf(a.s.createEventType(ctx, name, b))
-}
-
-func (a pagesAPI) UpdateEventType(ctx context.Context, name string, b service.EventTypeBody, force bool) (service.EventType, error) {
-	return bodyOf(a.s.updateEventType(ctx, name, b, force))
-}
-
-func bodyOf(out *eventTypeOutput, err error) (service.EventType, error) {
-	if err != nil {
-		return service.EventType{}, err
-	}
-	return out.Body, nil
-}
-
 // registerPages serves the dashboard and the portal.
 func (s *Server) registerPages() {
-	ui.New(ui.Options{API: pagesAPI{s}, Callers: s.callers, Subscriptions: s.subscriptions, Signer: s.signer, Assets: assets,
+	ui.New(ui.Options{API: pagesAPI{s}, Callers: s.callers, Subscriptions: s.subscriptions, EventTypes: s.eventTypes, Signer: s.signer, Assets: assets,
 		AlertEmail: s.cfg.Alert.Email(), Log: s.log}).Register(s.mux)
 }

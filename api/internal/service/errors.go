@@ -1,5 +1,14 @@
 package service
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
 // Kind is what went wrong with a request, which each front end answers in
 // its own way (the API with a status, the pages with a message).
 type Kind int
@@ -7,7 +16,9 @@ type Kind int
 const (
 	// NotFound: no such resource, or one the caller does not see.
 	NotFound Kind = iota + 1
-	// Invalid: the request is refused, for a reason that names a field.
+	// Forbidden: the caller may not do this.
+	Forbidden
+	// Invalid: the request is refused, for reasons that name its fields.
 	Invalid
 	// Conflict: the request clashes with what exists.
 	Conflict
@@ -20,30 +31,69 @@ const (
 // own failure, which the caller is not told of.
 type Error struct {
 	Kind Kind
-	// Msg is the whole message; for Invalid the record refused ("invalid
-	// subscription").
+	// Msg says what was refused ("invalid subscription", "no event type
+	// a.b").
 	Msg string
-	// Field (Invalid) is the request's field at fault, dotted from the
-	// body's top ("tenant", "url").
+	// Fields are the reasons, each naming the request's field at fault.
+	Fields []FieldError
+}
+
+// FieldError is a reason of a refusal.
+type FieldError struct {
+	// Field is dotted from the body's top ("tenant", "destination.url");
+	// "" for the body as a whole.
 	Field string
-	// Why (Invalid) is what is wrong with the field.
-	Why string
-	// Value (Invalid) is the value refused; nil: not shown.
+	Why   string
+	// Value is the value refused; nil: not shown.
 	Value any
 }
 
 func (e *Error) Error() string {
-	if e.Field != "" {
-		return e.Msg + ": " + e.Field + ": " + e.Why
+	var b strings.Builder
+	b.WriteString(e.Msg)
+	for _, f := range e.Fields {
+		b.WriteString("; ")
+		if f.Field != "" {
+			b.WriteString(f.Field + ": ")
+		}
+		b.WriteString(f.Why)
 	}
-	return e.Msg
+	return b.String()
 }
 
 func notFound(msg string) error { return &Error{Kind: NotFound, Msg: msg} }
 
 func unavailable(msg string) error { return &Error{Kind: Unavailable, Msg: msg} }
 
-// invalidSubscription refuses a subscription for field's value.
-func invalidSubscription(field, why string, value any) error {
-	return &Error{Kind: Invalid, Msg: "invalid subscription", Field: field, Why: why, Value: value}
+// invalid refuses a record for field's value.
+func invalid(record, field, why string, value any) error {
+	return &Error{Kind: Invalid, Msg: "invalid " + record, Fields: []FieldError{{Field: field, Why: why, Value: value}}}
+}
+
+// adminOnly refuses a caller that is not an admin.
+func adminOnly(c Caller) error {
+	if c.Admin() {
+		return nil
+	}
+	return &Error{Kind: Forbidden, Msg: "this operation takes an admin key"}
+}
+
+// produce writes r and waits for the broker's acknowledgement.
+func produce(ctx context.Context, cl *kgo.Client, r *kgo.Record) error {
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		if ctx.Err() != nil {
+			return unavailable("Kafka did not acknowledge in time; the write may or may not have happened")
+		}
+		return fmt.Errorf("producing: %w", err)
+	}
+	return nil
+}
+
+// readBack is the answer to waiting until this replica's table applied a
+// write: in time, too late, or failed.
+func readBack(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return unavailable("written, but not yet read back in time")
+	}
+	return err
 }

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -61,7 +60,7 @@ func (s *Subscriptions) Create(ctx context.Context, c Caller, f *SubscriptionFie
 	f.apply(&sub)
 	if !c.Admin() {
 		if f.Tenant != nil && *f.Tenant != c.Tenant {
-			return Subscription{}, invalidSubscription("tenant", "a tenant key creates subscriptions of its own tenant only", *f.Tenant)
+			return Subscription{}, invalid("subscription", "tenant", "a tenant key creates subscriptions of its own tenant only", *f.Tenant)
 		}
 		sub.Tenant = c.Tenant
 	}
@@ -142,13 +141,13 @@ func (s *Subscriptions) Get(ctx context.Context, c Caller, id string) (Subscript
 // shown when f sets it.
 func (s *Subscriptions) Update(ctx context.Context, c Caller, id string, f *SubscriptionFields) (Subscription, error) {
 	if f.Verify {
-		return Subscription{}, &Error{Kind: Invalid, Msg: "invalid subscription", Field: "verify", Why: "verify is for create only: use POST .../test"}
+		return Subscription{}, invalid("subscription", "verify", "verify is for create only: use POST .../test", nil)
 	}
 	if f.ID != nil && *f.ID != id {
-		return Subscription{}, invalidSubscription("id", "a subscription's id cannot change", *f.ID)
+		return Subscription{}, invalid("subscription", "id", "a subscription's id cannot change", *f.ID)
 	}
 	if !c.Admin() && f.Tenant != nil && *f.Tenant != c.Tenant {
-		return Subscription{}, invalidSubscription("tenant", "a tenant key cannot move a subscription to another tenant", *f.Tenant)
+		return Subscription{}, invalid("subscription", "tenant", "a tenant key cannot move a subscription to another tenant", *f.Tenant)
 	}
 	sub, err := s.change(ctx, c, id, f.apply)
 	if err != nil {
@@ -267,7 +266,7 @@ func (s *Subscriptions) readBeforeCreate(ctx context.Context) error {
 func (s *Subscriptions) roomBeside(sub *topics.Subscription, pending int) error {
 	err := s.o.Tenants.RoomBeside(s.o.Table, s.o.MaxPerTenant, sub, pending)
 	if errors.Is(err, table.ErrSubscriptionLimit) {
-		return invalidSubscription("tenant", err.Error()+" (max_subscriptions)", sub.Tenant)
+		return invalid("subscription", "tenant", err.Error()+" (max_subscriptions)", sub.Tenant)
 	}
 	return err
 }
@@ -289,20 +288,11 @@ func (s *Subscriptions) write(ctx context.Context, r *kgo.Record) error {
 // table's consumer to fetch the record back (it waits only when the
 // consumer was there first and has not finished the batch).
 func (s *Subscriptions) writeShown(ctx context.Context, r *kgo.Record, show func(*kgo.Record)) error {
-	if err := s.o.Client.ProduceSync(ctx, r).FirstErr(); err != nil {
-		if ctx.Err() != nil {
-			return unavailable("Kafka did not acknowledge in time; the write may or may not have happened")
-		}
-		return fmt.Errorf("producing: %w", err)
-	}
-	show(r)
-	if err := s.o.Table.WaitApplied(ctx, r); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return unavailable("written, but not yet read back in time")
-		}
+	if err := produce(ctx, s.o.Client, r); err != nil {
 		return err
 	}
-	return nil
+	show(r)
+	return readBack(s.o.Table.WaitApplied(ctx, r))
 }
 
 func subscriptionOf(s *topics.Subscription, withSecret bool) Subscription {

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
@@ -82,27 +79,27 @@ func (f *typeForm) body() (service.EventTypeBody, bool) {
 	return b, true
 }
 
-// refused puts an API error of a catalog write on the form: a breaking
+// refused puts the refusal of a catalog write on the form: a breaking
 // change's reasons in its list, a message naming a field next to it. It
 // answers what the page says above the form.
 func (f *typeForm) refused(err error) string {
-	var e *huma.ErrorModel
+	var e *service.Error
 	if !errors.As(err, &e) {
-		return "internal error: see the API's log"
+		return "Not saved: " + internalError
 	}
-	if e.Status == http.StatusConflict && len(e.Errors) > 0 {
-		for _, d := range e.Errors {
-			f.Breaking = append(f.Breaking, d.Message)
+	if e.Kind == service.Conflict && len(e.Fields) > 0 {
+		for _, d := range e.Fields {
+			f.Breaking = append(f.Breaking, d.Why)
 		}
 		return "Not saved: this change would refuse events that the current version accepts."
 	}
-	msg := e.Detail
-	for _, d := range e.Errors {
-		if field, ok := strings.CutPrefix(d.Location, "body."); ok && typeFormFields[field] {
-			f.Errors[field] = d.Message
+	msg := e.Msg
+	for _, d := range e.Fields {
+		if typeFormFields[d.Field] {
+			f.Errors[d.Field] = d.Why
 			continue
 		}
-		msg += "; " + d.Message
+		msg += "; " + d.Why
 	}
 	return "Not saved: " + msg
 }
@@ -118,15 +115,6 @@ func (s *Pages) typeFaults(ctx context.Context, v *view) (faults []service.Event
 	return out.Body.Types, true
 }
 
-// catalogTypes is the event catalog as v reads it; nil when unreadable.
-func (s *Pages) catalogTypes(ctx context.Context, v *view) []service.EventType {
-	var out service.EventTypeListOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types", nil, &out.Body); err != nil {
-		return nil
-	}
-	return out.Body.Data
-}
-
 func (s *Pages) eventTypesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	return s.renderEventTypes(r, v, typeForm{Validation: topics.ValidationWarn}, "", "")
 }
@@ -140,10 +128,6 @@ type typeRow struct {
 func (s *Pages) renderEventTypes(r *http.Request, v *view, form typeForm, flash, msg string) page {
 	ctx := r.Context()
 	pg := page{Title: "Event types", Section: "event-types", Flash: flash, Error: msg, template: "event-types"}
-	var list service.EventTypeListOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types", nil, &list.Body); err != nil {
-		pg.Error = problemText(err)
-	}
 	data := struct {
 		List []typeRow
 		// Counted: the counts are available (admins, with Redis).
@@ -162,7 +146,7 @@ func (s *Pages) renderEventTypes(r *http.Request, v *view, form typeForm, flash,
 		byType[f.Type] = f
 	}
 	listed := map[string]bool{}
-	for _, et := range list.Body.Data {
+	for _, et := range s.types.List() {
 		f := byType[et.Name]
 		listed[et.Name] = true
 		data.List = append(data.List, typeRow{EventType: et, Invalid: f.Invalid, Unknown: f.Unknown})
@@ -184,8 +168,8 @@ func (s *Pages) eventTypePage(w http.ResponseWriter, r *http.Request, v *view) p
 // as posted (with its messages), otherwise the type as it is.
 func (s *Pages) renderEventType(w http.ResponseWriter, r *http.Request, v *view, name string, form *typeForm, flash, msg string) page {
 	ctx := r.Context()
-	var et service.EventType
-	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types/"+url.PathEscape(name), nil, &et); err != nil {
+	et, err := s.types.Get(name)
+	if err != nil {
 		return notFound(w, "event type "+name)
 	}
 	doc, err := readSchema(et.Schema)
@@ -224,8 +208,9 @@ func (s *Pages) createEventTypeForm(w http.ResponseWriter, r *http.Request, v *v
 	if !ok {
 		return s.renderEventTypes(r, v, form, "", "Not added: see the fields marked.")
 	}
-	out, err := s.api.CreateEventType(r.Context(), form.Name, b)
+	out, err := s.types.Create(r.Context(), v.p, form.Name, b)
 	if err != nil {
+		s.logged(err)
 		return s.renderEventTypes(r, v, form, "", strings.Replace(form.refused(err), "Not saved", "Not added", 1))
 	}
 	return s.renderEventType(w, r, v, out.Name, nil, "Added "+out.Name+" as version 1.", "")
@@ -242,12 +227,12 @@ func (s *Pages) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *vie
 	if !ok {
 		return s.renderEventType(w, r, v, name, &form, "", "Not saved: see the fields marked.")
 	}
-	out, err := s.api.UpdateEventType(r.Context(), name, b, r.PostFormValue("force") == "true")
-	var e *huma.ErrorModel
-	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+	out, err := s.types.Update(r.Context(), v.p, name, b, r.PostFormValue("force") == "true")
+	if refusedAs(err, service.NotFound) {
 		return notFound(w, "event type "+name)
 	}
 	if err != nil {
+		s.logged(err)
 		return s.renderEventType(w, r, v, name, &form, "", form.refused(err))
 	}
 	return s.renderEventType(w, r, v, name, nil, "Saved as version "+strconv.Itoa(out.Version)+".", "")
@@ -255,8 +240,8 @@ func (s *Pages) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *vie
 
 // deleteEventTypePage asks to confirm a type's removal.
 func (s *Pages) deleteEventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
-	var et service.EventType
-	if _, err := s.call(r.Context(), v.p, "GET", "/v1/event-types/"+url.PathEscape(r.PathValue("name")), nil, &et); err != nil {
+	et, err := s.types.Get(r.PathValue("name"))
+	if err != nil {
 		return notFound(w, "event type "+r.PathValue("name"))
 	}
 	return page{Title: "Remove " + et.Name, Section: "event-types", Data: map[string]any{"Type": et}, template: "event-type-delete"}
@@ -265,11 +250,11 @@ func (s *Pages) deleteEventTypePage(w http.ResponseWriter, r *http.Request, v *v
 // deleteEventType removes a type, confirmed on deleteEventTypePage.
 func (s *Pages) deleteEventType(w http.ResponseWriter, r *http.Request, v *view) page {
 	name := r.PathValue("name")
-	if _, err := s.call(r.Context(), v.p, "DELETE", "/v1/event-types/"+url.PathEscape(name), nil, nil); err != nil {
-		if notFoundErr(err) {
+	if err := s.types.Delete(r.Context(), v.p, name); err != nil {
+		if refusedAs(err, service.NotFound) {
 			return notFound(w, "event type "+name)
 		}
-		return s.renderEventType(w, r, v, name, nil, "", "Not removed: "+problemText(err))
+		return s.renderEventType(w, r, v, name, nil, "", "Not removed: "+problemText(s.logged(err)))
 	}
 	return s.renderEventTypes(r, v, typeForm{Validation: topics.ValidationWarn}, "Removed "+name+": its events are now of an unknown type.", "")
 }

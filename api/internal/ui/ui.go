@@ -119,18 +119,16 @@ type API interface {
 	http.Handler
 	// BreakerStates are the breaker states of subs that are not closed.
 	BreakerStates(ctx context.Context, subs []string) map[string]string
-	// CreateEventType and UpdateEventType write the catalog as the routes
-	// do, answering the routes' errors.
-	CreateEventType(ctx context.Context, name string, b service.EventTypeBody) (service.EventType, error)
-	UpdateEventType(ctx context.Context, name string, b service.EventTypeBody, force bool) (service.EventType, error)
 }
 
 // Options are what the pages are served with.
 type Options struct {
 	API     API
 	Callers service.Callers // who signs in
-	// Subscriptions are the endpoints the pages show.
+	// Subscriptions are the endpoints the pages show, EventTypes the
+	// event catalog.
 	Subscriptions *service.Subscriptions
+	EventTypes    *service.EventTypes
 	Signer        session.Signer // of dashboard sessions and portal links
 	// Assets are the API's front-end assets (uPlot, htmx) under
 	// assets/dist; missing ones are not served.
@@ -145,6 +143,7 @@ type Pages struct {
 	api     API
 	callers service.Callers
 	subs    *service.Subscriptions
+	types   *service.EventTypes
 	signer  session.Signer
 	assets  fs.FS
 	email   bool
@@ -153,7 +152,7 @@ type Pages struct {
 
 // New makes the pages.
 func New(o Options) *Pages {
-	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
+	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
 }
 
 // Register serves the pages and their assets on mux.
@@ -349,13 +348,38 @@ func (s *Pages) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
 
-// problem is the message of an API error for a page.
+// internalError is what a page says of a failure that is no refusal: the
+// log has it.
+const internalError = "internal error: see the API's log"
+
+// problemText is the message of a refusal (of the API or the service) for
+// a page.
 func problemText(err error) string {
 	var e *apiError
-	if errors.As(err, &e) {
+	var se *service.Error
+	switch {
+	case errors.As(err, &e):
 		return e.Error()
+	case errors.As(err, &se):
+		return se.Error()
 	}
-	return "internal error: see the API's log"
+	return internalError
+}
+
+// refusedAs reports whether err is the service's refusal of kind k.
+func refusedAs(err error, k service.Kind) bool {
+	var e *service.Error
+	return errors.As(err, &e) && e.Kind == k
+}
+
+// logged logs err when it is the service's own failure, which a page does
+// not show, and returns it.
+func (s *Pages) logged(err error) error {
+	var e *service.Error
+	if err != nil && !errors.As(err, &e) {
+		s.log.Error("request failed", zap.Error(err))
+	}
+	return err
 }
 
 // windowOf is the page's chart window: 1h, 24h (default) or 7d.
@@ -466,8 +490,7 @@ func (s *Pages) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vie
 	pg := page{Title: "Endpoints", Section: "subscriptions", template: "subscriptions"}
 	list, next, err := s.subs.List(ctx, v.p, service.SubscriptionQuery{Cursor: r.URL.Query().Get("cursor"), Limit: 100})
 	if err != nil {
-		s.log.Error("listing subscriptions", zap.Error(err))
-		pg.Error = problemText(err)
+		pg.Error = problemText(s.logged(err))
 	}
 	type row struct {
 		service.Subscription
@@ -493,7 +516,7 @@ func (s *Pages) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vie
 		st := cmp.Or(states[sub.ID], redisstate.StateClosed)
 		rows = append(rows, row{Subscription: sub, Breaker: st, Sparkline: svg, Rate: rate})
 	}
-	pick := pickOf(s.catalogTypes(ctx, v), nil)
+	pick := pickOf(s.types.List(), nil)
 	if len(pick.Types) == 0 {
 		pick.Other = "*"
 	}
@@ -558,7 +581,7 @@ func (s *Pages) createSubscription(w http.ResponseWriter, r *http.Request, v *vi
 		form.refused(err)
 		data := pg.Data.(map[string]any)
 		data["Dest"], data["Tenant"] = form, r.PostFormValue("tenant")
-		data["Pick"] = pickOf(s.catalogTypes(r.Context(), v), pickedTypes(r))
+		data["Pick"] = pickOf(s.types.List(), pickedTypes(r))
 		return pg
 	}
 	return s.renderSubscription(w, r, v, sub.ID, "Added. Its signing secret, shown this once: "+sub.Secret, nil)
@@ -584,7 +607,7 @@ func (s *Pages) renderSubscription(w http.ResponseWriter, r *http.Request, v *vi
 	if err != nil {
 		return notFound(w, "endpoint "+id)
 	}
-	types := s.catalogTypes(ctx, v)
+	types := s.types.List()
 	data := map[string]any{"Sub": sub, "Test": test, "Chart": s.chartOf(ctx, v, windowOf(r), sub.ID), "Windows": []string{"1h", "24h", "7d"},
 		"Pick": pickOf(types, sub.EventTypes), "Examples": testChoices(types, sub.EventTypes), "Dest": destFormOf(sub.Destination, sub.URL, true),
 		"Transform": transformFormOf(sub, types)}
@@ -648,7 +671,7 @@ func (s *Pages) subscriptionAction(w http.ResponseWriter, r *http.Request, v *vi
 			if data, ok := pg.Data.(map[string]any); ok {
 				form := destFormOf(dest, endpoint, sameKind(data["Sub"].(service.Subscription).Destination, dest))
 				form.refused(err)
-				data["Dest"], data["Pick"] = form, pickOf(s.catalogTypes(ctx, v), pickedTypes(r))
+				data["Dest"], data["Pick"] = form, pickOf(s.types.List(), pickedTypes(r))
 				pg.Error = problemText(err)
 			}
 			return pg
