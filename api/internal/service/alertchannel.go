@@ -26,12 +26,14 @@ type AlertChannel struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// AlertChannelsOutput is the answer of GET /v1/alert-channels.
 type AlertChannelsOutput struct {
 	Body struct {
 		Data []AlertChannel `json:"data" doc:"The channels the key sees, by id."`
 	}
 }
 
+// AlertTestOutput is the answer of POST /v1/alert-channels/{id}/test.
 type AlertTestOutput struct {
 	Body struct {
 		Sent  bool   `json:"sent"`

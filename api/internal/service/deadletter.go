@@ -25,6 +25,7 @@ type DeadLetter struct {
 	DataWithheld        bool            `json:"data_withheld,omitempty" doc:"The data is not shown: whether the event was expunged could not be read from ClickHouse."`
 }
 
+// ListDLQOutput is the answer of GET /v1/dlq.
 type ListDLQOutput struct {
 	Body struct {
 		Data       []DeadLetter   `json:"data" doc:"Newest first."`

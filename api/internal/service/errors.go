@@ -14,16 +14,16 @@ import (
 type Kind int
 
 const (
-	// NotFound: no such resource, or one the caller does not see.
+	// NotFound is no such resource, or one the caller does not see.
 	NotFound Kind = iota + 1
-	// Forbidden: the caller may not do this.
+	// Forbidden is a request the caller may not make.
 	Forbidden
-	// Invalid: the request is refused, for reasons that name its fields.
+	// Invalid is a request refused for reasons that name its fields.
 	Invalid
-	// Conflict: the request clashes with what exists.
+	// Conflict is a request that clashes with what exists.
 	Conflict
-	// Unavailable: the request did not finish in time; it may have been
-	// carried out.
+	// Unavailable is a request that did not finish in time; it may have
+	// been carried out.
 	Unavailable
 )
 

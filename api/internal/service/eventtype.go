@@ -22,6 +22,7 @@ type EventType struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// EventTypeListOutput is the answer of GET /v1/event-types.
 type EventTypeListOutput struct {
 	Body struct {
 		Data []EventType `json:"data" doc:"Every event type, by name."`
@@ -36,6 +37,7 @@ type EventTypeFaults struct {
 	Unknown int64  `json:"unknown" doc:"Events of types not in the catalog (counted under warn and reject only)."`
 }
 
+// EventTypeFaultsOutput is the answer of GET /v1/stats/event-types.
 type EventTypeFaultsOutput struct {
 	Body struct {
 		Available bool              `json:"available" doc:"False without Redis, where the counts are kept (the Prometheus metrics events_validated_total have them too)."`

@@ -19,6 +19,7 @@ type HeldKeys struct {
 	Since   *time.Time `json:"since,omitempty" doc:"Since when that key has been held."`
 }
 
+// LagOutput is the answer of GET /v1/lag.
 type LagOutput struct {
 	Body struct {
 		Data  []GroupLag `json:"data"`

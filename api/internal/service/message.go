@@ -56,6 +56,7 @@ type MessageSummary struct {
 	LastAttemptAt  time.Time `json:"last_attempt_at"`
 }
 
+// ListMessagesOutput is the answer of GET /v1/messages.
 type ListMessagesOutput struct {
 	Body struct {
 		Data       []MessageSummary `json:"data"`

@@ -32,6 +32,7 @@ type DeadLetterRef struct {
 	Offset    int64 `json:"offset" minimum:"0"`
 }
 
+// ListOperationsOutput is the answer of GET /v1/operations.
 type ListOperationsOutput struct {
 	Body struct {
 		Data []Operation `json:"data" doc:"Newest first."`

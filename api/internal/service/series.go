@@ -29,6 +29,7 @@ type Series struct {
 	P99MS *float64 `json:"p99_ms"`
 }
 
+// SeriesOutput is the answer of GET /v1/stats/series.
 type SeriesOutput struct {
 	Body struct {
 		Window      string   `json:"window"`

@@ -6,6 +6,7 @@ import (
 	"github.com/hookpipe/hookpipe/recorder/report"
 )
 
+// StatsOutput is the answer of GET /v1/stats.
 type StatsOutput struct {
 	Body struct {
 		By    string       `json:"by"`

@@ -93,6 +93,7 @@ type Batch struct {
 	MaxWaitMS int `json:"max_wait_ms,omitempty" minimum:"0" maximum:"60000" doc:"How long, in milliseconds, the first event of a batch waits for more before the batch goes with what it has, 1 to 60000."`
 }
 
+// SubscriptionsOutput is the answer of GET /v1/subscriptions.
 type SubscriptionsOutput struct {
 	Body struct {
 		Data       []Subscription `json:"data"`

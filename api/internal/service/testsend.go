@@ -3,6 +3,7 @@ package service
 // TestEventType is the type of the events test-send sends.
 const TestEventType = "webhook.test"
 
+// TestSendOutput is the answer of POST /v1/subscriptions/{id}/test.
 type TestSendOutput struct {
 	Body struct {
 		EventID         string  `json:"event_id" doc:"The test event's id: its webhook-id."`

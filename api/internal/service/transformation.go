@@ -1,5 +1,6 @@
 package service
 
+// TransformationTestOutput is the answer of POST /v1/transformations/test.
 type TransformationTestOutput struct {
 	Body struct {
 		OK      bool              `json:"ok" doc:"The script ran and returned a webhook (or cancelled it)."`

@@ -210,8 +210,7 @@ func (s *Pages) createEventTypeForm(w http.ResponseWriter, r *http.Request, v *v
 	}
 	out, err := s.types.Create(r.Context(), v.p, form.Name, b)
 	if err != nil {
-		s.logged(err)
-		return s.renderEventTypes(r, v, form, "", strings.Replace(form.refused(err), "Not saved", "Not added", 1))
+		return s.renderEventTypes(r, v, form, "", strings.Replace(form.refused(s.logged(err)), "Not saved", "Not added", 1))
 	}
 	return s.renderEventType(w, r, v, out.Name, nil, "Added "+out.Name+" as version 1.", "")
 }
@@ -232,14 +231,13 @@ func (s *Pages) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *vie
 		return notFound(w, "event type "+name)
 	}
 	if err != nil {
-		s.logged(err)
-		return s.renderEventType(w, r, v, name, &form, "", form.refused(err))
+		return s.renderEventType(w, r, v, name, &form, "", form.refused(s.logged(err)))
 	}
 	return s.renderEventType(w, r, v, name, nil, "Saved as version "+strconv.Itoa(out.Version)+".", "")
 }
 
 // deleteEventTypePage asks to confirm a type's removal.
-func (s *Pages) deleteEventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) deleteEventTypePage(w http.ResponseWriter, r *http.Request, _ *view) page {
 	et, err := s.types.Get(r.PathValue("name"))
 	if err != nil {
 		return notFound(w, "event type "+r.PathValue("name"))
