@@ -51,7 +51,6 @@ type Server struct {
 	prober *send.Prober
 	ch     clickhouseConn     // nil: no message log
 	guard  *redisstate.Guard  // nil: no Redis
-	ops    *table.OpTable     // nil: no bulk operations
 	tenant *table.TenantTable // the tenants' quota overrides; nil: the defaults
 	holds  *table.HoldTable   // the ordered keys held; nil: not shown
 	// catalog is the event catalog; nil: empty, every type unknown and
@@ -65,6 +64,7 @@ type Server struct {
 	runner        *oprunner.Runner
 	subscriptions *service.Subscriptions
 	eventTypes    *service.EventTypes
+	operations    *service.Operations
 	callers       service.Callers
 }
 
@@ -109,10 +109,11 @@ func New(o Options) *Server {
 	cfg, log := o.Config, o.Log
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: o.Client, subs: o.Subscriptions, keys: o.Keys, log: log, mux: http.NewServeMux(),
 		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
-		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
+		ch: o.ClickHouse, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
 	s.subscriptions = service.NewSubscriptions(service.SubscriptionsOptions{Topic: cfg.Kafka.Names.Subscriptions(), Client: o.Client,
 		Table: o.Subscriptions, Tenants: o.Tenants, Secrets: cfg.Secrets, MaxPerTenant: cfg.TenantMaxSubscriptions, Verify: s.verify})
 	s.eventTypes = service.NewEventTypes(cfg.Kafka.Names.EventTypes(), o.Client, o.Catalog)
+	s.operations = service.NewOperations(cfg.Kafka.Names.Operations(), o.Client, o.Operations)
 	s.callers = service.Callers{AdminKey: cfg.AdminKey, Keys: o.Keys}
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})

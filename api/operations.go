@@ -2,30 +2,14 @@ package api
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
-
-func operationOf(o *topics.Operation) service.Operation {
-	out := service.Operation{ID: o.ID, Kind: o.Kind, State: o.State, Error: o.Error, Tenant: o.Tenant, SubscriptionID: o.Subscription,
-		EventType: o.EventType, Category: o.Category, DeadLetters: len(o.DeadLetters), Since: o.Since, Until: o.Until, Rate: o.Rate, Matched: o.Matched, Done: o.Done,
-		Sent: o.Sent, Skipped: o.Skipped, Failed: o.Failed, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
-	switch {
-	case o.State == topics.OperationDone:
-		out.Progress = 1
-	case o.Matched > 0:
-		out.Progress = min(1, float64(o.Done)/float64(o.Matched))
-	}
-	return out
-}
 
 type operationOutput struct {
 	Location string `header:"Location"`
@@ -115,65 +99,31 @@ func (s *Server) registerOperations() {
 		Summary: "Get an operation", Description: "Its state and progress. Any replica answers with what was written before the request.",
 		Tags: tags, Security: secured},
 		func(ctx context.Context, in *operationIDInput) (*operationOutput, error) {
-			if err := s.opsCaughtUp(ctx); err != nil {
-				return nil, err
+			o, err := s.operations.Get(ctx, principalOf(ctx), in.ID)
+			if err != nil {
+				return nil, s.problem(err)
 			}
-			o, ok := s.ops.Get(in.ID)
-			if !ok || !principalOf(ctx).Sees(o.Tenant) {
-				return nil, huma.Error404NotFound("no operation " + in.ID)
-			}
-			return &operationOutput{Body: operationOf(&o)}, nil
+			return &operationOutput{Body: o}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "list-operations", Method: http.MethodGet, Path: "/v1/operations",
 		Summary: "List operations", Description: "The newest operations first; a tenant key sees its tenant's.",
 		Tags: tags, Security: secured},
 		func(ctx context.Context, in *listOperationsInput) (*service.ListOperationsOutput, error) {
-			if err := s.opsCaughtUp(ctx); err != nil {
-				return nil, err
+			list, err := s.operations.List(ctx, principalOf(ctx), in.Limit)
+			if err != nil {
+				return nil, s.problem(err)
 			}
-			all, _ := s.ops.All()
 			out := &service.ListOperationsOutput{}
-			out.Body.Data = []service.Operation{}
-			p := principalOf(ctx)
-			for i := len(all) - 1; i >= 0 && len(out.Body.Data) < in.Limit; i-- {
-				if p.Sees(all[i].Tenant) {
-					out.Body.Data = append(out.Body.Data, operationOf(&all[i]))
-				}
-			}
+			out.Body.Data = list
 			return out, nil
 		})
 }
 
-// startOperation writes o as a pending operation of the request's tenant,
-// its time range closed at the latest now, and answers it.
+// startOperation starts o as the request's caller, and answers it.
 func (s *Server) startOperation(ctx context.Context, o *topics.Operation) (*operationOutput, error) {
-	if s.ops == nil {
-		return nil, huma.Error503ServiceUnavailable("this API replica runs no operations")
+	op, err := s.operations.Start(ctx, principalOf(ctx), o)
+	if err != nil {
+		return nil, s.problem(err)
 	}
-	now := time.Now().UTC()
-	o.ID, o.Tenant, o.State, o.CreatedAt, o.UpdatedAt = topics.NewID("op_"), principalOf(ctx).Tenant, topics.OperationPending, now, now
-	if o.Until.IsZero() || o.Until.After(now) {
-		o.Until = now
-	}
-	if !o.Since.IsZero() && !o.Since.Before(o.Until) {
-		return nil, huma.Error422UnprocessableEntity("invalid operation", &huma.ErrorDetail{Location: "body.since",
-			Message: "since must come before until and before now", Value: o.Since})
-	}
-	if err := s.produce(ctx, &kgo.Record{Topic: s.names.Operations(), Key: []byte(o.ID), Value: o.Encode()}); err != nil {
-		return nil, err
-	}
-	return &operationOutput{Location: "/v1/operations/" + o.ID, Body: operationOf(o)}, nil
-}
-
-func (s *Server) opsCaughtUp(ctx context.Context) error {
-	if s.ops == nil {
-		return huma.Error503ServiceUnavailable("this API replica runs no operations")
-	}
-	if err := s.ops.WaitCaughtUp(ctx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return huma.Error503ServiceUnavailable("the operations could not be read in time")
-		}
-		return s.internal(fmt.Errorf("operations: %w", err))
-	}
-	return nil
+	return &operationOutput{Location: "/v1/operations/" + op.ID, Body: op}, nil
 }

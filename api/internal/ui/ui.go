@@ -126,9 +126,10 @@ type Options struct {
 	API     API
 	Callers service.Callers // who signs in
 	// Subscriptions are the endpoints the pages show, EventTypes the
-	// event catalog.
+	// event catalog, Operations the bulk operations.
 	Subscriptions *service.Subscriptions
 	EventTypes    *service.EventTypes
+	Operations    *service.Operations
 	Signer        session.Signer // of dashboard sessions and portal links
 	// Assets are the API's front-end assets (uPlot, htmx) under
 	// assets/dist; missing ones are not served.
@@ -144,6 +145,7 @@ type Pages struct {
 	callers service.Callers
 	subs    *service.Subscriptions
 	types   *service.EventTypes
+	ops     *service.Operations
 	signer  session.Signer
 	assets  fs.FS
 	email   bool
@@ -152,7 +154,7 @@ type Pages struct {
 
 // New makes the pages.
 func New(o Options) *Pages {
-	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
+	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, ops: o.Operations, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
 }
 
 // Register serves the pages and their assets on mux.
@@ -842,19 +844,18 @@ func (s *Pages) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) page
 }
 
 func (s *Pages) operationsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
-	var out service.ListOperationsOutput
 	pg := page{Title: "Operations", Section: "operations", template: "operations"}
-	if _, err := s.call(r.Context(), v.p, "GET", "/v1/operations", nil, &out.Body); err != nil {
-		pg.Error = problemText(err)
+	list, err := s.ops.List(r.Context(), v.p, 100)
+	if err != nil {
+		pg.Error = problemText(s.logged(err))
 	}
-	pg.Data = map[string]any{"List": out.Body.Data}
+	pg.Data = map[string]any{"List": list}
 	return pg
 }
 
 func (s *Pages) operation(ctx context.Context, v *view, id string) (service.Operation, bool) {
-	var op service.Operation
-	_, err := s.call(ctx, v.p, "GET", "/v1/operations/"+url.PathEscape(id), nil, &op)
-	return op, err == nil
+	op, err := s.ops.Get(ctx, v.p, id)
+	return op, s.logged(err) == nil
 }
 
 func (s *Pages) operationPage(w http.ResponseWriter, r *http.Request, v *view) page {
