@@ -57,14 +57,13 @@ type Server struct {
 	// accepted.
 	catalog *catalog.Catalog
 	signer  session.Signer // of dashboard sessions and portal links
-	// alerts are the alert channels (running: Run); nil: none.
-	alerts *table.AlertTable
 	// alertSender sends the alert channels' test messages.
 	alertSender   *alert.Sender
 	runner        *oprunner.Runner
 	subscriptions *service.Subscriptions
 	eventTypes    *service.EventTypes
 	operations    *service.Operations
+	alertChannels *service.AlertChannels
 	callers       service.Callers
 }
 
@@ -109,7 +108,7 @@ func New(o Options) *Server {
 	cfg, log := o.Config, o.Log
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: o.Client, subs: o.Subscriptions, keys: o.Keys, log: log, mux: http.NewServeMux(),
 		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
-		ch: o.ClickHouse, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
+		ch: o.ClickHouse, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog}
 	s.subscriptions = service.NewSubscriptions(service.SubscriptionsOptions{Topic: cfg.Kafka.Names.Subscriptions(), Client: o.Client,
 		Table: o.Subscriptions, Tenants: o.Tenants, Secrets: cfg.Secrets, MaxPerTenant: cfg.TenantMaxSubscriptions, Verify: s.verify})
 	s.eventTypes = service.NewEventTypes(cfg.Kafka.Names.EventTypes(), o.Client, o.Catalog)
@@ -130,6 +129,8 @@ func New(o Options) *Server {
 	if s.alertSender, err = alert.NewSender(cfg.Alert, s.prober.Client()); err != nil && log != nil {
 		log.Error("alert channels cannot send", zap.Error(err))
 	}
+	s.alertChannels = service.NewAlertChannels(service.AlertChannelsOptions{Topic: cfg.Kafka.Names.AlertChannels(), Client: o.Client,
+		Table: o.Alerts, Secrets: cfg.Secrets, Email: cfg.Alert.Email(), Sender: s.alertSender})
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
 	s.registerDocs()

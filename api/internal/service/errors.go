@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookpipe/hookpipe/topics"
 )
 
 // Kind is what went wrong with a request, which each front end answers in
@@ -68,6 +70,16 @@ func unavailable(msg string) error { return &Error{Kind: Unavailable, Msg: msg} 
 // invalid refuses a record for field's value.
 func invalid(record, field, why string, value any) error {
 	return &Error{Kind: Invalid, Msg: "invalid " + record, Fields: []FieldError{{Field: field, Why: why, Value: value}}}
+}
+
+// refusedRecord is a record's validation error as a refusal naming the
+// field at fault; another error as it is.
+func refusedRecord(err error) error {
+	var ie *topics.InvalidError
+	if errors.As(err, &ie) {
+		return invalid(ie.Record, ie.Field, ie.Reason, nil)
+	}
+	return err
 }
 
 // adminOnly refuses a caller that is not an admin.

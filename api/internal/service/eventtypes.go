@@ -102,13 +102,10 @@ func compileEventType(name string, b EventTypeBody, version int) (*catalog.Type,
 	t, err := catalog.Compile(topics.EventType{Name: name, Description: b.Description, Schema: b.Schema, Examples: b.Examples,
 		Deprecated: b.Deprecated, Validation: b.Validation, Version: version, UpdatedAt: time.Now().UTC()})
 	var ie *topics.InvalidError
-	switch {
-	case errors.As(err, &ie) && ie.Field == "name":
+	if errors.As(err, &ie) && ie.Field == "name" {
 		return nil, invalid("event type", "name", ie.Reason, name)
-	case errors.As(err, &ie):
-		return nil, invalid(ie.Record, ie.Field, ie.Reason, nil)
 	}
-	return t, err
+	return t, refusedRecord(err)
 }
 
 func (s *EventTypes) put(ctx context.Context, t *catalog.Type) (EventType, error) {

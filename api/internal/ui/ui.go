@@ -126,10 +126,12 @@ type Options struct {
 	API     API
 	Callers service.Callers // who signs in
 	// Subscriptions are the endpoints the pages show, EventTypes the
-	// event catalog, Operations the bulk operations.
+	// event catalog, Operations the bulk operations, AlertChannels the
+	// alert channels.
 	Subscriptions *service.Subscriptions
 	EventTypes    *service.EventTypes
 	Operations    *service.Operations
+	AlertChannels *service.AlertChannels
 	Signer        session.Signer // of dashboard sessions and portal links
 	// Assets are the API's front-end assets (uPlot, htmx) under
 	// assets/dist; missing ones are not served.
@@ -146,6 +148,7 @@ type Pages struct {
 	subs    *service.Subscriptions
 	types   *service.EventTypes
 	ops     *service.Operations
+	alerts  *service.AlertChannels
 	signer  session.Signer
 	assets  fs.FS
 	email   bool
@@ -154,7 +157,7 @@ type Pages struct {
 
 // New makes the pages.
 func New(o Options) *Pages {
-	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, ops: o.Operations, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
+	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, ops: o.Operations, alerts: o.AlertChannels, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
 }
 
 // Register serves the pages and their assets on mux.
