@@ -2,79 +2,28 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookpipe/hookpipe/api/alert"
-	"github.com/hookpipe/hookpipe/topics"
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
-
-// AlertChannelBody is what is written of an alert channel.
-type AlertChannelBody struct {
-	Tenant   *string  `json:"tenant,omitempty" doc:"Whose operational events the channel hears of; a tenant key's own tenant when absent. An admin leaves it out for the operators' channel, which hears of every tenant."`
-	Kind     string   `json:"kind" enum:"email,slack,webhook" doc:"email (through the API's SMTP server, WEBHOOKS_SMTP_*), slack (a Slack-compatible incoming webhook: POST {\"text\": ...}) or webhook (POST of the digest as JSON)."`
-	To       []string `json:"to,omitempty" maxItems:"20" doc:"The recipients of an email channel: bare addresses."`
-	URL      string   `json:"url,omitempty" doc:"Where a slack or webhook channel POSTs; shown masked once written (it usually holds a credential)."`
-	Types    []string `json:"types,omitempty" doc:"The operational event types heard of: webhook.endpoint.failing, webhook.endpoint.recovered, webhook.endpoint.disabled, webhook.message.dead; absent: all."`
-	DigestMS int64    `json:"digest_ms,omitempty" doc:"The digest window in milliseconds (1000 to 86400000): the notices of a window are sent as one message at its end. Absent: 300000 (5 minutes)."`
-}
-
-// AlertChannel is an alert channel as the API shows it.
-type AlertChannel struct {
-	ID       string   `json:"id"`
-	Tenant   string   `json:"tenant" doc:"Empty for the operators' channel."`
-	Kind     string   `json:"kind"`
-	To       []string `json:"to,omitempty"`
-	URL      string   `json:"url,omitempty" doc:"Masked: the scheme and host."`
-	Types    []string `json:"types" doc:"Empty: every operational event type."`
-	DigestMS int64    `json:"digest_ms"`
-	// CreatedAt and UpdatedAt are the record's.
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-func alertChannelOut(c *topics.AlertChannel) AlertChannel {
-	out := AlertChannel{ID: c.ID, Tenant: c.Tenant, Kind: c.Kind, To: c.To, Types: c.Types, DigestMS: c.Digest().Milliseconds(),
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
-	if out.Types == nil {
-		out.Types = []string{}
-	}
-	out.URL = c.MaskedURL()
-	return out
-}
 
 type alertChannelInput struct {
 	ID string `path:"id" doc:"The channel's id."`
 }
 
 type alertChannelOutput struct {
-	Body AlertChannel
-}
-
-type alertChannelsOutput struct {
-	Body struct {
-		Data []AlertChannel `json:"data" doc:"The channels the key sees, by id."`
-	}
+	Body service.AlertChannel
 }
 
 type createAlertChannelInput struct {
-	Body AlertChannelBody
+	Body service.AlertChannelBody
 }
 
 type updateAlertChannelInput struct {
 	ID   string `path:"id" doc:"The channel's id."`
-	Body AlertChannelBody
-}
-
-type alertTestOutput struct {
-	Body struct {
-		Sent  bool   `json:"sent"`
-		Error string `json:"error,omitempty" doc:"Why it was not sent."`
-	}
+	Body service.AlertChannelBody
 }
 
 func (s *Server) registerAlertChannels() {
@@ -82,18 +31,13 @@ func (s *Server) registerAlertChannels() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-alert-channels", Method: http.MethodGet, Path: "/v1/alert-channels",
 		Summary: "List alert channels", Description: "A tenant key sees its tenant's; an admin every tenant's and the operators'.",
 		Tags: tags, Security: secured},
-		func(ctx context.Context, _ *struct{}) (*alertChannelsOutput, error) {
-			if err := s.alerts.WaitCaughtUp(ctx); err != nil {
-				return nil, s.internal(err)
+		func(ctx context.Context, _ *struct{}) (*service.AlertChannelsOutput, error) {
+			list, err := s.alertChannels.List(ctx, principalOf(ctx))
+			if err != nil {
+				return nil, s.problem(err)
 			}
-			p := principalOf(ctx)
-			out := &alertChannelsOutput{}
-			out.Body.Data = []AlertChannel{}
-			for _, c := range s.alerts.All() {
-				if p.admin() || c.Tenant == p.tenant {
-					out.Body.Data = append(out.Body.Data, alertChannelOut(c))
-				}
-			}
+			out := &service.AlertChannelsOutput{}
+			out.Body.Data = list
 			return out, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "create-alert-channel", Method: http.MethodPost, Path: "/v1/alert-channels",
@@ -101,117 +45,46 @@ func (s *Server) registerAlertChannels() {
 			"tenant's) in digests, one message per digest window. An email channel needs the API's SMTP server (WEBHOOKS_SMTP_ADDR).",
 		Tags: tags, Security: secured, DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *createAlertChannelInput) (*alertChannelOutput, error) {
-			p := principalOf(ctx)
-			now := time.Now().UTC()
-			c := topics.AlertChannel{ID: topics.NewID("ach_"), Kind: in.Body.Kind, To: in.Body.To, URL: in.Body.URL,
-				Types: in.Body.Types, DigestMS: in.Body.DigestMS, CreatedAt: now, UpdatedAt: now}
-			if in.Body.Tenant != nil {
-				c.Tenant = *in.Body.Tenant
-			}
-			if !p.admin() {
-				if in.Body.Tenant != nil && *in.Body.Tenant != p.tenant {
-					return nil, huma.Error422UnprocessableEntity("invalid alert channel",
-						&huma.ErrorDetail{Location: "body.tenant", Message: "a tenant key adds channels of its own tenant only", Value: *in.Body.Tenant})
-				}
-				c.Tenant = p.tenant
-			}
-			return s.putAlertChannel(ctx, &c)
+			return s.alertChannelAnswer(s.alertChannels.Create(ctx, principalOf(ctx), &in.Body))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "update-alert-channel", Method: http.MethodPut, Path: "/v1/alert-channels/{id}",
 		Summary: "Change an alert channel", Description: "Replaces its settings (the body as when adding it); its tenant stays. " +
 			"A digest in progress is sent with the new settings.", Tags: tags, Security: secured},
 		func(ctx context.Context, in *updateAlertChannelInput) (*alertChannelOutput, error) {
-			cur, err := s.visibleChannel(ctx, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			if in.Body.Tenant != nil && *in.Body.Tenant != cur.Tenant {
-				return nil, huma.Error422UnprocessableEntity("invalid alert channel",
-					&huma.ErrorDetail{Location: "body.tenant", Message: "a channel's tenant does not change: add another channel", Value: *in.Body.Tenant})
-			}
-			c := topics.AlertChannel{ID: cur.ID, Tenant: cur.Tenant, Kind: in.Body.Kind, To: in.Body.To, URL: in.Body.URL,
-				Types: in.Body.Types, DigestMS: in.Body.DigestMS, CreatedAt: cur.CreatedAt, UpdatedAt: time.Now().UTC()}
-			return s.putAlertChannel(ctx, &c)
+			return s.alertChannelAnswer(s.alertChannels.Update(ctx, principalOf(ctx), in.ID, &in.Body))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "get-alert-channel", Method: http.MethodGet, Path: "/v1/alert-channels/{id}",
 		Summary: "Get an alert channel", Tags: tags, Security: secured},
 		func(ctx context.Context, in *alertChannelInput) (*alertChannelOutput, error) {
-			c, err := s.visibleChannel(ctx, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			return &alertChannelOutput{Body: alertChannelOut(c)}, nil
+			return s.alertChannelAnswer(s.alertChannels.Get(ctx, principalOf(ctx), in.ID))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "delete-alert-channel", Method: http.MethodDelete, Path: "/v1/alert-channels/{id}",
 		Summary: "Delete an alert channel", Description: "Its digest in progress is not sent.", Tags: tags, Security: secured,
 		DefaultStatus: http.StatusNoContent},
 		func(ctx context.Context, in *alertChannelInput) (*struct{}, error) {
-			if _, err := s.visibleChannel(ctx, in.ID); err != nil {
-				return nil, err
+			if err := s.alertChannels.Delete(ctx, principalOf(ctx), in.ID); err != nil {
+				return nil, s.problem(err)
 			}
-			return nil, s.writeAlerts(ctx, &kgo.Record{Topic: s.names.AlertChannels(), Key: []byte(in.ID)})
+			return nil, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "test-alert-channel", Method: http.MethodPost, Path: "/v1/alert-channels/{id}/test",
 		Summary: "Send a test message", Description: "Sends a test message to the channel now and says whether it went; nothing is written.",
 		Tags: tags, Security: secured},
-		func(ctx context.Context, in *alertChannelInput) (*alertTestOutput, error) {
-			c, err := s.visibleChannel(ctx, in.ID)
+		func(ctx context.Context, in *alertChannelInput) (*service.AlertTestOutput, error) {
+			why, err := s.alertChannels.Test(ctx, principalOf(ctx), in.ID)
 			if err != nil {
-				return nil, err
+				return nil, s.problem(err)
 			}
-			out := &alertTestOutput{}
-			if s.alertSender == nil {
-				out.Body.Error = "alert channels cannot send: see the API's log"
-			} else if err := s.alertSender.Send(ctx, c, alert.TestDigest(c, time.Now())); err != nil {
-				out.Body.Error = err.Error()
-			}
-			out.Body.Sent = out.Body.Error == ""
+			out := &service.AlertTestOutput{}
+			out.Body.Sent, out.Body.Error = why == "", why
 			return out, nil
 		})
 }
 
-// putAlertChannel validates c and writes it; a 422 names the field at
-// fault.
-func (s *Server) putAlertChannel(ctx context.Context, c *topics.AlertChannel) (*alertChannelOutput, error) {
-	if err := c.Validate(); err != nil {
-		return nil, s.invalid(err, "")
+// alertChannelAnswer answers an alert channel operation.
+func (s *Server) alertChannelAnswer(c service.AlertChannel, err error) (*alertChannelOutput, error) {
+	if err != nil {
+		return nil, s.problem(err)
 	}
-	if c.Kind == topics.AlertEmail && !s.cfg.Alert.Email() {
-		return nil, huma.Error422UnprocessableEntity("invalid alert channel",
-			&huma.ErrorDetail{Location: "body.kind", Message: "email channels need an SMTP server: WEBHOOKS_SMTP_ADDR is not set", Value: c.Kind})
-	}
-	r := &kgo.Record{Topic: s.names.AlertChannels(), Key: []byte(c.ID), Value: c.EncodeWith(s.cfg.Secrets)}
-	if err := s.writeAlerts(ctx, r); err != nil {
-		return nil, err
-	}
-	return &alertChannelOutput{Body: alertChannelOut(c)}, nil
-}
-
-// visibleChannel returns the channel id as the request's principal may
-// see it: another tenant's, or the operators' to a tenant key, is missing.
-func (s *Server) visibleChannel(ctx context.Context, id string) (*topics.AlertChannel, error) {
-	if err := s.alerts.WaitCaughtUp(ctx); err != nil {
-		return nil, s.internal(err)
-	}
-	p := principalOf(ctx)
-	c, ok := s.alerts.Get(id)
-	if !ok || (!p.admin() && c.Tenant != p.tenant) {
-		return nil, huma.Error404NotFound("no alert channel " + id)
-	}
-	return c, nil
-}
-
-// writeAlerts produces a record of the alert-channels topic and waits
-// until this replica's table applied it (read your writes).
-func (s *Server) writeAlerts(ctx context.Context, r *kgo.Record) error {
-	if err := s.produce(ctx, r); err != nil {
-		return err
-	}
-	if err := s.alerts.WaitApplied(ctx, r); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return huma.Error503ServiceUnavailable("written, but not yet read back in time")
-		}
-		return s.internal(err)
-	}
-	return nil
+	return &alertChannelOutput{Body: c}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -30,13 +31,13 @@ func TestAlertChannels(t *testing.T) {
 	r := c.replicaWith(env)
 	acme, globex := r.tenantKey("acme"), r.tenantKey("globex")
 
-	var ch AlertChannel
+	var ch service.AlertChannel
 	r.must(http.StatusCreated, "POST", "/v1/alert-channels", acme, map[string]any{"kind": "slack", "url": hook.URL + "/services/T0/B0/s3cret",
 		"digest_ms": 60000}, &ch)
 	if ch.Tenant != "acme" || ch.Kind != topics.AlertSlack || ch.URL != hook.URL+"/…" || ch.DigestMS != 60000 || !strings.HasPrefix(ch.ID, "ach_") {
 		t.Fatalf("created %+v", ch)
 	}
-	var ops AlertChannel
+	var ops service.AlertChannel
 	r.must(http.StatusCreated, "POST", "/v1/alert-channels", adminKey, map[string]any{"kind": "webhook", "url": hook.URL + "/ops",
 		"types": []string{topics.NoticeFailing}}, &ops)
 	if ops.Tenant != "" || ops.DigestMS != topics.DefaultDigestWindow.Milliseconds() {
@@ -73,7 +74,7 @@ func TestAlertChannels(t *testing.T) {
 		t.Errorf("a forged operational event: %+v", forged.Errors)
 	}
 
-	var list struct{ Data []AlertChannel }
+	var list struct{ Data []service.AlertChannel }
 	r.must(http.StatusOK, "GET", "/v1/alert-channels", acme, nil, &list)
 	if len(list.Data) != 1 || list.Data[0].ID != ch.ID {
 		t.Errorf("acme lists %+v", list.Data)
@@ -103,7 +104,7 @@ func TestAlertChannels(t *testing.T) {
 		t.Errorf("test message %s", body)
 	}
 
-	var changed AlertChannel
+	var changed service.AlertChannel
 	r.must(http.StatusOK, "PUT", "/v1/alert-channels/"+ch.ID, acme, map[string]any{"kind": "webhook", "url": hook.URL + "/json",
 		"types": []string{topics.NoticeDisabled}}, &changed)
 	if changed.ID != ch.ID || changed.Tenant != "acme" || changed.Kind != topics.AlertWebhook || changed.DigestMS != topics.DefaultDigestWindow.Milliseconds() ||
@@ -133,7 +134,7 @@ func TestAlertPages(t *testing.T) {
 	env := maps.Clone(c.env)
 	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
-	var theirs AlertChannel
+	var theirs service.AlertChannel
 	r.must(http.StatusCreated, "POST", "/v1/alert-channels", adminKey, map[string]any{"tenant": "globex", "kind": "slack", "url": hook.URL}, &theirs)
 
 	portal := r.portalLink("acme")
@@ -145,7 +146,7 @@ func TestAlertPages(t *testing.T) {
 		!strings.Contains(body, "600000 ms") {
 		t.Fatalf("adding from the portal: %d %.800s", status, body)
 	}
-	var list struct{ Data []AlertChannel }
+	var list struct{ Data []service.AlertChannel }
 	r.must(http.StatusOK, "GET", "/v1/alert-channels", r.tenantKey("acme"), nil, &list)
 	if len(list.Data) != 1 || list.Data[0].Tenant != "acme" {
 		t.Fatalf("acme's channels %+v (the portal's form may not name another tenant)", list.Data)

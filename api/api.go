@@ -8,7 +8,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/api/alert"
 	"github.com/hookpipe/hookpipe/api/internal/oprunner"
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
@@ -51,20 +51,20 @@ type Server struct {
 	prober *send.Prober
 	ch     clickhouseConn     // nil: no message log
 	guard  *redisstate.Guard  // nil: no Redis
-	ops    *table.OpTable     // nil: no bulk operations
 	tenant *table.TenantTable // the tenants' quota overrides; nil: the defaults
 	holds  *table.HoldTable   // the ordered keys held; nil: not shown
 	// catalog is the event catalog; nil: empty, every type unknown and
 	// accepted.
 	catalog *catalog.Catalog
 	signer  session.Signer // of dashboard sessions and portal links
-	// alerts are the alert channels (running: Run); nil: none.
-	alerts *table.AlertTable
 	// alertSender sends the alert channels' test messages.
-	alertSender *alert.Sender
-	runner      *oprunner.Runner
-	// creating are the subscription creates in progress (claims.go).
-	creating *claims
+	alertSender   *alert.Sender
+	runner        *oprunner.Runner
+	subscriptions *service.Subscriptions
+	eventTypes    *service.EventTypes
+	operations    *service.Operations
+	alertChannels *service.AlertChannels
+	callers       service.Callers
 }
 
 // RunOperations carries out the bulk operations until ctx is done, on the
@@ -108,8 +108,12 @@ func New(o Options) *Server {
 	cfg, log := o.Config, o.Log
 	s := &Server{cfg: cfg, names: cfg.Kafka.Names, cl: o.Client, subs: o.Subscriptions, keys: o.Keys, log: log, mux: http.NewServeMux(),
 		m: newMetrics(o.Registerer), limit: newLimiter(o.Guard, cfg.RateLimit, log), prober: send.NewProber(cfg.HTTP), guard: o.Guard,
-		ch: o.ClickHouse, ops: o.Operations, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog, alerts: o.Alerts}
-	s.creating = newClaims(o.Subscriptions)
+		ch: o.ClickHouse, tenant: o.Tenants, holds: o.Holds, catalog: o.Catalog}
+	s.subscriptions = service.NewSubscriptions(service.SubscriptionsOptions{Topic: cfg.Kafka.Names.Subscriptions(), Client: o.Client,
+		Table: o.Subscriptions, Tenants: o.Tenants, Secrets: cfg.Secrets, MaxPerTenant: cfg.TenantMaxSubscriptions, Verify: s.verify})
+	s.eventTypes = service.NewEventTypes(cfg.Kafka.Names.EventTypes(), o.Client, o.Catalog)
+	s.operations = service.NewOperations(cfg.Kafka.Names.Operations(), o.Client, o.Operations)
+	s.callers = service.Callers{AdminKey: cfg.AdminKey, Keys: o.Keys}
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
 	key, err := session.DecodeKey(cfg.SessionKey)
@@ -125,6 +129,8 @@ func New(o Options) *Server {
 	if s.alertSender, err = alert.NewSender(cfg.Alert, s.prober.Client()); err != nil && log != nil {
 		log.Error("alert channels cannot send", zap.Error(err))
 	}
+	s.alertChannels = service.NewAlertChannels(service.AlertChannelsOptions{Topic: cfg.Kafka.Names.AlertChannels(), Client: o.Client,
+		Table: o.Alerts, Secrets: cfg.Secrets, Email: cfg.Alert.Email(), Sender: s.alertSender})
 	s.api = humago.New(s.mux, apiConfig())
 	s.api.UseMiddleware(s.measure, s.authenticate, s.rateLimit)
 	s.registerDocs()
@@ -148,7 +154,7 @@ func New(o Options) *Server {
 	s.registerRetry()
 	s.registerExpunge()
 	s.registerPortalSessions()
-	s.registerUI()
+	s.registerPages()
 	return s
 }
 
@@ -177,22 +183,10 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // OpenAPI is the API's OpenAPI 3.1 document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 
-// principal is who a request acts as.
-type principal struct {
-	keyID  string // "" for the bootstrap admin key
-	tenant string // "" for an admin
-}
-
-func (p principal) admin() bool { return p.tenant == "" }
-
-// sees reports whether p may see a resource of tenant: admins see every
-// tenant, a tenant key its own only.
-func (p principal) sees(tenant string) bool { return p.admin() || p.tenant == tenant }
-
 type principalKey struct{}
 
-func principalOf(ctx context.Context) principal {
-	p, _ := ctx.Value(principalKey{}).(principal)
+func principalOf(ctx context.Context) service.Caller {
+	p, _ := ctx.Value(principalKey{}).(service.Caller)
 	return p
 }
 
@@ -201,11 +195,6 @@ var secured = []map[string][]string{{"bearer": {}}}
 
 // adminOnly marks operations a tenant key may not call.
 const adminOnly = "admin-only"
-
-// internalKey carries the principal of a request the dashboard or the
-// portal makes in-process (Server.call), on behalf of a session it
-// verified. A request from outside cannot set a context value.
-type internalKey struct{}
 
 // authenticate checks the bearer key of secured operations (or the
 // principal of an in-process request): unknown or revoked keys answer 401,
@@ -216,10 +205,10 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	p, known := ctx.Context().Value(internalKey{}).(principal)
+	p, known := service.InProcessCaller(ctx.Context())
 	if !known {
 		key, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
-		p, known = s.principal(strings.TrimSpace(key))
+		p, known = s.callers.Of(strings.TrimSpace(key))
 		known = ok && known
 	}
 	if !known {
@@ -227,27 +216,11 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "a valid API key is required: Authorization: Bearer hpk_...")
 		return
 	}
-	if op.Metadata[adminOnly] == true && !p.admin() {
+	if op.Metadata[adminOnly] == true && !p.Admin() {
 		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "this operation takes an admin key")
 		return
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))
-}
-
-// principal looks a presented key up: the bootstrap admin key, or a key of
-// the apikeys topic that is not revoked.
-func (s *Server) principal(key string) (principal, bool) {
-	if key == "" {
-		return principal{}, false
-	}
-	if s.cfg.AdminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.AdminKey)) == 1 {
-		return principal{}, true
-	}
-	k, ok := s.keys.ByHash(topics.HashAPIKey(key))
-	if !ok || k.Revoked() {
-		return principal{}, false
-	}
-	return principal{keyID: k.ID, tenant: k.Tenant}, true
 }
 
 // metrics are the API's Prometheus metrics.
@@ -294,6 +267,33 @@ func (s *Server) invalid(err error, fieldPrefix string) error {
 	}
 	return s.internal(err)
 }
+
+// problem answers an error of the service layer: a refusal with its
+// status and its reasons located in the body, a huma error as it is, any
+// other as invalid does.
+func (s *Server) problem(err error) error {
+	var e *service.Error
+	var se huma.StatusError
+	switch {
+	case errors.As(err, &e):
+		details := make([]error, len(e.Fields))
+		for i, f := range e.Fields {
+			loc := "body"
+			if f.Field != "" {
+				loc += "." + f.Field
+			}
+			details[i] = &huma.ErrorDetail{Location: loc, Message: f.Why, Value: f.Value}
+		}
+		return huma.NewError(refusalStatus[e.Kind], e.Msg, details...)
+	case errors.As(err, &se):
+		return err
+	}
+	return s.invalid(err, "")
+}
+
+// refusalStatus is the HTTP status of each kind of refusal.
+var refusalStatus = map[service.Kind]int{service.NotFound: http.StatusNotFound, service.Forbidden: http.StatusForbidden,
+	service.Invalid: http.StatusUnprocessableEntity, service.Conflict: http.StatusConflict, service.Unavailable: http.StatusServiceUnavailable}
 
 // internal logs err and answers a 500 without its text.
 func (s *Server) internal(err error) error {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
 
 // createAtOnce sends bodies as creates at once from as many clients and
@@ -54,7 +56,7 @@ func TestConcurrentCreatesOfOneID(t *testing.T) {
 		bodies[i] = `{"id":"sub_race","url":"https://a` + string(rune('a'+i)) + `.example/","event_types":["*"]}`
 	}
 	statuses, answers := createAtOnce(t, r, bodies)
-	var created Subscription
+	var created service.Subscription
 	for i, status := range statuses {
 		switch status {
 		case http.StatusCreated:
@@ -72,7 +74,7 @@ func TestConcurrentCreatesOfOneID(t *testing.T) {
 	if created.ID == "" {
 		t.Fatal("no create of sub_race answered 201")
 	}
-	var got Subscription
+	var got service.Subscription
 	r.must(http.StatusOK, "GET", "/v1/subscriptions/sub_race", adminKey, nil, &got)
 	if got.URL != created.URL {
 		t.Fatalf("read back %s, the 201 was for %s", got.URL, created.URL)
@@ -112,7 +114,7 @@ func TestConcurrentCreatesKeepTheQuota(t *testing.T) {
 		t.Fatalf("%d creates of tenant acme answered 201, want its limit, 3", created)
 	}
 	var page struct {
-		Data []Subscription `json:"data"`
+		Data []service.Subscription `json:"data"`
 	}
 	r.must(http.StatusOK, "GET", "/v1/subscriptions?tenant=acme", adminKey, nil, &page)
 	if len(page.Data) != 3 {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -11,29 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/dlq"
 	"github.com/hookpipe/hookpipe/topics"
 )
-
-// DeadLetter is a dead letter as the API shows it.
-type DeadLetter struct {
-	Partition           int32           `json:"partition" doc:"Where it is on the dlq topic."`
-	Offset              int64           `json:"offset"`
-	DeadAt              time.Time       `json:"dead_at"`
-	Reason              string          `json:"reason"`
-	FailureCategory     string          `json:"failure_category"`
-	LastFailureCategory string          `json:"last_failure_category,omitempty" doc:"For an exhausted schedule: the last failure's category."`
-	HTTPStatus          int             `json:"http_status,omitempty"`
-	Attempts            int             `json:"attempts"`
-	Redriven            bool            `json:"redriven" doc:"A redrive already sent it back."`
-	EventID             string          `json:"event_id,omitempty"`
-	EventType           string          `json:"event_type,omitempty"`
-	Tenant              string          `json:"tenant,omitempty"`
-	SubscriptionID      string          `json:"subscription_id,omitempty"`
-	Data                json.RawMessage `json:"data,omitempty" doc:"The event's data, as published; absent when the event was expunged."`
-	Expunged            bool            `json:"expunged,omitempty" doc:"The event was expunged (privacy): its data is not shown and a redrive skips it."`
-	DataWithheld        bool            `json:"data_withheld,omitempty" doc:"The data is not shown: whether the event was expunged could not be read from ClickHouse."`
-}
 
 type listDLQInput struct {
 	SubscriptionID string    `query:"subscription_id" doc:"Only this subscription's."`
@@ -45,22 +25,14 @@ type listDLQInput struct {
 	Limit          int       `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"The newest this many."`
 }
 
-type listDLQOutput struct {
-	Body struct {
-		Data       []DeadLetter   `json:"data" doc:"Newest first."`
-		Matched    int            `json:"matched" doc:"How many passed the filters, before the limit."`
-		ByCategory map[string]int `json:"by_category" doc:"Of those matched, how many per failure category."`
-	}
-}
-
 func (s *Server) registerDeadLetters() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-dead-letters", Method: http.MethodGet, Path: "/v1/dlq",
 		Summary: "List dead letters", Description: "As `webhookctl dlq list`: read from the dlq topic as it is now, redriven " +
 			"ones hidden unless all.", Tags: []string{"Dead letters"}, Security: secured},
-		func(ctx context.Context, in *listDLQInput) (*listDLQOutput, error) {
+		func(ctx context.Context, in *listDLQInput) (*service.ListDLQOutput, error) {
 			f := dlq.Filter{Subscription: in.SubscriptionID, Type: in.EventType, Category: in.Category, Since: in.Since, Until: in.Until}
-			if p := principalOf(ctx); !p.admin() {
-				f.Tenant = p.tenant
+			if p := principalOf(ctx); !p.Admin() {
+				f.Tenant = p.Tenant
 			}
 			if f.Type != "" && topics.ValidatePattern(f.Type) != nil {
 				return nil, huma.Error422UnprocessableEntity("invalid dead-letter query", &huma.ErrorDetail{Location: "query.event_type",
@@ -70,8 +42,8 @@ func (s *Server) registerDeadLetters() {
 			if err != nil {
 				return nil, s.internal(fmt.Errorf("dead letters: %w", err))
 			}
-			out := &listDLQOutput{}
-			out.Body.Data = []DeadLetter{}
+			out := &service.ListDLQOutput{}
+			out.Body.Data = []service.DeadLetter{}
 			for i := len(found) - 1; i >= 0 && len(out.Body.Data) < in.Limit; i-- {
 				e := found[i]
 				if e.Redriven && !in.All {
@@ -109,9 +81,9 @@ func (s *Server) registerDeadLetters() {
 		})
 }
 
-func deadLetterOf(e *dlq.Entry) DeadLetter {
+func deadLetterOf(e *dlq.Entry) service.DeadLetter {
 	dl := e.DeadLetter
-	out := DeadLetter{Partition: e.Partition, Offset: e.Offset, DeadAt: dl.DeadAt, Reason: dl.Reason, FailureCategory: dl.FailureCategory,
+	out := service.DeadLetter{Partition: e.Partition, Offset: e.Offset, DeadAt: dl.DeadAt, Reason: dl.Reason, FailureCategory: dl.FailureCategory,
 		LastFailureCategory: dl.LastFailureCategory, HTTPStatus: dl.HTTPStatus, Attempts: dl.Attempts, Redriven: e.Redriven}
 	if d := dl.Delivery; d != nil {
 		out.EventID, out.EventType, out.Tenant, out.SubscriptionID, out.Data = d.EventID, d.EventType, d.Tenant, d.SubscriptionID, d.Data

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -41,8 +42,8 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	type list struct {
-		Data    []DeadLetter `json:"data"`
-		Matched int          `json:"matched"`
+		Data    []service.DeadLetter `json:"data"`
+		Matched int                  `json:"matched"`
 	}
 	ids := func(l list) (out []string) {
 		for _, d := range l.Data {
@@ -104,7 +105,7 @@ func TestDeadLetters(t *testing.T) {
 	c.ch = ch
 	down := c.replica()
 	var withheld struct {
-		Data []DeadLetter `json:"data"`
+		Data []service.DeadLetter `json:"data"`
 	}
 	down.must(http.StatusOK, "GET", "/v1/dlq", adminKey, nil, &withheld)
 	if len(withheld.Data) != 3 || withheld.Data[0].Data != nil || !withheld.Data[0].DataWithheld {

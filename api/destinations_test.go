@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
@@ -35,13 +36,13 @@ func TestKafkaDestinationThroughTheAPI(t *testing.T) {
 
 	dest := map[string]any{"type": "kafka", "brokers": customer.ListenAddrs(), "topic": "acme-hooks", "sasl": "plain",
 		"username": "hooks", "password": "pw-7f3a9c"}
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey,
 		map[string]any{"destination": dest, "event_types": []string{"*"}, "verify": true}, &sub)
 	if sub.Destination == nil || sub.Destination.Password != "" || sub.URL != "kafka://"+customer.ListenAddrs()[0]+"/acme-hooks" {
 		t.Fatalf("created: %+v (destination %+v)", sub, sub.Destination)
 	}
-	var got Subscription
+	var got service.Subscription
 	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+sub.ID, adminKey,
 		map[string]any{"destination": map[string]any{"type": "kafka", "brokers": customer.ListenAddrs(), "topic": "acme-hooks",
 			"sasl": "plain", "username": "hooks"}}, &got)

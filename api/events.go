@@ -109,8 +109,8 @@ func (s *Server) cancel(ctx context.Context, eventID string) (*cancelOutput, err
 		return nil, huma.Error422UnprocessableEntity("invalid event id", &huma.ErrorDetail{Location: "path.event_id", Message: err.Error(), Value: eventID})
 	}
 	c := topics.Cancellation{EventID: eventID, CancelledAt: time.Now().UTC()}
-	if p := principalOf(ctx); !p.admin() {
-		c.Tenant = p.tenant
+	if p := principalOf(ctx); !p.Admin() {
+		c.Tenant = p.Tenant
 	}
 	if err := s.produce(ctx, &kgo.Record{Topic: s.names.Cancellations(), Key: []byte(c.Key()), Value: c.Encode()}); err != nil {
 		return nil, err
@@ -141,12 +141,12 @@ func (s *Server) publish(ctx context.Context, events []Event, field string) (*pu
 		if field != "" {
 			prefix = field + "[" + strconv.Itoa(i) + "]."
 		}
-		if !p.admin() {
-			if e.Tenant != "" && e.Tenant != p.tenant {
+		if !p.Admin() {
+			if e.Tenant != "" && e.Tenant != p.Tenant {
 				return nil, huma.Error422UnprocessableEntity("invalid event",
 					&huma.ErrorDetail{Location: "body." + prefix + "tenant", Message: "a tenant key publishes its own tenant's events only", Value: e.Tenant})
 			}
-			e.Tenant = p.tenant
+			e.Tenant = p.Tenant
 			// Operational events are the pipeline's: a forged one would
 			// alert the tenant's channels and the operators'.
 			if topics.IsNotice(e.Type) {

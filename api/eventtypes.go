@@ -3,86 +3,38 @@ package api
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/version"
-	"github.com/hookpipe/hookpipe/topics"
 )
-
-// EventTypeBody is what an admin writes of an event type.
-type EventTypeBody struct {
-	Description string            `json:"description,omitempty" maxLength:"4096" doc:"What the event means, shown to tenants."`
-	Schema      json.RawMessage   `json:"schema,omitempty" doc:"A JSON Schema (draft 2020-12 unless its $schema says otherwise) for the events' data; absent: any data. No $ref outside itself; patterns in RE2 syntax."`
-	Examples    []json.RawMessage `json:"examples,omitempty" maxItems:"10" doc:"Data values the schema accepts, shown to tenants and sent by test-send."`
-	Deprecated  bool              `json:"deprecated,omitempty" doc:"Still delivered; shown as deprecated to tenants."`
-	Validation  string            `json:"validation,omitempty" enum:"off,warn,enforce" doc:"What an event whose data the schema refuses gets: off (not checked), warn (delivered and counted; the default), enforce (refused: 422 here, the dlq with category schema from Kafka)."`
-}
-
-// EventType is an entry of the event catalog.
-type EventType struct {
-	Name string `json:"name" doc:"The events' type, dotted: invoice.paid."`
-	EventTypeBody
-	Version   int       `json:"version" doc:"1 when created, one more at each update."`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-func eventTypeOut(t *catalog.Type) EventType {
-	et := t.EventType
-	return EventType{Name: et.Name, Version: et.Version, UpdatedAt: et.UpdatedAt, EventTypeBody: EventTypeBody{
-		Description: et.Description, Schema: et.Schema, Examples: et.Examples, Deprecated: et.Deprecated, Validation: et.Mode()}}
-}
 
 type eventTypeNameInput struct {
 	Name string `path:"name" doc:"The type's name."`
 }
 
 type eventTypeOutput struct {
-	Body EventType
-}
-
-type eventTypeListOutput struct {
-	Body struct {
-		Data []EventType `json:"data" doc:"Every event type, by name."`
-	}
+	Body service.EventType
 }
 
 type createEventTypeInput struct {
 	Body struct {
 		Name string `json:"name" doc:"The events' type, dotted: segments of [a-zA-Z0-9_-] separated by single dots."`
-		EventTypeBody
+		service.EventTypeBody
 	}
 }
 
 type updateEventTypeInput struct {
 	Name  string `path:"name" doc:"The type's name."`
 	Force bool   `query:"force" doc:"Write a change that would refuse data the current version accepts (see the 409 it answers otherwise)."`
-	Body  EventTypeBody
-}
-
-// EventTypeFaults are a type's events the catalog found fault with in the
-// last 24 hours, at the API and at the dispatcher.
-type EventTypeFaults struct {
-	Type    string `json:"type" doc:"The type; empty for the unknown types together."`
-	Invalid int64  `json:"invalid" doc:"Events whose data the type's schema refused (warned or refused)."`
-	Unknown int64  `json:"unknown" doc:"Events of types not in the catalog (counted under warn and reject only)."`
-}
-
-type eventTypeFaultsOutput struct {
-	Body struct {
-		Available bool              `json:"available" doc:"False without Redis, where the counts are kept (the Prometheus metrics events_validated_total have them too)."`
-		Types     []EventTypeFaults `json:"types" doc:"The types with faults, most first."`
-	}
+	Body  service.EventTypeBody
 }
 
 type asyncAPIOutput struct {
@@ -96,21 +48,18 @@ func (s *Server) registerEventTypes() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-event-types", Method: http.MethodGet, Path: "/v1/event-types",
 		Summary: "List the event catalog", Description: "Every event type with its schema and examples; tenant keys read it too.",
 		Tags: tags, Security: secured},
-		func(context.Context, *struct{}) (*eventTypeListOutput, error) {
-			out := &eventTypeListOutput{}
-			out.Body.Data = []EventType{}
-			for _, t := range s.catalog.All() {
-				out.Body.Data = append(out.Body.Data, eventTypeOut(t))
-			}
+		func(context.Context, *struct{}) (*service.EventTypeListOutput, error) {
+			out := &service.EventTypeListOutput{}
+			out.Body.Data = s.eventTypes.List()
 			return out, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "event-type-faults", Method: http.MethodGet, Path: "/v1/stats/event-types",
 		Summary: "Invalid events by type", Description: "Admin only. Events whose data their type's schema refused, and events of unknown types, " +
 			"in the last 24 hours, counted at the API and the dispatcher. Kept in Redis.",
 		Tags: tags, Security: secured, Metadata: admin},
-		func(ctx context.Context, _ *struct{}) (*eventTypeFaultsOutput, error) {
-			out := &eventTypeFaultsOutput{}
-			out.Body.Types = []EventTypeFaults{}
+		func(ctx context.Context, _ *struct{}) (*service.EventTypeFaultsOutput, error) {
+			out := &service.EventTypeFaultsOutput{}
+			out.Body.Types = []service.EventTypeFaults{}
 			if s.guard == nil {
 				return out, nil
 			}
@@ -136,17 +85,13 @@ func (s *Server) registerEventTypes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-event-type", Method: http.MethodGet, Path: "/v1/event-types/{name}",
 		Summary: "Get an event type", Tags: tags, Security: secured},
 		func(_ context.Context, in *eventTypeNameInput) (*eventTypeOutput, error) {
-			t, ok := s.catalog.Get(in.Name)
-			if !ok {
-				return nil, huma.Error404NotFound("no event type " + in.Name)
-			}
-			return &eventTypeOutput{Body: eventTypeOut(t)}, nil
+			return s.eventTypeAnswer(s.eventTypes.Get(in.Name))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "create-event-type", Method: http.MethodPost, Path: "/v1/event-types",
 		Summary: "Add an event type", Description: "Admin only. The schema must compile and accept every example. 409 when the type exists.",
 		Tags: tags, Security: secured, Metadata: admin, DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *createEventTypeInput) (*eventTypeOutput, error) {
-			return s.createEventType(ctx, in.Body.Name, in.Body.EventTypeBody)
+			return s.eventTypeAnswer(s.eventTypes.Create(ctx, principalOf(ctx), in.Body.Name, in.Body.EventTypeBody))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "update-event-type", Method: http.MethodPut, Path: "/v1/event-types/{name}",
 		Summary: "Change an event type", Description: "Admin only. Replaces the type as a new version. A schema that would refuse data " +
@@ -154,93 +99,25 @@ func (s *Server) registerEventTypes() {
 			"refused, or a change that cannot be judged) answers 409 listing why, unless force is set; or publish under a new type name.",
 		Tags: tags, Security: secured, Metadata: admin},
 		func(ctx context.Context, in *updateEventTypeInput) (*eventTypeOutput, error) {
-			return s.updateEventType(ctx, in.Name, in.Body, in.Force)
+			return s.eventTypeAnswer(s.eventTypes.Update(ctx, principalOf(ctx), in.Name, in.Body, in.Force))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "delete-event-type", Method: http.MethodDelete, Path: "/v1/event-types/{name}",
 		Summary: "Remove an event type", Description: "Admin only. Its events become unknown (WEBHOOKS_UNKNOWN_EVENT_TYPES decides their fate).",
 		Tags: tags, Security: secured, Metadata: admin, DefaultStatus: http.StatusNoContent},
 		func(ctx context.Context, in *eventTypeNameInput) (*struct{}, error) {
-			if _, ok := s.catalog.Get(in.Name); !ok {
-				return nil, huma.Error404NotFound("no event type " + in.Name)
+			if err := s.eventTypes.Delete(ctx, principalOf(ctx), in.Name); err != nil {
+				return nil, s.problem(err)
 			}
-			r := &kgo.Record{Topic: s.names.EventTypes(), Key: []byte(in.Name)}
-			return nil, s.writeCatalog(ctx, r)
+			return nil, nil
 		})
 }
 
-// createEventType adds a type as version 1; 409 when it exists. The API
-// and the dashboard's form both write through it.
-func (s *Server) createEventType(ctx context.Context, name string, b EventTypeBody) (*eventTypeOutput, error) {
-	if _, ok := s.catalog.Get(name); ok {
-		return nil, huma.Error409Conflict("event type " + name + " exists: update it with PUT /v1/event-types/" + name)
-	}
-	t, err := s.compileEventType(name, b, 1)
+// eventTypeAnswer answers an event type operation.
+func (s *Server) eventTypeAnswer(et service.EventType, err error) (*eventTypeOutput, error) {
 	if err != nil {
-		return nil, err
+		return nil, s.problem(err)
 	}
-	return s.putEventType(ctx, t)
-}
-
-// updateEventType writes the next version of a type. A change that would
-// refuse data the current version accepts answers 409 with one detail per
-// reason (catalog.Breaking) unless force is set. The API and the
-// dashboard's form both write through it.
-func (s *Server) updateEventType(ctx context.Context, name string, b EventTypeBody, force bool) (*eventTypeOutput, error) {
-	prev, ok := s.catalog.Get(name)
-	if !ok {
-		return nil, huma.Error404NotFound("no event type " + name + ": create it with POST /v1/event-types")
-	}
-	next, err := s.compileEventType(name, b, prev.Version+1)
-	if err != nil {
-		return nil, err
-	}
-	if why := catalog.Breaking(prev, next); len(why) > 0 && !force {
-		details := make([]error, len(why))
-		for i, w := range why {
-			details[i] = &huma.ErrorDetail{Location: "body.schema", Message: w}
-		}
-		return nil, huma.Error409Conflict("this change would refuse data that version "+strconv.Itoa(prev.Version)+
-			" accepts: set force=true to write it anyway, or publish under a new type name", details...)
-	}
-	return s.putEventType(ctx, next)
-}
-
-// compileEventType builds and compiles a version of a type; a 422 names
-// the field at fault.
-func (s *Server) compileEventType(name string, b EventTypeBody, version int) (*catalog.Type, error) {
-	t, err := catalog.Compile(topics.EventType{Name: name, Description: b.Description, Schema: b.Schema, Examples: b.Examples,
-		Deprecated: b.Deprecated, Validation: b.Validation, Version: version, UpdatedAt: time.Now().UTC()})
-	if err != nil {
-		var ie *topics.InvalidError
-		if errors.As(err, &ie) && ie.Field == "name" {
-			return nil, huma.Error422UnprocessableEntity("invalid event type", &huma.ErrorDetail{Location: "body.name", Message: ie.Reason, Value: name})
-		}
-		return nil, s.invalid(err, "")
-	}
-	return t, nil
-}
-
-func (s *Server) putEventType(ctx context.Context, t *catalog.Type) (*eventTypeOutput, error) {
-	r := &kgo.Record{Topic: s.names.EventTypes(), Key: []byte(t.Name), Value: t.Encode()}
-	if err := s.writeCatalog(ctx, r); err != nil {
-		return nil, err
-	}
-	return &eventTypeOutput{Body: eventTypeOut(t)}, nil
-}
-
-// writeCatalog produces a record of the event-types topic and waits until
-// this replica's catalog applied it (read your writes).
-func (s *Server) writeCatalog(ctx context.Context, r *kgo.Record) error {
-	if err := s.produce(ctx, r); err != nil {
-		return err
-	}
-	if err := s.catalog.WaitApplied(ctx, r); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return huma.Error503ServiceUnavailable("written, but not yet read back in time")
-		}
-		return s.internal(err)
-	}
-	return nil
+	return &eventTypeOutput{Body: et}, nil
 }
 
 // schemaRefused answers an event its type's schema refuses (or whose type
@@ -258,12 +135,12 @@ func schemaRefused(v catalog.Verdict, eventType, prefix string) error {
 
 // faultsByType folds counts by [type, outcome] into one row per type, the
 // most faults first.
-func faultsByType(counts map[[2]string]int64) []EventTypeFaults {
-	rows := map[string]*EventTypeFaults{}
+func faultsByType(counts map[[2]string]int64) []service.EventTypeFaults {
+	rows := map[string]*service.EventTypeFaults{}
 	for k, n := range counts {
 		r := rows[k[0]]
 		if r == nil {
-			r = &EventTypeFaults{Type: k[0]}
+			r = &service.EventTypeFaults{Type: k[0]}
 			rows[k[0]] = r
 		}
 		switch k[1] {
@@ -273,11 +150,11 @@ func faultsByType(counts map[[2]string]int64) []EventTypeFaults {
 			r.Unknown += n
 		}
 	}
-	out := make([]EventTypeFaults, 0, len(rows))
+	out := make([]service.EventTypeFaults, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
-	slices.SortFunc(out, func(a, b EventTypeFaults) int {
+	slices.SortFunc(out, func(a, b service.EventTypeFaults) int {
 		return cmp.Or(cmp.Compare(b.Invalid+b.Unknown, a.Invalid+a.Unknown), strings.Compare(a.Type, b.Type))
 	})
 	return out

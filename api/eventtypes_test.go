@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
@@ -27,13 +28,13 @@ func TestEventTypes(t *testing.T) {
 	r := c.replica()
 	tenant := r.tenantKey("acme")
 
-	var et EventType
+	var et service.EventType
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.created", "description": "An order was placed.",
 		"schema": orderSchema, "examples": []any{map[string]any{"id": 1}}}, &et)
 	if et.Version != 1 || et.Validation != "warn" || et.UpdatedAt.IsZero() {
 		t.Fatalf("created %+v, want version 1, validation warn", et)
 	}
-	var list struct{ Data []EventType }
+	var list struct{ Data []service.EventType }
 	r.must(http.StatusOK, "GET", "/v1/event-types", tenant, nil, &list)
 	if len(list.Data) != 1 || list.Data[0].Name != "order.created" || list.Data[0].Description != "An order was placed." || len(list.Data[0].Examples) != 1 {
 		t.Fatalf("tenant's list %+v", list.Data)
@@ -148,7 +149,7 @@ func TestEventTypeFaults(t *testing.T) {
 	c := newCluster(t)
 	var out struct {
 		Available bool
-		Types     []EventTypeFaults
+		Types     []service.EventTypeFaults
 	}
 	c.replica().must(http.StatusOK, "GET", "/v1/stats/event-types", adminKey, nil, &out)
 	if out.Available || len(out.Types) != 0 {
@@ -168,7 +169,7 @@ func TestEventTypeFaults(t *testing.T) {
 	r.must(http.StatusAccepted, "POST", "/v1/events", adminKey, map[string]any{"type": "who.knows", "data": map[string]any{}}, nil)
 	r.must(http.StatusForbidden, "GET", "/v1/stats/event-types", r.tenantKey("acme"), nil, nil)
 	r.must(http.StatusOK, "GET", "/v1/stats/event-types", adminKey, nil, &out)
-	want := []EventTypeFaults{{Type: "order.created", Invalid: 2}, {Type: "", Unknown: 1}, {Type: "order.noted", Invalid: 1}}
+	want := []service.EventTypeFaults{{Type: "order.created", Invalid: 2}, {Type: "", Unknown: 1}, {Type: "order.noted", Invalid: 1}}
 	if !out.Available || !slices.Equal(out.Types, want) {
 		t.Fatalf("faults %+v, want %+v", out, want)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
@@ -22,12 +23,12 @@ import (
 // dead-letter list hides its data and a redrive skips it.
 func TestMessageExpunge(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"x1", "evt_x", "order.created", "sub_x", "acme", uint32(1), "retry", "server_error", uint16(500), 2.0, t0, "endpoint answered 500", t0, t0, `{"echo":"4111 1111"}`},
-		{"x2", "evt_x", "order.created", "sub_x", "acme", uint32(2), "success", "", uint16(200), 2.0, t0.Add(time.Second), "", epoch, t0, `{"echo":"4111 1111"}`},
-		{"y1", "evt_y", "order.created", "sub_x", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "kept"},
+	r, t0 := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"x1", "evt_x", "order.created", "sub_x", "acme", uint32(1), "retry", "server_error", uint16(500), 2.0, t0, "endpoint answered 500", t0, t0, `{"echo":"4111 1111"}`},
+			{"x2", "evt_x", "order.created", "sub_x", "acme", uint32(2), "success", "", uint16(200), 2.0, t0.Add(time.Second), "", epoch, t0, `{"echo":"4111 1111"}`},
+			{"y1", "evt_y", "order.created", "sub_x", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "kept"},
+		}
 	})
 	c := r.c
 	var recs []*kgo.Record
@@ -47,7 +48,7 @@ func TestMessageExpunge(t *testing.T) {
 	}
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_x", "tenant": "acme",
 		"url": "https://a.example/", "event_types": []string{"*"}}, nil)
-	var m Message
+	var m service.Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_x", adminKey, nil, &m)
 	if m.Event == nil || m.ExpungedAt != nil {
 		t.Fatalf("before the expunge: event %+v, expunged %v", m.Event, m.ExpungedAt)
@@ -73,7 +74,7 @@ func TestMessageExpunge(t *testing.T) {
 		t.Errorf("%d response samples left, want evt_y's", samples)
 	}
 
-	m = Message{}
+	m = service.Message{}
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_x", acme, nil, &m)
 	if m.Event != nil || m.ExpungedAt == nil || !m.ExpungedAt.Equal(x.ExpungedAt) {
 		t.Fatalf("after the expunge: event %+v, expunged %v", m.Event, m.ExpungedAt)
@@ -83,7 +84,7 @@ func TestMessageExpunge(t *testing.T) {
 			t.Errorf("attempt %d still shows its sample %q", a.Attempt, a.ResponseSample)
 		}
 	}
-	var y Message
+	var y service.Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_y", acme, nil, &y)
 	if y.Event == nil || y.Deliveries[0].Attempts[0].ResponseSample != "kept" {
 		t.Fatalf("evt_y: %+v", y)
@@ -93,7 +94,7 @@ func TestMessageExpunge(t *testing.T) {
 	}
 
 	var dls struct {
-		Data []DeadLetter `json:"data"`
+		Data []service.DeadLetter `json:"data"`
 	}
 	r.must(http.StatusOK, "GET", "/v1/dlq", adminKey, nil, &dls)
 	if len(dls.Data) != 1 || !dls.Data[0].Expunged || dls.Data[0].Data != nil {
@@ -101,7 +102,7 @@ func TestMessageExpunge(t *testing.T) {
 	}
 
 	before := len(c.records(c.names.Deliveries()))
-	var o Operation
+	var o service.Operation
 	r.must(http.StatusAccepted, "POST", "/v1/replays", adminKey, map[string]any{"subscription_id": "sub_x", "since": t0.Add(-time.Second), "rate": 1000}, &o)
 	o = r.finished(o.ID, adminKey)
 	if o.State != topics.OperationDone || o.Sent != 1 || o.Skipped != 1 {

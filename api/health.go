@@ -12,50 +12,12 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
 
-// Window is a subscription's delivery figures over a time window.
-type Window struct {
-	Requests    uint64  `json:"requests" doc:"Attempts that made an HTTP request."`
-	Succeeded   uint64  `json:"succeeded"`
-	SuccessRate float64 `json:"success_rate" doc:"succeeded / requests; 0 without requests."`
-	P50MS       float64 `json:"p50_ms" doc:"Median request duration."`
-	P99MS       float64 `json:"p99_ms"`
-	Retried     uint64  `json:"retried" doc:"Attempts sent to a retry tier."`
-	Dead        uint64  `json:"dead" doc:"Deliveries dead-lettered."`
-}
-
-// LastAttempt is the last success or failure of a subscription.
-type LastAttempt struct {
-	At              time.Time `json:"at"`
-	EventID         string    `json:"event_id"`
-	HTTPStatus      int       `json:"http_status,omitempty"`
-	FailureCategory string    `json:"failure_category,omitempty"`
-}
-
-// Breaker is a subscription's circuit breaker as every deliverer sees it.
-type Breaker struct {
-	State    string     `json:"state" enum:"closed,open,half_open,unknown" doc:"unknown: Redis did not answer."`
-	Since    *time.Time `json:"since,omitempty"`
-	Until    *time.Time `json:"until,omitempty" doc:"When an open breaker lets probes through."`
-	Calls    int64      `json:"calls" doc:"Attempts counted over the breaker window."`
-	Failures int64      `json:"failures"`
-}
-
-// Health is a subscription's delivery health.
-type Health struct {
-	SubscriptionID string       `json:"subscription_id"`
-	Enabled        bool         `json:"enabled"`
-	Breaker        Breaker      `json:"breaker"`
-	LastHour       Window       `json:"last_hour"`
-	LastDay        Window       `json:"last_day"`
-	LastSuccess    *LastAttempt `json:"last_success,omitempty"`
-	LastFailure    *LastAttempt `json:"last_failure,omitempty"`
-}
-
-type healthOutput struct{ Body Health }
+type healthOutput struct{ Body service.Health }
 
 func (s *Server) registerHealth() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-subscription-health", Method: http.MethodGet, Path: "/v1/subscriptions/{id}/health",
@@ -67,12 +29,12 @@ func (s *Server) registerHealth() {
 			if err != nil {
 				return nil, err
 			}
-			h := Health{SubscriptionID: sub.ID, Enabled: sub.Enabled, Breaker: s.breaker(ctx, sub.ID)}
+			h := service.Health{SubscriptionID: sub.ID, Enabled: sub.Enabled, Breaker: s.breaker(ctx, sub.ID)}
 			if s.ch == nil {
 				return nil, huma.Error503ServiceUnavailable("subscription health needs ClickHouse (WEBHOOKS_CLICKHOUSE_ADDR)")
 			}
 			for _, w := range []struct {
-				dst   *Window
+				dst   *service.Window
 				since time.Duration
 			}{{&h.LastHour, time.Hour}, {&h.LastDay, 24 * time.Hour}} {
 				if *w.dst, err = s.window(ctx, sub.Tenant, sub.ID, w.since); err != nil {
@@ -91,15 +53,15 @@ func (s *Server) registerHealth() {
 
 // breaker reads the breaker from Redis; without Redis it is closed (no
 // breaker runs), and while Redis is down unknown.
-func (s *Server) breaker(ctx context.Context, sub string) Breaker {
+func (s *Server) breaker(ctx context.Context, sub string) service.Breaker {
 	if s.guard == nil {
-		return Breaker{State: redisstate.StateClosed}
+		return service.Breaker{State: redisstate.StateClosed}
 	}
 	st, err := s.guard.ReadBreaker(ctx, sub)
 	if err != nil {
-		return Breaker{State: "unknown"}
+		return service.Breaker{State: "unknown"}
 	}
-	b := Breaker{State: st.State, Calls: st.Calls, Failures: st.Failures}
+	b := service.Breaker{State: st.State, Calls: st.Calls, Failures: st.Failures}
 	if !st.Since.IsZero() {
 		b.Since = &st.Since
 	}
@@ -136,8 +98,8 @@ func (s *Server) breakerStates(ctx context.Context, subs []string) map[string]st
 }
 
 // window sums the per-minute views over the last d.
-func (s *Server) window(ctx context.Context, tenant, sub string, d time.Duration) (Window, error) {
-	var w Window
+func (s *Server) window(ctx context.Context, tenant, sub string, d time.Duration) (service.Window, error) {
+	var w service.Window
 	since := time.Now().Add(-d).UTC().Truncate(time.Minute)
 	db := s.cfg.Database
 	err := s.ch.QueryRow(ctx, "SELECT sumIf(attempts, outcome IN ('success', 'retry', 'dead')), sumIf(attempts, outcome = 'success'), "+
@@ -162,8 +124,8 @@ func (s *Server) window(ctx context.Context, tenant, sub string, d time.Duration
 }
 
 // last is the latest attempt of sub matching cond (a fixed SQL condition).
-func (s *Server) last(ctx context.Context, tenant, sub, cond string) (*LastAttempt, error) {
-	var a LastAttempt
+func (s *Server) last(ctx context.Context, tenant, sub, cond string) (*service.LastAttempt, error) {
+	var a service.LastAttempt
 	var status uint16
 	err := s.ch.QueryRow(ctx, "SELECT ts, event_id, http_status, failure_category FROM "+s.cfg.Database+"."+schema.TableAttempts+
 		" WHERE tenant = ? AND subscription_id = ? AND "+cond+" ORDER BY ts DESC LIMIT 1", tenant, sub).
@@ -186,7 +148,7 @@ type breakerInput struct {
 	}
 }
 
-type breakerOutput struct{ Body Breaker }
+type breakerOutput struct{ Body service.Breaker }
 
 func (s *Server) registerBreaker() {
 	huma.Register(s.api, huma.Operation{OperationID: "control-subscription-breaker", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/breaker",
@@ -212,7 +174,7 @@ func (s *Server) registerBreaker() {
 				return nil, huma.Error503ServiceUnavailable("Redis did not answer; the breaker is unchanged")
 			}
 			s.log.Info("breaker control", zap.String("subscription", sub.ID), zap.String("action", in.Body.Action),
-				zap.Duration("for", d), zap.String("key", principalOf(ctx).keyID))
+				zap.Duration("for", d), zap.String("key", principalOf(ctx).KeyID))
 			return &breakerOutput{Body: s.breaker(ctx, sub.ID)}, nil
 		})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -27,7 +28,7 @@ func TestLagShowsHeldKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out lagOutput
+	var out service.LagOutput
 	testkit.WaitFor(t, 20*time.Second, "both held keys in the lag", func() bool {
 		r.must(200, "GET", "/v1/lag", adminKey, nil, &out.Body)
 		return out.Body.Holds != nil && out.Body.Holds.Keys == 2

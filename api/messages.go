@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,50 +11,11 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/recorder/retention"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/topics"
 )
-
-// Attempt is one attempt of a message, as the recorder stored it.
-type Attempt struct {
-	Attempt         int        `json:"attempt" doc:"1 for the first attempt, then one more per retry."`
-	Outcome         string     `json:"outcome" doc:"success, retry, dead, blocked, throttled, skipped or scheduled (the dispatcher's record of a delivery waiting for its deliver_at)."`
-	At              time.Time  `json:"at"`
-	HTTPStatus      int        `json:"http_status,omitempty"`
-	DurationMS      float64    `json:"duration_ms"`
-	FailureCategory string     `json:"failure_category,omitempty"`
-	Error           string     `json:"error,omitempty"`
-	ResponseSample  string     `json:"response_sample,omitempty" doc:"The first 1 KiB of the endpoint's answer."`
-	NextAttemptAt   *time.Time `json:"next_attempt_at,omitempty"`
-}
-
-// MessageDelivery is what became of a message for one subscription.
-type MessageDelivery struct {
-	SubscriptionID string     `json:"subscription_id"`
-	Status         string     `json:"status" enum:"delivered,retrying,pending,scheduled,dead,skipped" doc:"From the last attempt: delivered, retrying (a retry is scheduled), pending (held back: breaker, rate limit, an ordered key), scheduled (not attempted before the event's deliver_at, next_attempt_at), dead or skipped (also when cancelled)."`
-	NextAttemptAt  *time.Time `json:"next_attempt_at,omitempty"`
-	Attempts       []Attempt  `json:"attempts"`
-}
-
-// Message is an event and what became of it for each subscription it
-// matched.
-type Message struct {
-	EventID     string            `json:"event_id"`
-	EventType   string            `json:"event_type"`
-	Tenant      string            `json:"tenant,omitempty"`
-	PublishedAt time.Time         `json:"published_at"`
-	Event       *MessageEvent     `json:"event,omitempty" doc:"The event as published; absent when the events topic no longer holds it (retention) or the event was expunged."`
-	ExpungedAt  *time.Time        `json:"expunged_at,omitempty" doc:"When the event was expunged (POST /v1/messages/{event_id}/expunge): its payload and response samples are no longer shown or sent."`
-	Deliveries  []MessageDelivery `json:"deliveries"`
-}
-
-// MessageEvent is an event as it was published.
-type MessageEvent struct {
-	Key       string          `json:"key,omitempty"`
-	CreatedAt string          `json:"created_at,omitempty"`
-	Data      json.RawMessage `json:"data"`
-}
 
 // statusOf is a delivery's status from its last attempt's outcome.
 func statusOf(outcome string) string {
@@ -78,7 +38,7 @@ type messageInput struct {
 	EventID string `path:"event_id" doc:"The event's id (its webhook-id)."`
 }
 
-type messageOutput struct{ Body Message }
+type messageOutput struct{ Body service.Message }
 
 func (s *Server) registerMessages() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-message", Method: http.MethodGet, Path: "/v1/messages/{event_id}",
@@ -101,7 +61,7 @@ func (s *Server) registerMessages() {
 				return nil, s.internal(err)
 			}
 			if rec != nil {
-				m.Event = &MessageEvent{Key: ev.Key, CreatedAt: ev.CreatedAt, Data: ev.Data}
+				m.Event = &service.MessageEvent{Key: ev.Key, CreatedAt: ev.CreatedAt, Data: ev.Data}
 			}
 			return &messageOutput{Body: m}, nil
 		})
@@ -111,33 +71,33 @@ func (s *Server) registerMessages() {
 // key sees its tenant's only, another's answers 404. Of an expunged event
 // it says when, and shows no response sample (an attempt recorded after
 // the expunge, or before its mutation ran, may still have one).
-func (s *Server) message(ctx context.Context, eventID string, p principal) (Message, error) {
+func (s *Server) message(ctx context.Context, eventID string, p service.Caller) (service.Message, error) {
 	q := "SELECT subscription_id, event_type, tenant, attempt, outcome, ts, http_status, duration_ms, failure_category, " +
 		"error, response_sample, next_attempt_at, published_at FROM " + s.cfg.Database + "." + schema.TableAttempts +
 		" FINAL WHERE event_id = ?"
 	args := []any{eventID}
-	if !p.admin() {
+	if !p.Admin() {
 		q += " AND tenant = ?"
-		args = append(args, p.tenant)
+		args = append(args, p.Tenant)
 	}
 	// Attempts in the same instant (whole seconds on servers without
 	// DateTime64) are ordered with a success last (nothing follows one but
 	// a redrive's or a retry's new attempts), then by attempt.
 	rows, err := s.ch.Query(ctx, q+" ORDER BY subscription_id, ts, outcome = 'success', attempt", args...)
 	if err != nil {
-		return Message{}, s.internal(fmt.Errorf("message log: %w", err))
+		return service.Message{}, s.internal(fmt.Errorf("message log: %w", err))
 	}
 	defer rows.Close()
-	m := Message{EventID: eventID, Deliveries: []MessageDelivery{}}
+	m := service.Message{EventID: eventID, Deliveries: []service.MessageDelivery{}}
 	for rows.Next() {
 		var sub string
-		var a Attempt
+		var a service.Attempt
 		var attempt uint32
 		var status uint16
 		var next, published time.Time
 		if err := rows.Scan(&sub, &m.EventType, &m.Tenant, &attempt, &a.Outcome, &a.At, &status, &a.DurationMS,
 			&a.FailureCategory, &a.Error, &a.ResponseSample, &next, &published); err != nil {
-			return Message{}, s.internal(fmt.Errorf("message log: %w", err))
+			return service.Message{}, s.internal(fmt.Errorf("message log: %w", err))
 		}
 		a.Attempt, a.HTTPStatus = int(attempt), int(status)
 		if m.PublishedAt.IsZero() || published.Before(m.PublishedAt) {
@@ -147,21 +107,21 @@ func (s *Server) message(ctx context.Context, eventID string, p principal) (Mess
 			a.NextAttemptAt = &next
 		}
 		if n := len(m.Deliveries); n == 0 || m.Deliveries[n-1].SubscriptionID != sub {
-			m.Deliveries = append(m.Deliveries, MessageDelivery{SubscriptionID: sub})
+			m.Deliveries = append(m.Deliveries, service.MessageDelivery{SubscriptionID: sub})
 		}
 		d := &m.Deliveries[len(m.Deliveries)-1]
 		d.Attempts = append(d.Attempts, a)
 		d.Status, d.NextAttemptAt = statusOf(a.Outcome), a.NextAttemptAt
 	}
 	if err := rows.Err(); err != nil {
-		return Message{}, s.internal(fmt.Errorf("message log: %w", err))
+		return service.Message{}, s.internal(fmt.Errorf("message log: %w", err))
 	}
 	if len(m.Deliveries) == 0 {
-		return Message{}, huma.Error404NotFound("no attempt of event " + eventID + " recorded (yet)")
+		return service.Message{}, huma.Error404NotFound("no attempt of event " + eventID + " recorded (yet)")
 	}
 	at, expunged, err := retention.Expunged(ctx, s.ch, s.cfg.Database, eventID)
 	if err != nil {
-		return Message{}, s.internal(fmt.Errorf("message log: %w", err))
+		return service.Message{}, s.internal(fmt.Errorf("message log: %w", err))
 	}
 	if expunged {
 		m.ExpungedAt = &at
@@ -178,17 +138,6 @@ func (s *Server) message(ctx context.Context, eventID string, p principal) (Mess
 // and the expunge's insert and mutation.
 type clickhouseConn = retention.Conn
 
-// MessageSummary is one message for one subscription in the message list.
-type MessageSummary struct {
-	EventID        string    `json:"event_id"`
-	EventType      string    `json:"event_type"`
-	Tenant         string    `json:"tenant,omitempty"`
-	SubscriptionID string    `json:"subscription_id"`
-	Status         string    `json:"status" enum:"delivered,retrying,pending,scheduled,dead,skipped"`
-	Attempts       uint64    `json:"attempts"`
-	LastAttemptAt  time.Time `json:"last_attempt_at"`
-}
-
 type listMessagesInput struct {
 	SubscriptionID string    `query:"subscription_id" doc:"Only this subscription's deliveries."`
 	EventType      string    `query:"event_type" doc:"Only events of this type."`
@@ -197,13 +146,6 @@ type listMessagesInput struct {
 	Until          time.Time `query:"until" doc:"Only deliveries attempted before this time (default: now)."`
 	Cursor         string    `query:"cursor" doc:"The next_cursor of the previous page."`
 	Limit          int       `query:"limit" minimum:"1" maximum:"1000" default:"100"`
-}
-
-type listMessagesOutput struct {
-	Body struct {
-		Data       []MessageSummary `json:"data"`
-		NextCursor string           `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last."`
-	}
 }
 
 // outcomesOf are the last outcomes of a status.
@@ -217,7 +159,7 @@ func (s *Server) registerMessageList() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-messages", Method: http.MethodGet, Path: "/v1/messages",
 		Summary: "List messages", Description: "One row per event and subscription, the latest attempted first, with the " +
 			"status of its last attempt; from ClickHouse.", Tags: []string{"Messages"}, Security: secured},
-		func(ctx context.Context, in *listMessagesInput) (*listMessagesOutput, error) {
+		func(ctx context.Context, in *listMessagesInput) (*service.ListMessagesOutput, error) {
 			if s.ch == nil {
 				return nil, huma.Error503ServiceUnavailable("the message log needs ClickHouse (WEBHOOKS_CLICKHOUSE_ADDR)")
 			}
@@ -225,7 +167,7 @@ func (s *Server) registerMessageList() {
 		})
 }
 
-func (s *Server) listMessages(ctx context.Context, in *listMessagesInput, p principal) (*listMessagesOutput, error) {
+func (s *Server) listMessages(ctx context.Context, in *listMessagesInput, p service.Caller) (*service.ListMessagesOutput, error) {
 	until, since := in.Until, in.Since
 	if until.IsZero() {
 		until = time.Now().Add(time.Second)
@@ -235,8 +177,8 @@ func (s *Server) listMessages(ctx context.Context, in *listMessagesInput, p prin
 	}
 	where, args := []string{"ts >= ?", "ts < ?"}, []any{since.UTC(), until.UTC()}
 	add := func(cond string, v any) { where, args = append(where, cond), append(args, v) }
-	if !p.admin() {
-		add("tenant = ?", p.tenant)
+	if !p.Admin() {
+		add("tenant = ?", p.Tenant)
 	}
 	if in.SubscriptionID != "" {
 		add("subscription_id = ?", in.SubscriptionID)
@@ -271,10 +213,10 @@ func (s *Server) listMessages(ctx context.Context, in *listMessagesInput, p prin
 		return nil, s.internal(fmt.Errorf("message list: %w", err))
 	}
 	defer rows.Close()
-	out := &listMessagesOutput{}
-	out.Body.Data = []MessageSummary{}
+	out := &service.ListMessagesOutput{}
+	out.Body.Data = []service.MessageSummary{}
 	for rows.Next() {
-		var m MessageSummary
+		var m service.MessageSummary
 		var outcome string
 		if err := rows.Scan(&m.EventID, &m.SubscriptionID, &m.EventType, &m.Tenant, &outcome, &m.LastAttemptAt, &m.Attempts); err != nil {
 			return nil, s.internal(fmt.Errorf("message list: %w", err))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
@@ -23,15 +24,15 @@ import (
 // samples; a tenant key sees its tenant's events only (another's: 404).
 func TestMessageLog(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"a1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 12.5, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, "down"},
-		{"a2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 3.25, t0.Add(6 * time.Second), "", epoch, t0, "ok"},
-		{"b1", "evt_1", "order.created", "sub_b", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "timeout", t0.Add(time.Minute), t0, ""},
-		{"c1", "evt_2", "order.created", "sub_c", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 2.0, t0, "endpoint answered 404", epoch, t0, "nope"},
+	r, t0 := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"a1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 12.5, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, "down"},
+			{"a2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 3.25, t0.Add(6 * time.Second), "", epoch, t0, "ok"},
+			{"b1", "evt_1", "order.created", "sub_b", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "timeout", t0.Add(time.Minute), t0, ""},
+			{"c1", "evt_2", "order.created", "sub_c", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 2.0, t0, "endpoint answered 404", epoch, t0, "nope"},
+		}
 	})
-	var m Message
+	var m service.Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_1", adminKey, nil, &m)
 	if m.EventType != "order.created" || m.Tenant != "acme" || len(m.Deliveries) != 2 {
 		t.Fatalf("message %+v", m)
@@ -48,7 +49,7 @@ func TestMessageLog(t *testing.T) {
 	acme, globex := r.tenantKey("acme"), r.tenantKey("globex")
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_1", acme, nil, nil)
 	r.must(http.StatusNotFound, "GET", "/v1/messages/evt_1", globex, nil, nil)
-	var dead Message
+	var dead service.Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_2", globex, nil, &dead)
 	if dead.Deliveries[0].Status != "dead" || dead.Deliveries[0].Attempts[0].ResponseSample != "nope" {
 		t.Fatalf("evt_2: %+v", dead)
@@ -56,8 +57,8 @@ func TestMessageLog(t *testing.T) {
 	r.must(http.StatusNotFound, "GET", "/v1/messages/evt_none", adminKey, nil, nil)
 
 	type list struct {
-		Data       []MessageSummary `json:"data"`
-		NextCursor string           `json:"next_cursor"`
+		Data       []service.MessageSummary `json:"data"`
+		NextCursor string                   `json:"next_cursor"`
 	}
 	var all list
 	r.must(http.StatusOK, "GET", "/v1/messages", adminKey, nil, &all)
@@ -96,22 +97,22 @@ func TestMessageLog(t *testing.T) {
 // the recorder's views and table; the breaker from Redis (closed without).
 func TestSubscriptionHealth(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-2 * time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"h1", "evt_1", "order.created", "sub_h", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, ""},
-		{"h2", "evt_1", "order.created", "sub_h", "acme", uint32(2), "success", "", uint16(200), 10.0, t0.Add(6 * time.Second), "", epoch, t0, ""},
-		{"h3", "evt_2", "order.created", "sub_h", "acme", uint32(1), "success", "", uint16(204), 20.0, t0.Add(7 * time.Second), "", epoch, t0, ""},
-		{"h4", "evt_3", "order.created", "sub_other", "acme", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+	r, _ := recordedAgo(t, 2*time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"h1", "evt_1", "order.created", "sub_h", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "endpoint answered 503", t0.Add(5 * time.Second), t0, ""},
+			{"h2", "evt_1", "order.created", "sub_h", "acme", uint32(2), "success", "", uint16(200), 10.0, t0.Add(6 * time.Second), "", epoch, t0, ""},
+			{"h3", "evt_2", "order.created", "sub_h", "acme", uint32(1), "success", "", uint16(204), 20.0, t0.Add(7 * time.Second), "", epoch, t0, ""},
+			{"h4", "evt_3", "order.created", "sub_other", "acme", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+		}
 	})
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_h", "tenant": "acme",
 		"url": "https://a.example/", "event_types": []string{"*"}}, nil)
-	var h Health
+	var h service.Health
 	r.must(http.StatusOK, "GET", "/v1/subscriptions/sub_h/health", adminKey, nil, &h)
 	if h.Breaker.State != "closed" || !h.Enabled {
 		t.Fatalf("breaker %+v", h.Breaker)
 	}
-	for name, w := range map[string]Window{"hour": h.LastHour, "day": h.LastDay} {
+	for name, w := range map[string]service.Window{"hour": h.LastHour, "day": h.LastDay} {
 		if w.Requests != 3 || w.Succeeded != 2 || w.Retried != 1 || w.Dead != 0 || w.SuccessRate < 0.66 || w.SuccessRate > 0.67 ||
 			w.P50MS < 10 || w.P50MS > 40 || w.P99MS < w.P50MS {
 			t.Errorf("last %s: %+v", name, w)
@@ -131,12 +132,12 @@ func TestSubscriptionHealth(t *testing.T) {
 // key's tenant.
 func TestStats(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"s1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "", epoch, t0, ""},
-		{"s2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
-		{"s3", "evt_2", "invoice.paid", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+	r, _ := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"s1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "timeout", uint16(0), 15000.0, t0, "", epoch, t0, ""},
+			{"s2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
+			{"s3", "evt_2", "invoice.paid", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
+		}
 	})
 	type stats struct {
 		Rows []struct {
@@ -158,6 +159,17 @@ func TestStats(t *testing.T) {
 	}
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?by=colour", adminKey, nil, nil)
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?event_type=a.*.b", adminKey, nil, nil)
+}
+
+// epoch is the next_attempt_at of an attempt with no retry due.
+var epoch = time.Unix(0, 0).UTC()
+
+// recordedAgo is recorded with the rows that rows makes of t0, a whole
+// second ago before now (their attempts' time), and t0.
+func recordedAgo(t *testing.T, ago time.Duration, rows func(t0 time.Time) [][]any) (*replica, time.Time) {
+	t.Helper()
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-ago)
+	return recorded(t, rows(t0)), t0
 }
 
 // recorded is a replica whose message log reads a fresh ClickHouse
@@ -196,12 +208,12 @@ func recorded(t *testing.T, rows [][]any) *replica {
 // tenant's key and a disabled subscription are refused, writing nothing.
 func TestMessageRetry(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"r1", "evt_r", "order.created", "sub_r", "acme", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0.Add(time.Second), "endpoint answered 400", epoch, t0, "no"},
-		{"r2", "evt_r", "order.created", "sub_off", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
-		{"r3", "evt_gone", "order.created", "sub_r", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+	r, t0 := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"r1", "evt_r", "order.created", "sub_r", "acme", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0.Add(time.Second), "endpoint answered 400", epoch, t0, "no"},
+			{"r2", "evt_r", "order.created", "sub_off", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+			{"r3", "evt_gone", "order.created", "sub_r", "acme", uint32(1), "success", "", uint16(204), 2.0, t0.Add(time.Second), "", epoch, t0, ""},
+		}
 	})
 	c := r.c
 	var recs []*kgo.Record
@@ -225,12 +237,12 @@ func TestMessageRetry(t *testing.T) {
 	}
 	r.must(http.StatusOK, "POST", "/v1/subscriptions/sub_off/disable", adminKey, nil, nil)
 
-	var m Message
+	var m service.Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_r", adminKey, nil, &m)
 	if m.Event == nil || string(m.Event.Data) != `{"total":7}` || m.Event.Key != "order/7" || !m.PublishedAt.Equal(t0) {
 		t.Fatalf("message %+v, event %+v: want the event as published", m, m.Event)
 	}
-	var gone Message
+	var gone service.Message
 	r.must(http.StatusOK, "GET", "/v1/messages/evt_gone", adminKey, nil, &gone)
 	if gone.Event != nil {
 		t.Fatalf("evt_gone was never published, yet shows %+v", gone.Event)
@@ -282,7 +294,6 @@ func TestSeries(t *testing.T) {
 	t.Parallel()
 	now := time.Now().UTC()
 	t0 := now.Truncate(time.Minute).Add(-2 * time.Minute)
-	epoch := time.Unix(0, 0).UTC()
 	r := recorded(t, [][]any{
 		{"x1", "evt_1", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 40.0, t0, "", epoch, t0, ""},
 		{"x2", "evt_1", "order.created", "sub_a", "acme", uint32(2), "success", "", uint16(200), 10.0, t0, "", epoch, t0, ""},
@@ -290,7 +301,7 @@ func TestSeries(t *testing.T) {
 		{"x4", "evt_3", "order.created", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(404), 5.0, t0, "", epoch, t0, ""},
 		{"x5", "evt_4", "order.created", "sub_g", "globex", uint32(1), "blocked", "breaker_open", uint16(0), 0.0, t0, "", epoch, t0, ""},
 	})
-	var out seriesOutput
+	var out service.SeriesOutput
 	r.must(http.StatusOK, "GET", "/v1/stats/series?window=1h", adminKey, nil, &out.Body)
 	if len(out.Body.Series) != 1 || len(out.Body.Series[0].Points) != 60 || out.Body.StepSeconds != 60 {
 		t.Fatalf("series of 1h: %d series, step %d", len(out.Body.Series), out.Body.StepSeconds)
@@ -320,24 +331,24 @@ func TestSeries(t *testing.T) {
 // delivered, in the message and in the list.
 func TestMessageStatusWithinASecond(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"s1", "evt_s", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0.Add(time.Second), t0, ""},
-		{"s2", "evt_s", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
-		{"s3", "evt_s", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
-		{"d1", "evt_d", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0, t0, ""},
-		{"d2", "evt_d", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0, "", epoch, t0, ""},
+	r, _ := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"s1", "evt_s", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0.Add(time.Second), t0, ""},
+			{"s2", "evt_s", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
+			{"s3", "evt_s", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 1.0, t0.Add(time.Second), "", epoch, t0, ""},
+			{"d1", "evt_d", "order.created", "sub_a", "acme", uint32(1), "retry", "server_error", uint16(503), 1.0, t0, "", t0, t0, ""},
+			{"d2", "evt_d", "order.created", "sub_a", "acme", uint32(2), "dead", "exhausted", uint16(503), 1.0, t0, "", epoch, t0, ""},
+		}
 	})
 	for id, want := range map[string]string{"evt_s": "delivered", "evt_d": "dead"} {
-		var m Message
+		var m service.Message
 		r.must(http.StatusOK, "GET", "/v1/messages/"+id, adminKey, nil, &m)
 		if got := m.Deliveries[0].Status; got != want {
 			t.Errorf("%s: %s, want %s", id, got, want)
 		}
-		var l listMessagesOutput
+		var l service.ListMessagesOutput
 		r.must(http.StatusOK, "GET", "/v1/messages?status="+want, adminKey, nil, &l.Body)
-		if !slices.ContainsFunc(l.Body.Data, func(s MessageSummary) bool { return s.EventID == id }) {
+		if !slices.ContainsFunc(l.Body.Data, func(s service.MessageSummary) bool { return s.EventID == id }) {
 			t.Errorf("%s not listed %s", id, want)
 		}
 	}
@@ -359,13 +370,12 @@ func TestScheduledStatus(t *testing.T) {
 	t.Run("message log", func(t *testing.T) {
 		t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
 		due := t0.Add(time.Hour)
-		epoch := time.Unix(0, 0).UTC()
 		r := recorded(t, [][]any{
 			{"s1", "evt_later", "order.created", "sub_a", "acme", uint32(1), "scheduled", "", uint16(0), 0.0, t0, "", due, t0, ""},
 			{"c1", "evt_off", "order.created", "sub_a", "acme", uint32(1), "scheduled", "", uint16(0), 0.0, t0, "", due, t0, ""},
 			{"c2", "evt_off", "order.created", "sub_a", "acme", uint32(1), "skipped", "cancelled", uint16(0), 0.0, t0.Add(time.Second), "cancelled by its tenant", epoch, t0, ""},
 		})
-		var m Message
+		var m service.Message
 		r.must(http.StatusOK, "GET", "/v1/messages/evt_later", adminKey, nil, &m)
 		if d := m.Deliveries[0]; d.Status != "scheduled" || d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(due) {
 			t.Fatalf("evt_later: %+v", d)
@@ -374,7 +384,7 @@ func TestScheduledStatus(t *testing.T) {
 		if d := m.Deliveries[0]; d.Status != "skipped" || d.Attempts[1].FailureCategory != topics.FailureCancelled {
 			t.Fatalf("evt_off: %+v", d)
 		}
-		var l listMessagesOutput
+		var l service.ListMessagesOutput
 		r.must(http.StatusOK, "GET", "/v1/messages?status=scheduled", adminKey, nil, &l.Body)
 		if len(l.Body.Data) != 1 || l.Body.Data[0].EventID != "evt_later" || l.Body.Data[0].Status != "scheduled" {
 			t.Fatalf("scheduled messages: %+v", l.Body.Data)

@@ -2,75 +2,30 @@ package api
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// Operation is a bulk operation as the API shows it.
-type Operation struct {
-	ID             string    `json:"id"`
-	Kind           string    `json:"kind" enum:"redrive,replay,recover"`
-	State          string    `json:"state" enum:"pending,running,done,failed"`
-	Error          string    `json:"error,omitempty" doc:"Why it failed."`
-	Tenant         string    `json:"tenant,omitempty"`
-	SubscriptionID string    `json:"subscription_id,omitempty"`
-	EventType      string    `json:"event_type,omitempty"`
-	Category       string    `json:"category,omitempty"`
-	DeadLetters    int       `json:"dead_letters,omitempty" doc:"How many dead letters it was limited to, when named."`
-	Since          time.Time `json:"since,omitzero"`
-	Until          time.Time `json:"until,omitzero"`
-	Rate           float64   `json:"rate" doc:"Deliveries per second at most."`
-	Matched        int       `json:"matched" doc:"Records to look at: the dead letters that passed the filters, or the events in the time range (known once running)."`
-	Done           int       `json:"done" doc:"Records looked at so far."`
-	Sent           int       `json:"sent" doc:"Deliveries sent back to the pipeline."`
-	Skipped        int       `json:"skipped" doc:"Records not for it: already redriven, or events the subscription does not take."`
-	Failed         int       `json:"failed" doc:"Records that could not be sent: undecodable."`
-	Progress       float64   `json:"progress" doc:"done / matched, from 0 to 1; 1 once done."`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-}
-
-func operationOf(o *topics.Operation) Operation {
-	out := Operation{ID: o.ID, Kind: o.Kind, State: o.State, Error: o.Error, Tenant: o.Tenant, SubscriptionID: o.Subscription,
-		EventType: o.EventType, Category: o.Category, DeadLetters: len(o.DeadLetters), Since: o.Since, Until: o.Until, Rate: o.Rate, Matched: o.Matched, Done: o.Done,
-		Sent: o.Sent, Skipped: o.Skipped, Failed: o.Failed, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
-	switch {
-	case o.State == topics.OperationDone:
-		out.Progress = 1
-	case o.Matched > 0:
-		out.Progress = min(1, float64(o.Done)/float64(o.Matched))
-	}
-	return out
-}
-
 type operationOutput struct {
 	Location string `header:"Location"`
-	Body     Operation
+	Body     service.Operation
 }
 
 type redriveInput struct {
 	Body struct {
-		SubscriptionID string          `json:"subscription_id,omitempty" doc:"Only this subscription's dead letters."`
-		EventType      string          `json:"event_type,omitempty" doc:"Only this type, prefix.* or *."`
-		Category       string          `json:"category,omitempty" doc:"Only this failure category (an exhausted one's last failure counts too)."`
-		Since          time.Time       `json:"since,omitzero" doc:"Only those dead at or after this time."`
-		Until          time.Time       `json:"until,omitzero" doc:"Only those dead before this time; at the latest, when the operation is created (dead letters of its own redrive are never taken again)."`
-		DeadLetters    []DeadLetterRef `json:"dead_letters,omitempty" maxItems:"1000" doc:"Only these dead letters (as GET /v1/dlq lists them), of those passing the other filters."`
-		Rate           float64         `json:"rate,omitempty" exclusiveMinimum:"0" maximum:"10000" default:"100" doc:"Deliveries per second at most."`
+		SubscriptionID string                  `json:"subscription_id,omitempty" doc:"Only this subscription's dead letters."`
+		EventType      string                  `json:"event_type,omitempty" doc:"Only this type, prefix.* or *."`
+		Category       string                  `json:"category,omitempty" doc:"Only this failure category (an exhausted one's last failure counts too)."`
+		Since          time.Time               `json:"since,omitzero" doc:"Only those dead at or after this time."`
+		Until          time.Time               `json:"until,omitzero" doc:"Only those dead before this time; at the latest, when the operation is created (dead letters of its own redrive are never taken again)."`
+		DeadLetters    []service.DeadLetterRef `json:"dead_letters,omitempty" maxItems:"1000" doc:"Only these dead letters (as GET /v1/dlq lists them), of those passing the other filters."`
+		Rate           float64                 `json:"rate,omitempty" exclusiveMinimum:"0" maximum:"10000" default:"100" doc:"Deliveries per second at most."`
 	}
-}
-
-// DeadLetterRef names a dead letter by its place on the dlq topic.
-type DeadLetterRef struct {
-	Partition int32 `json:"partition" minimum:"0"`
-	Offset    int64 `json:"offset" minimum:"0"`
 }
 
 type replayInput struct {
@@ -89,12 +44,6 @@ type operationIDInput struct {
 
 type listOperationsInput struct {
 	Limit int `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"The newest this many."`
-}
-
-type listOperationsOutput struct {
-	Body struct {
-		Data []Operation `json:"data" doc:"Newest first."`
-	}
 }
 
 func (s *Server) registerOperations() {
@@ -150,65 +99,31 @@ func (s *Server) registerOperations() {
 		Summary: "Get an operation", Description: "Its state and progress. Any replica answers with what was written before the request.",
 		Tags: tags, Security: secured},
 		func(ctx context.Context, in *operationIDInput) (*operationOutput, error) {
-			if err := s.opsCaughtUp(ctx); err != nil {
-				return nil, err
+			o, err := s.operations.Get(ctx, principalOf(ctx), in.ID)
+			if err != nil {
+				return nil, s.problem(err)
 			}
-			o, ok := s.ops.Get(in.ID)
-			if !ok || !principalOf(ctx).sees(o.Tenant) {
-				return nil, huma.Error404NotFound("no operation " + in.ID)
-			}
-			return &operationOutput{Body: operationOf(&o)}, nil
+			return &operationOutput{Body: o}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "list-operations", Method: http.MethodGet, Path: "/v1/operations",
 		Summary: "List operations", Description: "The newest operations first; a tenant key sees its tenant's.",
 		Tags: tags, Security: secured},
-		func(ctx context.Context, in *listOperationsInput) (*listOperationsOutput, error) {
-			if err := s.opsCaughtUp(ctx); err != nil {
-				return nil, err
+		func(ctx context.Context, in *listOperationsInput) (*service.ListOperationsOutput, error) {
+			list, err := s.operations.List(ctx, principalOf(ctx), in.Limit)
+			if err != nil {
+				return nil, s.problem(err)
 			}
-			all, _ := s.ops.All()
-			out := &listOperationsOutput{}
-			out.Body.Data = []Operation{}
-			p := principalOf(ctx)
-			for i := len(all) - 1; i >= 0 && len(out.Body.Data) < in.Limit; i-- {
-				if p.sees(all[i].Tenant) {
-					out.Body.Data = append(out.Body.Data, operationOf(&all[i]))
-				}
-			}
+			out := &service.ListOperationsOutput{}
+			out.Body.Data = list
 			return out, nil
 		})
 }
 
-// startOperation writes o as a pending operation of the request's tenant,
-// its time range closed at the latest now, and answers it.
+// startOperation starts o as the request's caller, and answers it.
 func (s *Server) startOperation(ctx context.Context, o *topics.Operation) (*operationOutput, error) {
-	if s.ops == nil {
-		return nil, huma.Error503ServiceUnavailable("this API replica runs no operations")
+	op, err := s.operations.Start(ctx, principalOf(ctx), o)
+	if err != nil {
+		return nil, s.problem(err)
 	}
-	now := time.Now().UTC()
-	o.ID, o.Tenant, o.State, o.CreatedAt, o.UpdatedAt = topics.NewID("op_"), principalOf(ctx).tenant, topics.OperationPending, now, now
-	if o.Until.IsZero() || o.Until.After(now) {
-		o.Until = now
-	}
-	if !o.Since.IsZero() && !o.Since.Before(o.Until) {
-		return nil, huma.Error422UnprocessableEntity("invalid operation", &huma.ErrorDetail{Location: "body.since",
-			Message: "since must come before until and before now", Value: o.Since})
-	}
-	if err := s.produce(ctx, &kgo.Record{Topic: s.names.Operations(), Key: []byte(o.ID), Value: o.Encode()}); err != nil {
-		return nil, err
-	}
-	return &operationOutput{Location: "/v1/operations/" + o.ID, Body: operationOf(o)}, nil
-}
-
-func (s *Server) opsCaughtUp(ctx context.Context) error {
-	if s.ops == nil {
-		return huma.Error503ServiceUnavailable("this API replica runs no operations")
-	}
-	if err := s.ops.WaitCaughtUp(ctx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return huma.Error503ServiceUnavailable("the operations could not be read in time")
-		}
-		return s.internal(fmt.Errorf("operations: %w", err))
-	}
-	return nil
+	return &operationOutput{Location: "/v1/operations/" + op.ID, Body: op}, nil
 }

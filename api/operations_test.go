@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -47,9 +48,9 @@ func (c *cluster) deliveries() map[string]int {
 }
 
 // finished waits until operation id is finished, as replica r shows it.
-func (r *replica) finished(id, key string) Operation {
+func (r *replica) finished(id, key string) service.Operation {
 	r.t.Helper()
-	var o Operation
+	var o service.Operation
 	testkit.WaitEvery(r.t, 50*time.Millisecond, 60*time.Second, "operation "+id+" finished", func() bool {
 		r.must(http.StatusOK, "GET", "/v1/operations/"+id, key, nil, &o)
 		return o.State == topics.OperationDone || o.State == topics.OperationFailed
@@ -73,7 +74,7 @@ func TestRedriveOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var o Operation
+	var o service.Operation
 	one.must(http.StatusAccepted, "POST", "/v1/dlq/redrive", adminKey, map[string]any{"rate": 20}, &o)
 	if o.State != topics.OperationPending || o.Kind != topics.OperationRedrive {
 		t.Fatalf("started %+v", o)
@@ -118,7 +119,7 @@ func TestRedriveOperation(t *testing.T) {
 	if a := two.do("GET", "/v1/operations/"+o.ID, globex, nil); a.status != http.StatusNotFound {
 		t.Errorf("globex reads acme's operation: %d %s", a.status, a.body)
 	}
-	var l listOperationsOutput
+	var l service.ListOperationsOutput
 	two.must(http.StatusOK, "GET", "/v1/operations", globex, nil, &l.Body)
 	if len(l.Body.Data) != 0 {
 		t.Errorf("globex lists %d operations, none of them its own", len(l.Body.Data))
@@ -140,16 +141,16 @@ func TestRedriveResumes(t *testing.T) {
 	c := newCluster(t)
 	first := c.replica()
 	c.deadLetters(40, "evt", "sub_a", "acme")
-	var o Operation
+	var o service.Operation
 	// Batches of 4 a second: ten seconds in all.
 	first.must(http.StatusAccepted, "POST", "/v1/dlq/redrive", adminKey, map[string]any{"rate": 4}, &o)
 	testkit.WaitEvery(t, 20*time.Millisecond, 30*time.Second, "the redrive under way", func() bool {
-		var now Operation
+		var now service.Operation
 		first.must(http.StatusOK, "GET", "/v1/operations/"+o.ID, adminKey, nil, &now)
 		return now.Sent > 0
 	})
 	first.stop()
-	var stopped Operation
+	var stopped service.Operation
 	second := c.replica()
 	second.must(http.StatusOK, "GET", "/v1/operations/"+o.ID, adminKey, nil, &stopped)
 	if stopped.State != topics.OperationRunning {
@@ -178,7 +179,7 @@ func TestReplayOperation(t *testing.T) {
 	c := newCluster(t)
 	r := c.replica()
 	since := time.Now().UTC().Add(-time.Minute)
-	var sub, other Subscription
+	var sub, other service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://a.example/",
 		"event_types": []string{"order.*"}}, &sub)
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "globex", "url": "https://g.example/",
@@ -202,7 +203,7 @@ func TestReplayOperation(t *testing.T) {
 	}
 	before := len(c.records(c.names.Deliveries()))
 
-	var o Operation
+	var o service.Operation
 	r.must(http.StatusAccepted, "POST", "/v1/replays", adminKey, map[string]any{"subscription_id": sub.ID, "since": since, "rate": 1000}, &o)
 	o = r.finished(o.ID, adminKey)
 	if o.State != topics.OperationDone || o.Matched != 13 || o.Sent != 6 || o.Skipped != 6 || o.Failed != 1 {
@@ -269,17 +270,17 @@ func TestRedriveSelected(t *testing.T) {
 	c := newCluster(t)
 	r := c.replica()
 	c.deadLetters(5, "evt", "sub_a", "acme")
-	var l listDLQOutput
+	var l service.ListDLQOutput
 	r.must(http.StatusOK, "GET", "/v1/dlq", adminKey, nil, &l.Body)
 	if len(l.Body.Data) != 5 {
 		t.Fatalf("%d dead letters listed, want 5", len(l.Body.Data))
 	}
-	picked := []DeadLetter{l.Body.Data[1], l.Body.Data[3]}
-	var refs []DeadLetterRef
+	picked := []service.DeadLetter{l.Body.Data[1], l.Body.Data[3]}
+	var refs []service.DeadLetterRef
 	for _, d := range picked {
-		refs = append(refs, DeadLetterRef{Partition: d.Partition, Offset: d.Offset})
+		refs = append(refs, service.DeadLetterRef{Partition: d.Partition, Offset: d.Offset})
 	}
-	var o Operation
+	var o service.Operation
 	r.must(http.StatusAccepted, "POST", "/v1/dlq/redrive", adminKey, map[string]any{"dead_letters": refs}, &o)
 	o = r.finished(o.ID, adminKey)
 	if o.State != topics.OperationDone || o.Sent != 2 || o.Matched != 2 || o.DeadLetters != 2 {

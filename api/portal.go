@@ -34,12 +34,12 @@ func (s *Server) registerPortalSessions() {
 		Tags: []string{"Portal"}, Security: secured, DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *portalSessionInput) (*portalSessionOutput, error) {
 			tenant := in.Body.Tenant
-			if p := principalOf(ctx); !p.admin() {
-				if tenant != "" && tenant != p.tenant {
+			if p := principalOf(ctx); !p.Admin() {
+				if tenant != "" && tenant != p.Tenant {
 					return nil, huma.Error422UnprocessableEntity("invalid portal session", &huma.ErrorDetail{Location: "body.tenant",
 						Message: "a tenant key opens its own tenant's portal", Value: tenant})
 				}
-				tenant = p.tenant
+				tenant = p.Tenant
 			}
 			if tenant == "" {
 				return nil, huma.Error422UnprocessableEntity("invalid portal session", &huma.ErrorDetail{Location: "body.tenant",

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 )
 
@@ -54,12 +55,12 @@ func (l *limiter) wait(ctx context.Context, keyID string) time.Duration {
 
 // rateLimit answers 429 with Retry-After to a key over its rate.
 func (s *Server) rateLimit(ctx huma.Context, next func(huma.Context)) {
-	p, ok := ctx.Context().Value(principalKey{}).(principal)
+	p, ok := ctx.Context().Value(principalKey{}).(service.Caller)
 	if !ok {
 		next(ctx)
 		return
 	}
-	id := p.keyID
+	id := p.KeyID
 	if id == "" {
 		id = "bootstrap"
 	}

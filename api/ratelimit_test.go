@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
@@ -77,10 +78,10 @@ func TestBreakerControl(t *testing.T) {
 	env := maps.Clone(c.env)
 	env[redisstate.EnvURL], env[redisstate.EnvKeyPrefix], env["WEBHOOKS_API_RATE_LIMIT"] = url, prefix, "0"
 	r := c.replicaWith(env)
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}, "tenant": "acme"}, &sub)
 	path := "/v1/subscriptions/" + sub.ID + "/breaker"
-	var b Breaker
+	var b service.Breaker
 	r.must(http.StatusOK, "POST", path, adminKey, map[string]string{"action": "force_open", "duration": "1h"}, &b)
 	if b.State != "open" || b.Until == nil || time.Until(*b.Until) < 50*time.Minute {
 		t.Fatalf("forced open: %+v", b)

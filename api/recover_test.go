@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -24,7 +25,6 @@ func TestRecoverOperation(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	w0, w1 := t0.Add(10*time.Minute), t0.Add(20*time.Minute)
-	epoch := time.Unix(0, 0).UTC()
 	var rows [][]any
 	attempt := func(id, ev, sub, outcome string, n int, at, published time.Time) {
 		category, status := "", uint16(204)
@@ -75,17 +75,17 @@ func TestRecoverOperation(t *testing.T) {
 
 	first.must(http.StatusUnprocessableEntity, "POST", "/v1/subscriptions/sub_r/recover", adminKey, map[string]any{"until": w1}, nil)
 	first.must(http.StatusNotFound, "POST", "/v1/subscriptions/sub_r/recover", first.tenantKey("globex"), map[string]any{"since": w0}, nil)
-	var o Operation
+	var o service.Operation
 	// 40 a second: five seconds for the 200.
 	first.must(http.StatusAccepted, "POST", "/v1/subscriptions/sub_r/recover", adminKey, map[string]any{"since": w0, "until": w1, "rate": 40}, &o)
 	testkit.WaitEvery(t, 20*time.Millisecond, 30*time.Second, "the recover under way", func() bool {
-		var now Operation
+		var now service.Operation
 		first.must(http.StatusOK, "GET", "/v1/operations/"+o.ID, adminKey, nil, &now)
 		return now.Sent > 0
 	})
 	first.stop()
 	second := c.replicaWith(first.env)
-	var stopped Operation
+	var stopped service.Operation
 	second.must(http.StatusOK, "GET", "/v1/operations/"+o.ID, adminKey, nil, &stopped)
 	if stopped.State != topics.OperationRunning || stopped.Sent >= 200 {
 		t.Fatalf("the recover is not running half way when its runner stopped: %+v", stopped)
@@ -110,7 +110,7 @@ func TestRecoverOperation(t *testing.T) {
 func TestRecoverFromTheEndpointPage(t *testing.T) {
 	t.Parallel()
 	r := recorded(t, nil)
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://a.example/",
 		"event_types": []string{"*"}}, &sub)
 	u := r.uiClient()
@@ -126,7 +126,7 @@ func TestRecoverFromTheEndpointPage(t *testing.T) {
 	if status != http.StatusSeeOther {
 		t.Fatalf("recover from the endpoint page: %d, want 303 to the operation", status)
 	}
-	var list struct{ Data []Operation }
+	var list struct{ Data []service.Operation }
 	r.must(http.StatusOK, "GET", "/v1/operations", adminKey, nil, &list)
 	if len(list.Data) != 1 || list.Data[0].Kind != topics.OperationRecover || list.Data[0].SubscriptionID != sub.ID ||
 		list.Data[0].Since.Format("2006-01-02T15:04") != since {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -86,7 +87,7 @@ func (s *Server) registerRetry() {
 			if err != nil {
 				return nil, err
 			}
-			if !slices.ContainsFunc(m.Deliveries, func(d MessageDelivery) bool { return d.SubscriptionID == sub.ID }) {
+			if !slices.ContainsFunc(m.Deliveries, func(d service.MessageDelivery) bool { return d.SubscriptionID == sub.ID }) {
 				return nil, huma.Error422UnprocessableEntity("nothing to retry", &huma.ErrorDetail{Location: "body.subscription_id",
 					Message: "event " + in.EventID + " was never sent to this subscription", Value: sub.ID})
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
@@ -26,13 +27,13 @@ func TestTenantIsolation(t *testing.T) {
 	c := newCluster(t)
 	r := c.replica()
 	keyA, keyB := r.tenantKey("acme"), r.tenantKey("globex")
-	var subA, subB Subscription
+	var subA, subB service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", keyA, map[string]any{"url": "https://a.example/hooks", "event_types": []string{"*"}}, &subA)
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", keyB, map[string]any{"url": "https://b.example/hooks", "event_types": []string{"*"}}, &subB)
 	if subA.Tenant != "acme" || subB.Tenant != "globex" {
 		t.Fatalf("tenant keys created subscriptions of tenants %q and %q", subA.Tenant, subB.Tenant)
 	}
-	var opB Operation
+	var opB service.Operation
 	r.must(http.StatusAccepted, "POST", "/v1/dlq/redrive", keyB, map[string]any{}, &opB)
 	before := len(c.records(c.names.Subscriptions()))
 	path := "/v1/subscriptions/" + subB.ID
@@ -60,7 +61,7 @@ func TestTenantIsolation(t *testing.T) {
 	if n := len(c.records(c.names.Subscriptions())); n != before {
 		t.Errorf("%d subscription records written by another tenant's requests", n-before)
 	}
-	var ops listOperationsOutput
+	var ops service.ListOperationsOutput
 	r.must(http.StatusOK, "GET", "/v1/operations", keyA, nil, &ops.Body)
 	if len(ops.Body.Data) != 0 {
 		t.Errorf("acme lists %d operations, none of them its own", len(ops.Body.Data))
@@ -105,8 +106,8 @@ func TestTenantIsolation(t *testing.T) {
 
 // subscriptionsOutputBody is the body of a list.
 type subscriptionsOutputBody struct {
-	Data       []Subscription `json:"data"`
-	NextCursor string         `json:"next_cursor"`
+	Data       []service.Subscription `json:"data"`
+	NextCursor string                 `json:"next_cursor"`
 }
 
 // TestRevokedKeyRefusedEverywhere: a key revoked on one replica is refused
@@ -158,12 +159,12 @@ func TestReadYourWrites(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	one, two := c.replica(), c.replica()
-	var s Subscription
+	var s service.Subscription
 	one.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"order.*"}}, &s)
 	if !strings.HasPrefix(s.Secret, topics.SecretPrefix) {
 		t.Fatalf("create answered secret %q, want the new secret", s.Secret)
 	}
-	var got Subscription
+	var got service.Subscription
 	two.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &got)
 	if got.URL != s.URL || got.Secret != "" {
 		t.Fatalf("the other replica read %+v", got)
@@ -173,7 +174,7 @@ func TestReadYourWrites(t *testing.T) {
 	if got.URL != "https://b.example/" || got.TimeoutMS != 5000 || !slices.Equal(got.EventTypes, []string{"order.*"}) {
 		t.Fatalf("after PATCH the other replica read %+v", got)
 	}
-	var rotated Subscription
+	var rotated service.Subscription
 	one.must(http.StatusOK, "POST", "/v1/subscriptions/"+s.ID+"/rotate-secret", adminKey, nil, &rotated)
 	if rotated.Secret == "" || rotated.Secret == s.Secret {
 		t.Fatalf("rotate-secret answered %q", rotated.Secret)
@@ -224,7 +225,7 @@ func TestBadInput(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	r := c.replica()
-	var s Subscription
+	var s service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_taken", "url": "https://a.example/", "event_types": []string{"*"}}, &s)
 	subsBefore, eventsBefore := len(c.records(c.names.Subscriptions())), len(c.records(c.names.Events()))
 	good := func(extra map[string]any) map[string]any {
@@ -421,14 +422,14 @@ func TestSubscriptionFilter(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	r := c.replica()
-	var s Subscription
+	var s service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"order.*"},
 		"filter": `data.total > 100 && "vip" in data.tags`}, &s)
 	r.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &s)
 	if s.Filter != `data.total > 100 && "vip" in data.tags` {
 		t.Fatalf("stored filter %q", s.Filter)
 	}
-	var cleared Subscription
+	var cleared service.Subscription
 	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"filter": ""}, &cleared)
 	if cleared.Filter != "" || cleared.ID != s.ID {
 		t.Fatalf("filter after removing it: %q", cleared.Filter)
@@ -445,7 +446,7 @@ func TestSubscriptionPartitions(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	r := c.replica()
-	var s Subscription
+	var s service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}}, &s)
 	if s.Partitions != 1 {
 		t.Fatalf("partitions of a new subscription: %d, want 1", s.Partitions)
@@ -474,11 +475,11 @@ func TestSubscriptionBatch(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	r := c.replica()
-	var s Subscription
+	var s service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"},
 		"batch": map[string]any{"max_events": 100, "max_wait_ms": 500}}, &s)
 	r.must(http.StatusOK, "GET", "/v1/subscriptions/"+s.ID, adminKey, nil, &s)
-	if s.Batch == nil || *s.Batch != (Batch{MaxEvents: 100, MaxWaitMS: 500}) {
+	if s.Batch == nil || *s.Batch != (service.Batch{MaxEvents: 100, MaxWaitMS: 500}) {
 		t.Fatalf("batch %+v, want 100 events, 500 ms", s.Batch)
 	}
 	a := r.do("PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"batch": map[string]any{"max_events": 1, "max_wait_ms": 500}})
@@ -487,12 +488,12 @@ func TestSubscriptionBatch(t *testing.T) {
 	if a.status != http.StatusUnprocessableEntity || len(p.Errors) == 0 || p.Errors[0].Location != "body.batch.max_events" {
 		t.Errorf("a batch of one: answer %d %s, want 422 naming body.batch.max_events", a.status, a.body)
 	}
-	var ordered Subscription
+	var ordered service.Subscription
 	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"ordering": "key"}, &ordered)
 	if ordered.Batch == nil || ordered.Ordering != "key" {
 		t.Fatalf("ordering key: batch %+v, ordering %q; want both", ordered.Batch, ordered.Ordering)
 	}
-	var unbatched Subscription
+	var unbatched service.Subscription
 	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"batch": map[string]any{"max_events": 0}}, &unbatched)
 	if unbatched.Batch != nil {
 		t.Fatalf("batch %+v after max_events 0, want none", unbatched.Batch)
@@ -506,7 +507,7 @@ func TestSubscriptionAuth(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	r := c.replica()
-	var s Subscription
+	var s service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"},
 		"auth": map[string]any{"type": "basic", "username": "hooks", "password": "correct-horse-battery"}}, &s)
 	a := r.do("GET", "/v1/subscriptions/"+s.ID, adminKey, nil)
@@ -536,7 +537,7 @@ func TestSubscriptionAuth(t *testing.T) {
 		!strings.Contains(string(a.body), "body.auth.certificate") {
 		t.Fatalf("mtls with a key of another certificate: %d %s", a.status, a.body)
 	}
-	var cleared Subscription
+	var cleared service.Subscription
 	r.must(http.StatusOK, "PATCH", "/v1/subscriptions/"+s.ID, adminKey, map[string]any{"auth": map[string]any{"type": "none"}}, &cleared)
 	if cleared.Auth != nil {
 		t.Fatalf("auth after removing it: %+v", cleared.Auth)
@@ -578,7 +579,7 @@ func TestTenantSubscriptionLimit(t *testing.T) {
 			t.Fatalf("refusal: %s", a.body)
 		}
 	}
-	var other Subscription
+	var other service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}, "tenant": "other"}, &other)
 	if a := r.do("PATCH", "/v1/subscriptions/"+other.ID, adminKey, map[string]any{"tenant": "acme"}); a.status != http.StatusUnprocessableEntity ||
 		!strings.Contains(string(a.body), "body.tenant") {

@@ -9,35 +9,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 )
-
-// seriesWindows are the windows a series covers, each with its step.
-var seriesWindows = map[string]struct{ span, step time.Duration }{
-	"1h":  {time.Hour, time.Minute},
-	"24h": {24 * time.Hour, 15 * time.Minute},
-	"7d":  {7 * 24 * time.Hour, time.Hour},
-}
-
-// Point is one step of a series.
-type Point struct {
-	At       time.Time `json:"at" doc:"The step's start."`
-	Success  uint64    `json:"success" doc:"Attempts answered 2xx."`
-	Retry    uint64    `json:"retry" doc:"Failed attempts sent to a retry tier."`
-	Dead     uint64    `json:"dead" doc:"Failed attempts dead-lettered."`
-	HeldBack uint64    `json:"held_back" doc:"Attempts not made: blocked, throttled or skipped."`
-	P50MS    *float64  `json:"p50_ms"`
-	P99MS    *float64  `json:"p99_ms"`
-}
-
-// Series is the delivery outcomes of a window, step by step.
-type Series struct {
-	Key    string  `json:"key,omitempty" doc:"The subscription, when by subscription."`
-	Points []Point `json:"points" doc:"Every step of the window, oldest first; steps without attempts are zero."`
-	// P50MS and P99MS are over the whole window.
-	P50MS *float64 `json:"p50_ms" doc:"Median request duration over the whole window."`
-	P99MS *float64 `json:"p99_ms"`
-}
 
 type seriesInput struct {
 	Window         string `query:"window" enum:"1h,24h,7d" default:"24h" doc:"1h in minutes, 24h in quarters of an hour, 7d in hours."`
@@ -45,31 +19,23 @@ type seriesInput struct {
 	By             string `query:"by" enum:"all,subscription" default:"all" doc:"One series, or one per subscription."`
 }
 
-type seriesOutput struct {
-	Body struct {
-		Window      string   `json:"window"`
-		StepSeconds int      `json:"step_seconds"`
-		Series      []Series `json:"series"`
-	}
-}
-
 func (s *Server) registerSeries() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-stats-series", Method: http.MethodGet, Path: "/v1/stats/series",
 		Summary: "Delivery outcomes over time", Description: "Attempts by outcome and p50/p99 request duration, step by step, " +
 			"from the recorder's per-minute views in ClickHouse: what the dashboard's charts draw.",
 		Tags: []string{"Messages"}, Security: secured},
-		func(ctx context.Context, in *seriesInput) (*seriesOutput, error) {
+		func(ctx context.Context, in *seriesInput) (*service.SeriesOutput, error) {
 			if s.ch == nil {
 				return nil, huma.Error503ServiceUnavailable("statistics need ClickHouse (WEBHOOKS_CLICKHOUSE_ADDR)")
 			}
-			w := seriesWindows[in.Window]
+			w := service.SeriesWindows[in.Window]
 			now := time.Now().UTC()
-			end := now.Truncate(w.step).Add(w.step)
-			start := end.Add(-w.span)
+			end := now.Truncate(w.Step).Add(w.Step)
+			start := end.Add(-w.Span)
 			var where []string
 			args := []any{start}
-			if p := principalOf(ctx); !p.admin() {
-				where, args = append(where, "tenant = ?"), append(args, p.tenant)
+			if p := principalOf(ctx); !p.Admin() {
+				where, args = append(where, "tenant = ?"), append(args, p.Tenant)
 			}
 			if in.SubscriptionID != "" {
 				where, args = append(where, "subscription_id = ?"), append(args, in.SubscriptionID)
@@ -82,20 +48,20 @@ func (s *Server) registerSeries() {
 			if in.By == "subscription" {
 				key = "subscription_id"
 			}
-			step := int(w.step.Seconds())
+			step := int(w.Step.Seconds())
 			bucket := fmt.Sprintf("toDateTime(intDiv(toUInt32(minute), %d) * %d, 'UTC')", step, step)
-			byKey := map[string]map[int64]*Point{}
+			byKey := map[string]map[int64]*service.Point{}
 			var order []string
-			point := func(k string, at time.Time) *Point {
+			point := func(k string, at time.Time) *service.Point {
 				m, ok := byKey[k]
 				if !ok {
-					m = map[int64]*Point{}
+					m = map[int64]*service.Point{}
 					byKey[k] = m
 					order = append(order, k)
 				}
 				p, ok := m[at.Unix()]
 				if !ok {
-					p = &Point{At: at.UTC()}
+					p = &service.Point{At: at.UTC()}
 					m[at.Unix()] = p
 				}
 				return p
@@ -160,19 +126,19 @@ func (s *Server) registerSeries() {
 			if err := rows.Err(); err != nil {
 				return nil, s.internal(fmt.Errorf("series: %w", err))
 			}
-			out := &seriesOutput{}
-			out.Body.Window, out.Body.StepSeconds, out.Body.Series = in.Window, step, []Series{}
+			out := &service.SeriesOutput{}
+			out.Body.Window, out.Body.StepSeconds, out.Body.Series = in.Window, step, []service.Series{}
 			if len(order) == 0 && in.By != "subscription" {
 				order = append(order, "")
 			}
 			for _, k := range order {
-				se := Series{Key: k, Points: make([]Point, 0, int(w.span/w.step))}
+				se := service.Series{Key: k, Points: make([]service.Point, 0, int(w.Span/w.Step))}
 				se.P50MS, se.P99MS = medianAndP99(whole[k])
-				for at := start; at.Before(end); at = at.Add(w.step) {
+				for at := start; at.Before(end); at = at.Add(w.Step) {
 					if p, ok := byKey[k][at.Unix()]; ok {
 						se.Points = append(se.Points, *p)
 					} else {
-						se.Points = append(se.Points, Point{At: at})
+						se.Points = append(se.Points, service.Point{At: at})
 					}
 				}
 				out.Body.Series = append(out.Body.Series, se)

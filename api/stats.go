@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/recorder/report"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -21,31 +22,22 @@ type statsInput struct {
 	Until          time.Time `query:"until" doc:"To (default: now)."`
 }
 
-type statsOutput struct {
-	Body struct {
-		By    string       `json:"by"`
-		Since time.Time    `json:"since"`
-		Until time.Time    `json:"until"`
-		Rows  []report.Row `json:"rows"`
-	}
-}
-
 func (s *Server) registerStats() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-stats", Method: http.MethodGet, Path: "/v1/stats",
 		Summary: "Delivery statistics", Description: "As `webhookctl stats`: per subscription, tenant or type, requests, " +
 			"success rate (all and first attempts), p50/p99 duration, dead letters, attempts held back and failures by " +
 			"category, from the attempts in ClickHouse.", Tags: []string{"Messages"}, Security: secured},
-		func(ctx context.Context, in *statsInput) (*statsOutput, error) {
+		func(ctx context.Context, in *statsInput) (*service.StatsOutput, error) {
 			if s.ch == nil {
 				return nil, huma.Error503ServiceUnavailable("statistics need ClickHouse (WEBHOOKS_CLICKHOUSE_ADDR)")
 			}
 			p := principalOf(ctx)
 			f := report.Filter{Since: in.Since, Until: in.Until, Subscription: in.SubscriptionID, Tenant: in.Tenant, Type: in.EventType}
-			if !p.admin() {
-				if in.Tenant != "" && in.Tenant != p.tenant {
-					return &statsOutput{Body: emptyStats(in)}, nil
+			if !p.Admin() {
+				if in.Tenant != "" && in.Tenant != p.Tenant {
+					return &service.StatsOutput{Body: emptyStats(in)}, nil
 				}
-				f.Tenant = p.tenant
+				f.Tenant = p.Tenant
 			}
 			if f.Until.IsZero() {
 				f.Until = time.Now()
@@ -61,7 +53,7 @@ func (s *Server) registerStats() {
 			if err != nil {
 				return nil, s.internal(fmt.Errorf("stats: %w", err))
 			}
-			out := &statsOutput{}
+			out := &service.StatsOutput{}
 			out.Body.By, out.Body.Since, out.Body.Until, out.Body.Rows = in.By, f.Since.UTC(), f.Until.UTC(), rows
 			return out, nil
 		})

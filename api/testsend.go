@@ -10,23 +10,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
-
-// TestEventType is the type of the events test-send sends.
-const TestEventType = "webhook.test"
-
-type testSendOutput struct {
-	Body struct {
-		EventID         string  `json:"event_id" doc:"The test event's id: its webhook-id."`
-		Delivered       bool    `json:"delivered" doc:"The endpoint answered 2xx."`
-		Status          int     `json:"status,omitempty" doc:"The HTTP status; absent when no answer came."`
-		DurationMS      float64 `json:"duration_ms" doc:"From sending the request to reading the answer."`
-		FailureCategory string  `json:"failure_category,omitempty" doc:"The failure category the deliverer would record (timeout, server_error, blocked_address, ...)."`
-		Error           string  `json:"error,omitempty" doc:"Why no answer came."`
-		ResponseBody    string  `json:"response_body,omitempty" doc:"The first 1 KiB of the answer's body."`
-	}
-}
 
 type testSendInput struct {
 	ID   string `path:"id" doc:"The subscription's id."`
@@ -38,17 +24,17 @@ type testSendInput struct {
 
 func (s *Server) registerTestSend() {
 	huma.Register(s.api, huma.Operation{OperationID: "test-subscription", Method: http.MethodPost, Path: "/v1/subscriptions/{id}/test",
-		Summary: "Send a test event", Description: "Sends a signed " + TestEventType + " event (or, with event_type, an example of that " +
+		Summary: "Send a test event", Description: "Sends a signed " + service.TestEventType + " event (or, with event_type, an example of that " +
 			"catalog type) to the endpoint now, through the same HTTP client, SSRF guard and signing as the deliverer, and answers what " +
 			"the endpoint did. Nothing is recorded or retried.",
 		Tags: []string{"Subscriptions"}, Security: secured},
-		func(ctx context.Context, in *testSendInput) (*testSendOutput, error) {
+		func(ctx context.Context, in *testSendInput) (*service.TestSendOutput, error) {
 			sub, err := s.visible(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
 			now := time.Now().UTC()
-			typ := TestEventType
+			typ := service.TestEventType
 			data, _ := json.Marshal(map[string]string{"subscription_id": sub.ID, "message": "a test event from hookpipe"})
 			if in.Body != nil && in.Body.EventType != "" {
 				typ = in.Body.EventType
@@ -59,7 +45,7 @@ func (s *Server) registerTestSend() {
 			del := topics.Delivery{SubscriptionID: sub.ID, EventID: topics.NewID("evt_test_"), EventType: typ,
 				Tenant: sub.Tenant, Timestamp: now.Format(time.RFC3339Nano), Data: data, Attempt: 1, PublishedAt: now}
 			res := s.prober.Probe(ctx, sub, &del)
-			out := &testSendOutput{}
+			out := &service.TestSendOutput{}
 			out.Body.EventID, out.Body.Delivered, out.Body.Status = del.EventID, res.Delivered, res.Status
 			out.Body.DurationMS = float64(res.Duration.Microseconds()) / 1000
 			out.Body.FailureCategory, out.Body.Error, out.Body.ResponseBody = res.Category, res.Error, res.Body

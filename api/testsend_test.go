@@ -11,6 +11,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/send"
 )
 
@@ -39,7 +40,7 @@ func TestTestSend(t *testing.T) {
 	env := maps.Clone(c.env)
 	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": endpoint.URL + "/hooks", "event_types": []string{"*"}, "tenant": "acme"}, &sub)
 	verified = sub.Secret
 	var res struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/transform"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -25,32 +26,20 @@ type transformationTestInput struct {
 	}
 }
 
-type transformationTestOutput struct {
-	Body struct {
-		OK      bool              `json:"ok" doc:"The script ran and returned a webhook (or cancelled it)."`
-		Cancel  bool              `json:"cancel,omitempty" doc:"The script cancelled the delivery: nothing would be sent."`
-		Method  string            `json:"method,omitempty"`
-		URL     string            `json:"url,omitempty"`
-		Headers map[string]string `json:"headers,omitempty"`
-		Body    string            `json:"body,omitempty" doc:"The body that would be sent (then signed)."`
-		Error   string            `json:"error,omitempty" doc:"Why the script failed: it threw (with the line), went over a limit, or returned something else. A delivery would be dead-lettered with category transformation."`
-	}
-}
-
 func (s *Server) registerTransformations() {
 	huma.Register(s.api, huma.Operation{OperationID: "test-transformation", Method: http.MethodPost, Path: "/v1/transformations/test",
 		Summary: "Run a transformation on a sample event",
 		Description: "Compiles the script (422 naming the error) and runs it on the sample event under the limits a deliverer " +
 			"applies, answering the request it would make, or why it fails. Nothing is sent.",
 		Tags: []string{"Subscriptions"}, Security: secured},
-		func(ctx context.Context, in *transformationTestInput) (*transformationTestOutput, error) {
+		func(ctx context.Context, in *transformationTestInput) (*service.TransformationTestOutput, error) {
 			script, err := transform.Compile(in.Body.Script)
 			if err != nil {
 				return nil, huma.Error422UnprocessableEntity("invalid transformation",
 					&huma.ErrorDetail{Location: "body.script", Message: err.Error()})
 			}
-			sample := transform.Input{ID: topics.NewID("evt_test_"), Type: cmp.Or(in.Body.Type, TestEventType), Timestamp: time.Now().UTC(),
-				Tenant: principalOf(ctx).tenant, Key: in.Body.Key, Data: in.Body.Data, URL: cmp.Or(in.Body.URL, "https://example.com/webhooks"),
+			sample := transform.Input{ID: topics.NewID("evt_test_"), Type: cmp.Or(in.Body.Type, service.TestEventType), Timestamp: time.Now().UTC(),
+				Tenant: principalOf(ctx).Tenant, Key: in.Body.Key, Data: in.Body.Data, URL: cmp.Or(in.Body.URL, "https://example.com/webhooks"),
 				Header: http.Header{}}
 			if len(sample.Data) == 0 {
 				sample.Data = json.RawMessage(`{}`)
@@ -58,7 +47,7 @@ func (s *Server) registerTransformations() {
 			for k, v := range in.Body.Header {
 				sample.Header.Set(k, v)
 			}
-			out := &transformationTestOutput{}
+			out := &service.TransformationTestOutput{}
 			res, err := script.Run(ctx, sample)
 			switch {
 			case errors.Is(err, transform.ErrFailed):

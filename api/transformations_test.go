@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
 
 // TestTransformations: a subscription's transformation is compiled when
@@ -13,7 +15,7 @@ func TestTransformations(t *testing.T) {
 	t.Parallel()
 	r := newCluster(t).replica()
 	const script = `function handler(w) { w.payload = {t: w.type, cents: w.data.amount * 100}; w.headers["x-src"] = "hp"; w.path = "/in"; return w; }`
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey,
 		map[string]any{"url": "https://example.com/hooks", "event_types": []string{"*"}, "transformation": script}, &sub)
 	if sub.Transformation != script {

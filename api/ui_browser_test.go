@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/browsertest"
@@ -38,7 +39,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	env := maps.Clone(c.env)
 	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
 	r := c.replicaWith(env)
-	var theirs Subscription
+	var theirs service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "globex", "url": endpoint.URL + "/g",
 		"event_types": []string{"*"}}, &theirs)
 	base := r.srv.URL
@@ -242,7 +243,7 @@ func TestEventCatalogInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#breaking`)),
 	)
 	shows("#breaking ul", `property "status" is now required`)
-	var et EventType
+	var et service.EventType
 	r.must(http.StatusOK, "GET", "/v1/event-types/order.placed", adminKey, nil, &et)
 	if et.Version != 1 {
 		t.Fatalf("version %d before saving anyway, want 1", et.Version)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/send"
@@ -133,7 +134,7 @@ func TestEventTypePagesAdmin(t *testing.T) {
 	if _, body = u.post("/ui/event-types/order.placed/edit", form); !strings.Contains(body, "Saved as version 2.") {
 		t.Fatalf("saving anyway: %.2000s", body)
 	}
-	var et EventType
+	var et service.EventType
 	r.must(http.StatusOK, "GET", "/v1/event-types/order.placed", adminKey, nil, &et)
 	if et.Version != 2 || et.Validation != "enforce" || !strings.Contains(string(et.Schema), `"paid"]`) {
 		t.Fatalf("after saving anyway: %+v", et)
@@ -292,7 +293,7 @@ func TestEndpointFormsOfferTheCatalog(t *testing.T) {
 		if status != http.StatusOK || id == nil {
 			t.Fatalf("%s: adding: %d %.1000s", name, status, body)
 		}
-		var sub Subscription
+		var sub service.Subscription
 		r.must(http.StatusOK, "GET", "/v1/subscriptions/"+id[1], adminKey, nil, &sub)
 		if !slices.Equal(sub.EventTypes, []string{"order.placed", "shop.*"}) {
 			t.Fatalf("%s: added with %v, want the type ticked and the pattern typed", name, sub.EventTypes)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
@@ -138,7 +139,7 @@ func TestUICSRF(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	r := c.replica()
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://a.example/",
 		"event_types": []string{"*"}}, &sub)
 	admin, other := r.uiClient(), r.uiClient()
@@ -198,14 +199,14 @@ func TestPortalIsolation(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	r := c.replica()
-	var mine, theirs Subscription
+	var mine, theirs service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://a.example/",
 		"event_types": []string{"*"}}, &mine)
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "globex", "url": "https://g.example/",
 		"event_types": []string{"*"}}, &theirs)
 	c.deadLetters(2, "acme-dead", mine.ID, "acme")
 	c.deadLetters(3, "globex-dead", theirs.ID, "globex")
-	var op Operation
+	var op service.Operation
 	r.must(http.StatusAccepted, "POST", "/v1/dlq/redrive", r.tenantKey("globex"), map[string]any{"rate": 1}, &op)
 
 	portal := r.portalLink("acme")
@@ -259,31 +260,16 @@ func TestPortalIsolation(t *testing.T) {
 	}
 }
 
-func TestSparkline(t *testing.T) {
-	at := time.Unix(0, 0)
-	svg, rate := sparkline([]Point{{At: at, Success: 1, Retry: 1}, {At: at}, {At: at, Success: 3}, {At: at, Success: 1, Dead: 3}})
-	if rate == nil || *rate != 5.0/9 {
-		t.Fatalf("rate %v, want 5/9", rate)
-	}
-	lines := strings.Count(string(svg), "<polyline")
-	if lines != 2 || !strings.Contains(string(svg), `points="0,10.0 0.5,10.0"`) || !strings.Contains(string(svg), `points="2,1.0 3,14.5"`) {
-		t.Fatalf("sparkline %s: want a gap where no request was made", svg)
-	}
-	if svg, rate := sparkline([]Point{{At: at}}); rate != nil || strings.Contains(string(svg), "<polyline") {
-		t.Fatalf("no requests: %s %v", svg, rate)
-	}
-}
-
 // TestPortalMessages: a portal's message log shows its tenant's messages
 // only; another tenant's message, by URL or by its retry form, is not
 // found.
 func TestPortalMessages(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	epoch := time.Unix(0, 0).UTC()
-	r := recorded(t, [][]any{
-		{"p1", "evt_acme", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "acme's answer"},
-		{"p2", "evt_globex", "order.created", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0, "", epoch, t0, "globex's answer"},
+	r, _ := recordedAgo(t, time.Minute, func(t0 time.Time) [][]any {
+		return [][]any{
+			{"p1", "evt_acme", "order.created", "sub_a", "acme", uint32(1), "success", "", uint16(200), 2.0, t0, "", epoch, t0, "acme's answer"},
+			{"p2", "evt_globex", "order.created", "sub_g", "globex", uint32(1), "dead", "permanent_4xx", uint16(400), 2.0, t0, "", epoch, t0, "globex's answer"},
+		}
 	})
 	u := r.uiClient()
 	portal := r.portalLink("acme")

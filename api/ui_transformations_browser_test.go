@@ -7,6 +7,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/testkit/browsertest"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestPortalTransformationInBrowser(t *testing.T) {
 	ctx := browsertest.New(t)
 	r := newCluster(t).replica()
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://hooks.acme.example/in",
 		"event_types": []string{"order.paid"}}, &sub)
 	const script = `function handler(w) { w.payload = {order: w.data.id, cents: w.data.amount * 100}; w.path = "/orders"; return w; }`

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
 
 // TestTransformationForms: the endpoint page's transformation form, in the
@@ -20,7 +22,7 @@ func TestTransformationForms(t *testing.T) {
 	r := newCluster(t).replica()
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.paid",
 		"examples": []any{map[string]any{"amount": 12}}}, nil)
-	var sub Subscription
+	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://hooks.acme.example/in",
 		"event_types": []string{"order.*"}, "headers": map[string]string{"X-Team": "billing"}}, &sub)
 	const script = `function handler(w) { w.payload = {t: w.type, cents: w.data.amount * 100}; w.headers["x-src"] = "hp"; w.path = "/shaped"; return w; }`

@@ -198,10 +198,26 @@ func TestAPIDrivesThePipeline(t *testing.T) {
 	})
 }
 
+// loggedMessage is what the tests read of GET /v1/messages/{event_id}.
+type loggedMessage struct {
+	Event *struct {
+		Data json.RawMessage `json:"data"`
+	} `json:"event"`
+	Deliveries []struct {
+		SubscriptionID string `json:"subscription_id"`
+		Status         string `json:"status"`
+		Attempts       []struct {
+			Outcome        string `json:"outcome"`
+			HTTPStatus     int    `json:"http_status"`
+			ResponseSample string `json:"response_sample"`
+		} `json:"attempts"`
+	} `json:"deliveries"`
+}
+
 // message reads an event's message log with the admin key; found is false
 // while the recorder has stored none of its attempts, or has not yet
 // created its tables.
-func message(t testing.TB, base, id string) (m api.Message, found bool) {
+func message(t testing.TB, base, id string) (m loggedMessage, found bool) {
 	t.Helper()
 	req, err := http.NewRequest("GET", base+"/v1/messages/"+id, nil)
 	if err != nil {
@@ -242,7 +258,7 @@ func TestAPIMessageLog(t *testing.T) {
 	call(t, "POST", base+"/v1/events", apiAdminKey, map[string]any{"type": "order.created", "tenant": "acme", "data": map[string]int{"n": 1}},
 		&ids, http.StatusAccepted)
 	ok := ids.IDs[0]
-	var m api.Message
+	var m loggedMessage
 	status := func(id string) string {
 		var found bool
 		if m, found = message(t, base, id); !found {

@@ -1,26 +1,27 @@
-package api
+package ui
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
 
 // alertsPage lists the alert channels the view sees, with a form to add
 // one: the dashboard every tenant's and the operators', the portal its
 // tenant's.
-func (s *Server) alertsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
-	var out alertChannelsOutput
+func (s *Pages) alertsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	pg := page{Title: "Alerts", Section: "alerts", template: "alerts"}
-	if _, err := s.call(r.Context(), v.p, "GET", "/v1/alert-channels", nil, &out.Body); err != nil {
-		pg.Error = problemText(err)
+	list, err := s.alerts.List(r.Context(), v.p)
+	if err != nil {
+		pg.Error = problemText(s.logged(err))
 	}
-	pg.Data = map[string]any{"List": out.Body.Data, "Email": s.cfg.Alert.Email()}
+	pg.Data = map[string]any{"List": list, "Email": s.email}
 	return pg
 }
 
-func (s *Server) createAlertChannel(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) createAlertChannel(w http.ResponseWriter, r *http.Request, v *view) page {
 	body := map[string]any{"kind": r.PostFormValue("kind")}
 	if to := splitTypes(r.PostFormValue("to")); len(to) > 0 {
 		body["to"] = to
@@ -43,7 +44,7 @@ func (s *Server) createAlertChannel(w http.ResponseWriter, r *http.Request, v *v
 		}
 		body["digest_ms"] = int64(n * 60000)
 	}
-	var ch AlertChannel
+	var ch service.AlertChannel
 	_, err := s.call(r.Context(), v.p, "POST", "/v1/alert-channels", body, &ch)
 	pg := s.alertsPage(w, r, v)
 	if err != nil {
@@ -55,29 +56,28 @@ func (s *Server) createAlertChannel(w http.ResponseWriter, r *http.Request, v *v
 }
 
 // alertChannelAction tests or deletes a channel.
-func (s *Server) alertChannelAction(w http.ResponseWriter, r *http.Request, v *view) page {
-	id := url.PathEscape(r.PathValue("id"))
+func (s *Pages) alertChannelAction(w http.ResponseWriter, r *http.Request, v *view) page {
+	id := r.PathValue("id")
 	switch r.PathValue("action") {
 	case "test":
-		var out alertTestOutput
-		_, err := s.call(r.Context(), v.p, "POST", "/v1/alert-channels/"+id+"/test", nil, &out.Body)
+		why, err := s.alerts.Test(r.Context(), v.p, id)
 		pg := s.alertsPage(w, r, v)
 		switch {
 		case err != nil:
-			pg.Error = "Not sent: " + problemText(err)
-		case !out.Body.Sent:
-			pg.Error = "Not sent: " + out.Body.Error
+			pg.Error = "Not sent: " + problemText(s.logged(err))
+		case why != "":
+			pg.Error = "Not sent: " + why
 		default:
-			pg.Flash = "Sent a test message to " + r.PathValue("id") + "."
+			pg.Flash = "Sent a test message to " + id + "."
 		}
 		return pg
 	case "delete":
-		_, err := s.call(r.Context(), v.p, "DELETE", "/v1/alert-channels/"+id, nil, nil)
+		err := s.alerts.Delete(r.Context(), v.p, id)
 		pg := s.alertsPage(w, r, v)
 		if err != nil {
-			pg.Error = "Not deleted: " + problemText(err)
+			pg.Error = "Not deleted: " + problemText(s.logged(err))
 		} else {
-			pg.Flash = "Deleted alert channel " + r.PathValue("id") + "."
+			pg.Flash = "Deleted alert channel " + id + "."
 		}
 		return pg
 	}

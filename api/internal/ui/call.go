@@ -1,4 +1,4 @@
-package api
+package ui
 
 import (
 	"bytes"
@@ -9,13 +9,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
 
 // call makes an API request in-process as p, the way the dashboard and the
 // portal use the API: the same routes, validation and tenant scoping as
 // from outside. It decodes a 2xx answer into out and returns the status;
 // an error answer comes back as an *apiError.
-func (s *Server) call(ctx context.Context, p principal, method, path string, body, out any) (int, error) {
+func (s *Pages) call(ctx context.Context, p service.Caller, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -24,7 +26,7 @@ func (s *Server) call(ctx context.Context, p principal, method, path string, bod
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, internalKey{}, p), method, path, rd)
+	req, err := http.NewRequestWithContext(service.InProcess(ctx, p), method, path, rd)
 	if err != nil {
 		return 0, err
 	}
@@ -32,7 +34,7 @@ func (s *Server) call(ctx context.Context, p principal, method, path string, bod
 		req.Header.Set("Content-Type", "application/json")
 	}
 	w := httptest.NewRecorder()
-	s.mux.ServeHTTP(w, req)
+	s.api.ServeHTTP(w, req)
 	if w.Code >= 300 {
 		var e apiError
 		_ = json.Unmarshal(w.Body.Bytes(), &e)

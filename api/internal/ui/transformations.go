@@ -1,4 +1,4 @@
-package api
+package ui
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/hookpipe/hookpipe/api/internal/service"
 )
 
 // The endpoint page's transformation: the script in a textarea, a sample
@@ -22,14 +24,14 @@ type transformForm struct {
 	Script, Type, Data     string
 	ScriptError, DataError string
 	// Result is the answer of a try, nil before one.
-	Result *transformationTestOutput
+	Result *service.TransformationTestOutput
 }
 
 // transformFormOf is the form showing sub's transformation, tried on the
 // first example of a catalog type its patterns match, else on a type it
 // names (data {}), else on webhook.test.
-func transformFormOf(sub Subscription, types []EventType) transformForm {
-	f := transformForm{Script: sub.Transformation, Type: TestEventType, Data: "{}"}
+func transformFormOf(sub service.Subscription, types []service.EventType) transformForm {
+	f := transformForm{Script: sub.Transformation, Type: service.TestEventType, Data: "{}"}
 	for _, c := range testChoices(types, sub.EventTypes) {
 		name, _, _ := strings.Cut(c.Value, "#")
 		for _, t := range types {
@@ -67,7 +69,7 @@ func readTransformForm(r *http.Request) transformForm {
 
 // transformationAction runs the transformation form's button: op=save
 // PATCHes the script, anything else tries it.
-func (s *Server) transformationAction(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) transformationAction(w http.ResponseWriter, r *http.Request, v *view) page {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	form := readTransformForm(r)
@@ -92,7 +94,7 @@ func (s *Server) transformationAction(w http.ResponseWriter, r *http.Request, v 
 	if !ok {
 		return pg
 	}
-	sub := data["Sub"].(Subscription)
+	sub := data["Sub"].(service.Subscription)
 	body := map[string]any{"script": form.Script, "type": form.Type, "headers": sub.Headers}
 	if form.Data != "" {
 		var sample json.RawMessage
@@ -105,7 +107,7 @@ func (s *Server) transformationAction(w http.ResponseWriter, r *http.Request, v 
 	if strings.HasPrefix(sub.URL, "http://") || strings.HasPrefix(sub.URL, "https://") {
 		body["url"] = sub.URL
 	}
-	var out transformationTestOutput
+	var out service.TransformationTestOutput
 	if _, err := s.call(ctx, v.p, "POST", "/v1/transformations/test", body, &out.Body); err != nil {
 		if !form.refused(err, "body.script") {
 			pg.Error = "Not tried: " + problemText(err)

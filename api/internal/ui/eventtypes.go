@@ -1,17 +1,15 @@
-package api
+package ui
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/danielgtaylor/huma/v2"
-
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -48,7 +46,7 @@ func readTypeForm(r *http.Request) typeForm {
 }
 
 // formOf is the edit form of a type as it is.
-func formOf(et EventType) typeForm {
+func formOf(et service.EventType) typeForm {
 	f := typeForm{Name: et.Name, Description: et.Description, Validation: et.Validation, Deprecated: et.Deprecated, Edit: true}
 	if len(et.Schema) > 0 {
 		f.Schema = prettyJSON(et.Schema)
@@ -63,8 +61,8 @@ func formOf(et EventType) typeForm {
 // body is the API's body of the form; false when the examples are not a
 // JSON array (its message then next to the field). The schema goes as
 // typed: the catalog's compiler judges it.
-func (f *typeForm) body() (EventTypeBody, bool) {
-	b := EventTypeBody{Description: f.Description, Validation: f.Validation, Deprecated: f.Deprecated}
+func (f *typeForm) body() (service.EventTypeBody, bool) {
+	b := service.EventTypeBody{Description: f.Description, Validation: f.Validation, Deprecated: f.Deprecated}
 	if s := strings.TrimSpace(f.Schema); s != "" {
 		b.Schema = json.RawMessage(s)
 	}
@@ -81,27 +79,27 @@ func (f *typeForm) body() (EventTypeBody, bool) {
 	return b, true
 }
 
-// refused puts an API error of a catalog write on the form: a breaking
+// refused puts the refusal of a catalog write on the form: a breaking
 // change's reasons in its list, a message naming a field next to it. It
 // answers what the page says above the form.
 func (f *typeForm) refused(err error) string {
-	var e *huma.ErrorModel
+	var e *service.Error
 	if !errors.As(err, &e) {
-		return "internal error: see the API's log"
+		return "Not saved: " + internalError
 	}
-	if e.Status == http.StatusConflict && len(e.Errors) > 0 {
-		for _, d := range e.Errors {
-			f.Breaking = append(f.Breaking, d.Message)
+	if e.Kind == service.Conflict && len(e.Fields) > 0 {
+		for _, d := range e.Fields {
+			f.Breaking = append(f.Breaking, d.Why)
 		}
 		return "Not saved: this change would refuse events that the current version accepts."
 	}
-	msg := e.Detail
-	for _, d := range e.Errors {
-		if field, ok := strings.CutPrefix(d.Location, "body."); ok && typeFormFields[field] {
-			f.Errors[field] = d.Message
+	msg := e.Msg
+	for _, d := range e.Fields {
+		if typeFormFields[d.Field] {
+			f.Errors[d.Field] = d.Why
 			continue
 		}
-		msg += "; " + d.Message
+		msg += "; " + d.Why
 	}
 	return "Not saved: " + msg
 }
@@ -109,59 +107,46 @@ func (f *typeForm) refused(err error) string {
 // typeFaults are the invalid and unknown events of the last 24 hours by
 // type (the unknown types together under ""), most first, for admins; ok
 // is false without Redis.
-func (s *Server) typeFaults(ctx context.Context, v *view) (faults []EventTypeFaults, ok bool) {
-	var out eventTypeFaultsOutput
+func (s *Pages) typeFaults(ctx context.Context, v *view) (faults []service.EventTypeFaults, ok bool) {
+	var out service.EventTypeFaultsOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/event-types", nil, &out.Body); err != nil || !out.Body.Available {
 		return nil, false
 	}
 	return out.Body.Types, true
 }
 
-// catalogTypes is the event catalog as v reads it; nil when unreadable.
-func (s *Server) catalogTypes(ctx context.Context, v *view) []EventType {
-	var out eventTypeListOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types", nil, &out.Body); err != nil {
-		return nil
-	}
-	return out.Body.Data
-}
-
-func (s *Server) eventTypesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) eventTypesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	return s.renderEventTypes(r, v, typeForm{Validation: topics.ValidationWarn}, "", "")
 }
 
 // typeRow is a row of the event types page.
 type typeRow struct {
-	EventType
+	service.EventType
 	Invalid, Unknown int64
 }
 
-func (s *Server) renderEventTypes(r *http.Request, v *view, form typeForm, flash, msg string) page {
+func (s *Pages) renderEventTypes(r *http.Request, v *view, form typeForm, flash, msg string) page {
 	ctx := r.Context()
 	pg := page{Title: "Event types", Section: "event-types", Flash: flash, Error: msg, template: "event-types"}
-	var list eventTypeListOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types", nil, &list.Body); err != nil {
-		pg.Error = problemText(err)
-	}
 	data := struct {
 		List []typeRow
 		// Counted: the counts are available (admins, with Redis).
 		Counted bool
 		// Others are the counted types not in the catalog: "" for the
 		// unknown types together, a removed type by its name.
-		Others []EventTypeFaults
+		Others []service.EventTypeFaults
 		Form   typeForm
 	}{Form: form}
-	var faults []EventTypeFaults
+	var faults []service.EventTypeFaults
 	if !v.Portal {
 		faults, data.Counted = s.typeFaults(ctx, v)
 	}
-	byType := map[string]EventTypeFaults{}
+	byType := map[string]service.EventTypeFaults{}
 	for _, f := range faults {
 		byType[f.Type] = f
 	}
 	listed := map[string]bool{}
-	for _, et := range list.Body.Data {
+	for _, et := range s.types.List() {
 		f := byType[et.Name]
 		listed[et.Name] = true
 		data.List = append(data.List, typeRow{EventType: et, Invalid: f.Invalid, Unknown: f.Unknown})
@@ -175,16 +160,16 @@ func (s *Server) renderEventTypes(r *http.Request, v *view, form typeForm, flash
 	return pg
 }
 
-func (s *Server) eventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) eventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
 	return s.renderEventType(w, r, v, r.PathValue("name"), nil, "", "")
 }
 
 // renderEventType renders a type's page; form, when set, is the edit form
 // as posted (with its messages), otherwise the type as it is.
-func (s *Server) renderEventType(w http.ResponseWriter, r *http.Request, v *view, name string, form *typeForm, flash, msg string) page {
+func (s *Pages) renderEventType(w http.ResponseWriter, r *http.Request, v *view, name string, form *typeForm, flash, msg string) page {
 	ctx := r.Context()
-	var et EventType
-	if _, err := s.call(ctx, v.p, "GET", "/v1/event-types/"+url.PathEscape(name), nil, &et); err != nil {
+	et, err := s.types.Get(name)
+	if err != nil {
 		return notFound(w, "event type "+name)
 	}
 	doc, err := readSchema(et.Schema)
@@ -204,7 +189,7 @@ func (s *Server) renderEventType(w http.ResponseWriter, r *http.Request, v *view
 		}
 		data["Form"] = *form
 		if faults, ok := s.typeFaults(ctx, v); ok {
-			f := EventTypeFaults{Type: et.Name}
+			f := service.EventTypeFaults{Type: et.Name}
 			for _, x := range faults {
 				if x.Type == et.Name {
 					f = x
@@ -217,23 +202,23 @@ func (s *Server) renderEventType(w http.ResponseWriter, r *http.Request, v *view
 }
 
 // createEventTypeForm adds a type from the form of the event types page.
-func (s *Server) createEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) createEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
 	form := readTypeForm(r)
 	b, ok := form.body()
 	if !ok {
 		return s.renderEventTypes(r, v, form, "", "Not added: see the fields marked.")
 	}
-	out, err := s.createEventType(r.Context(), form.Name, b)
+	out, err := s.types.Create(r.Context(), v.p, form.Name, b)
 	if err != nil {
-		return s.renderEventTypes(r, v, form, "", strings.Replace(form.refused(err), "Not saved", "Not added", 1))
+		return s.renderEventTypes(r, v, form, "", strings.Replace(form.refused(s.logged(err)), "Not saved", "Not added", 1))
 	}
-	return s.renderEventType(w, r, v, out.Body.Name, nil, "Added "+out.Body.Name+" as version 1.", "")
+	return s.renderEventType(w, r, v, out.Name, nil, "Added "+out.Name+" as version 1.", "")
 }
 
 // editEventTypeForm writes the next version of a type from its edit form;
 // a breaking change is written only when the form says force (its "save
 // anyway" button, offered with the reasons).
-func (s *Server) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *view) page {
 	name := r.PathValue("name")
 	form := readTypeForm(r)
 	form.Name, form.Edit = name, true
@@ -241,34 +226,33 @@ func (s *Server) editEventTypeForm(w http.ResponseWriter, r *http.Request, v *vi
 	if !ok {
 		return s.renderEventType(w, r, v, name, &form, "", "Not saved: see the fields marked.")
 	}
-	out, err := s.updateEventType(r.Context(), name, b, r.PostFormValue("force") == "true")
-	var e *huma.ErrorModel
-	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+	out, err := s.types.Update(r.Context(), v.p, name, b, r.PostFormValue("force") == "true")
+	if refusedAs(err, service.NotFound) {
 		return notFound(w, "event type "+name)
 	}
 	if err != nil {
-		return s.renderEventType(w, r, v, name, &form, "", form.refused(err))
+		return s.renderEventType(w, r, v, name, &form, "", form.refused(s.logged(err)))
 	}
-	return s.renderEventType(w, r, v, name, nil, "Saved as version "+strconv.Itoa(out.Body.Version)+".", "")
+	return s.renderEventType(w, r, v, name, nil, "Saved as version "+strconv.Itoa(out.Version)+".", "")
 }
 
 // deleteEventTypePage asks to confirm a type's removal.
-func (s *Server) deleteEventTypePage(w http.ResponseWriter, r *http.Request, v *view) page {
-	var et EventType
-	if _, err := s.call(r.Context(), v.p, "GET", "/v1/event-types/"+url.PathEscape(r.PathValue("name")), nil, &et); err != nil {
+func (s *Pages) deleteEventTypePage(w http.ResponseWriter, r *http.Request, _ *view) page {
+	et, err := s.types.Get(r.PathValue("name"))
+	if err != nil {
 		return notFound(w, "event type "+r.PathValue("name"))
 	}
 	return page{Title: "Remove " + et.Name, Section: "event-types", Data: map[string]any{"Type": et}, template: "event-type-delete"}
 }
 
 // deleteEventType removes a type, confirmed on deleteEventTypePage.
-func (s *Server) deleteEventType(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) deleteEventType(w http.ResponseWriter, r *http.Request, v *view) page {
 	name := r.PathValue("name")
-	if _, err := s.call(r.Context(), v.p, "DELETE", "/v1/event-types/"+url.PathEscape(name), nil, nil); err != nil {
-		if notFoundErr(err) {
+	if err := s.types.Delete(r.Context(), v.p, name); err != nil {
+		if refusedAs(err, service.NotFound) {
 			return notFound(w, "event type "+name)
 		}
-		return s.renderEventType(w, r, v, name, nil, "", "Not removed: "+problemText(err))
+		return s.renderEventType(w, r, v, name, nil, "", "Not removed: "+problemText(s.logged(err)))
 	}
 	return s.renderEventTypes(r, v, typeForm{Validation: topics.ValidationWarn}, "Removed "+name+": its events are now of an unknown type.", "")
 }
@@ -276,7 +260,7 @@ func (s *Server) deleteEventType(w http.ResponseWriter, r *http.Request, v *view
 // typePick is the event types field of an endpoint's forms: the catalog's
 // types to tick, and the other types and patterns typed.
 type typePick struct {
-	Types  []EventType
+	Types  []service.EventType
 	Picked map[string]bool
 	// Other are the patterns that are not catalog types, comma-separated.
 	Other string
@@ -284,7 +268,7 @@ type typePick struct {
 
 // pickOf splits an endpoint's patterns into the catalog's types and the
 // others.
-func pickOf(types []EventType, patterns []string) typePick {
+func pickOf(types []service.EventType, patterns []string) typePick {
 	p := typePick{Types: types, Picked: map[string]bool{}}
 	known := map[string]bool{}
 	for _, t := range types {
@@ -314,7 +298,7 @@ type testChoice struct{ Value, Label string }
 
 // testChoices are the examples of the catalog's types the endpoint's
 // patterns match, for test-send; values are type#index.
-func testChoices(types []EventType, patterns []string) []testChoice {
+func testChoices(types []service.EventType, patterns []string) []testChoice {
 	var out []testChoice
 	for _, t := range types {
 		matched := false

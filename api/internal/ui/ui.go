@@ -1,4 +1,9 @@
-package api
+// Package ui is the dashboard (/ui, admins) and the tenant portal
+// (/portal/{token}, one tenant): server-rendered pages over the API
+// itself. Each page calls the API's routes in-process as the session's
+// caller (Pages.call), so they validate and scope to a tenant exactly as
+// the API does.
+package ui
 
 import (
 	"cmp"
@@ -18,18 +23,16 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/api/internal/session"
 	"github.com/hookpipe/hookpipe/recorder/report"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
-// The dashboard (/ui, admins) and the tenant portal (/portal/{token}, one
-// tenant) are server-rendered pages over the API itself: each page calls
-// the API's routes in-process as the session's principal (Server.call), so
-// they validate and scope to a tenant exactly as the API does.
-
-//go:embed ui
+// uiFiles are the pages' templates, stylesheet and script.
+//
+//go:embed web
 var uiFiles embed.FS
 
 var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
@@ -59,11 +62,13 @@ var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 		}
 		return "-"
 	},
-	"when":        func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-	"finished":    func(o Operation) bool { return o.State == topics.OperationDone || o.State == topics.OperationFailed },
+	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+	"finished": func(o service.Operation) bool {
+		return o.State == topics.OperationDone || o.State == topics.OperationFailed
+	},
 	"destLabel":   destLabel,
 	"destDetails": destDetails,
-}).ParseFS(uiFiles, "ui/pages.html"))
+}).ParseFS(uiFiles, "web/pages.html"))
 
 const (
 	sessionCookie = "hookpipe_session"
@@ -79,7 +84,7 @@ type view struct {
 	CSRF   string
 	Portal bool
 	Tenant string
-	p      principal
+	p      service.Caller
 	tls    bool
 }
 
@@ -108,26 +113,74 @@ func uiSecurity(w http.ResponseWriter, frameAncestors string) {
 	h.Set("Cache-Control", "no-store")
 }
 
-func (s *Server) registerUI() {
-	own, _ := fs.Sub(uiFiles, "ui")
-	s.mux.Handle("GET /ui/assets/app.css", http.StripPrefix("/ui/assets/", http.FileServerFS(own)))
-	s.mux.Handle("GET /ui/assets/app.js", http.StripPrefix("/ui/assets/", http.FileServerFS(own)))
-	if uplot, err := fs.Sub(assets, "assets/dist/uplot"); err == nil {
-		s.mux.Handle("GET /ui/assets/uPlot.iife.min.js", http.StripPrefix("/ui/assets/", http.FileServerFS(uplot)))
-		s.mux.Handle("GET /ui/assets/uPlot.min.css", http.StripPrefix("/ui/assets/", http.FileServerFS(uplot)))
+// API is what the pages ask of the API: its routes, which they call
+// in-process, and the few answers no route gives.
+type API interface {
+	http.Handler
+	// BreakerStates are the breaker states of subs that are not closed.
+	BreakerStates(ctx context.Context, subs []string) map[string]string
+}
+
+// Options are what the pages are served with.
+type Options struct {
+	API     API
+	Callers service.Callers // who signs in
+	// Subscriptions are the endpoints the pages show, EventTypes the
+	// event catalog, Operations the bulk operations, AlertChannels the
+	// alert channels.
+	Subscriptions *service.Subscriptions
+	EventTypes    *service.EventTypes
+	Operations    *service.Operations
+	AlertChannels *service.AlertChannels
+	Signer        session.Signer // of dashboard sessions and portal links
+	// Assets are the API's front-end assets (uPlot, htmx) under
+	// assets/dist; missing ones are not served.
+	Assets fs.FS
+	// AlertEmail tells whether alert channels may send email.
+	AlertEmail bool
+	Log        *zap.Logger
+}
+
+// Pages are the dashboard's and the portal's pages.
+type Pages struct {
+	api     API
+	callers service.Callers
+	subs    *service.Subscriptions
+	types   *service.EventTypes
+	ops     *service.Operations
+	alerts  *service.AlertChannels
+	signer  session.Signer
+	assets  fs.FS
+	email   bool
+	log     *zap.Logger
+}
+
+// New makes the pages.
+func New(o Options) *Pages {
+	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, ops: o.Operations, alerts: o.AlertChannels, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
+}
+
+// Register serves the pages and their assets on mux.
+func (s *Pages) Register(mux *http.ServeMux) {
+	own, _ := fs.Sub(uiFiles, "web")
+	mux.Handle("GET /ui/assets/app.css", http.StripPrefix("/ui/assets/", http.FileServerFS(own)))
+	mux.Handle("GET /ui/assets/app.js", http.StripPrefix("/ui/assets/", http.FileServerFS(own)))
+	if uplot, err := fs.Sub(s.assets, "assets/dist/uplot"); err == nil {
+		mux.Handle("GET /ui/assets/uPlot.iife.min.js", http.StripPrefix("/ui/assets/", http.FileServerFS(uplot)))
+		mux.Handle("GET /ui/assets/uPlot.min.css", http.StripPrefix("/ui/assets/", http.FileServerFS(uplot)))
 	}
-	if htmx, err := fs.Sub(assets, "assets/dist/htmx.org"); err == nil {
-		s.mux.Handle("GET /ui/assets/htmx.min.js", http.StripPrefix("/ui/assets/", http.FileServerFS(htmx)))
+	if htmx, err := fs.Sub(s.assets, "assets/dist/htmx.org"); err == nil {
+		mux.Handle("GET /ui/assets/htmx.min.js", http.StripPrefix("/ui/assets/", http.FileServerFS(htmx)))
 	}
-	s.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
-	s.mux.HandleFunc("GET /ui/login", s.loginPage)
-	s.mux.HandleFunc("POST /ui/login", s.login)
-	s.mux.HandleFunc("POST /ui/logout", s.admin(func(w http.ResponseWriter, r *http.Request, v *view) page {
+	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+	mux.HandleFunc("GET /ui/login", s.loginPage)
+	mux.HandleFunc("POST /ui/login", s.login)
+	mux.HandleFunc("POST /ui/logout", s.admin(func(w http.ResponseWriter, r *http.Request, v *view) page {
 		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui", MaxAge: -1, HttpOnly: true, Secure: v.tls, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 		return page{}
 	}))
-	s.mux.HandleFunc("GET /ui/{$}", s.admin(s.overviewPage))
+	mux.HandleFunc("GET /ui/{$}", s.admin(s.overviewPage))
 	for _, area := range []struct {
 		prefix string
 		wrap   func(pageFunc) http.HandlerFunc
@@ -152,15 +205,15 @@ func (s *Server) registerUI() {
 			"POST /alerts/{id}/{action}":        s.alertChannelAction,
 		} {
 			method, path, _ := strings.Cut(pattern, " ")
-			s.mux.HandleFunc(method+" "+area.prefix+path, area.wrap(h))
+			mux.HandleFunc(method+" "+area.prefix+path, area.wrap(h))
 		}
 	}
 	// Admins write the catalog; tenants only read it.
-	s.mux.HandleFunc("POST /ui/event-types", s.admin(s.createEventTypeForm))
-	s.mux.HandleFunc("POST /ui/event-types/{name}/edit", s.admin(s.editEventTypeForm))
-	s.mux.HandleFunc("GET /ui/event-types/{name}/delete", s.admin(s.deleteEventTypePage))
-	s.mux.HandleFunc("POST /ui/event-types/{name}/delete", s.admin(s.deleteEventType))
-	s.mux.HandleFunc("GET /portal/{token}/{$}", s.portal(func(w http.ResponseWriter, r *http.Request, v *view) page {
+	mux.HandleFunc("POST /ui/event-types", s.admin(s.createEventTypeForm))
+	mux.HandleFunc("POST /ui/event-types/{name}/edit", s.admin(s.editEventTypeForm))
+	mux.HandleFunc("GET /ui/event-types/{name}/delete", s.admin(s.deleteEventTypePage))
+	mux.HandleFunc("POST /ui/event-types/{name}/delete", s.admin(s.deleteEventType))
+	mux.HandleFunc("GET /portal/{token}/{$}", s.portal(func(w http.ResponseWriter, r *http.Request, v *view) page {
 		http.Redirect(w, r, v.Base+"/subscriptions", http.StatusFound)
 		return page{}
 	}))
@@ -168,7 +221,7 @@ func (s *Server) registerUI() {
 
 // admin serves h to a signed-in admin: a valid session cookie of a key that
 // is still valid, and on POST the session's CSRF token.
-func (s *Server) admin(h pageFunc) http.HandlerFunc {
+func (s *Pages) admin(h pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		uiSecurity(w, "'none'")
 		v, ok := s.adminView(r)
@@ -184,7 +237,7 @@ func (s *Server) admin(h pageFunc) http.HandlerFunc {
 	}
 }
 
-func (s *Server) adminView(r *http.Request) (*view, bool) {
+func (s *Pages) adminView(r *http.Request) (*view, bool) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return nil, false
@@ -196,15 +249,15 @@ func (s *Server) adminView(r *http.Request) (*view, bool) {
 	// The key signed in with must still be valid: revoking it ends its
 	// sessions.
 	if sess.Boot {
-		if s.cfg.AdminKey == "" || sess.KeyID != session.BootID(s.cfg.AdminKey) {
+		if s.callers.AdminKey == "" || sess.KeyID != session.BootID(s.callers.AdminKey) {
 			return nil, false
 		}
-	} else if k, ok := s.keys.Get(sess.KeyID); !ok || k.Revoked() || k.Tenant != "" {
+	} else if !s.callers.AdminKeyValid(sess.KeyID) {
 		return nil, false
 	}
-	p := principal{keyID: sess.KeyID}
+	p := service.Caller{KeyID: sess.KeyID}
 	if sess.Boot {
-		p.keyID = ""
+		p.KeyID = ""
 	}
 	return &view{Base: "/ui", Assets: "/ui/assets", CSRF: s.signer.CSRF(sess), p: p, tls: r.TLS != nil}, true
 }
@@ -212,7 +265,7 @@ func (s *Server) adminView(r *http.Request) (*view, bool) {
 // portal serves h to the holder of a portal link: the token in the path,
 // signed and not expired, scoping every page to its tenant. The token is
 // the secret: a form posted from elsewhere cannot know it.
-func (s *Server) portal(h pageFunc) http.HandlerFunc {
+func (s *Pages) portal(h pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		uiSecurity(w, "*")
 		token := r.PathValue("token")
@@ -222,13 +275,13 @@ func (s *Server) portal(h pageFunc) http.HandlerFunc {
 			return
 		}
 		v := &view{Base: "/portal/" + token, Assets: "/ui/assets", CSRF: s.signer.CSRF(sess), Portal: true, Tenant: sess.Tenant,
-			p: principal{keyID: "portal:" + sess.Tenant, tenant: sess.Tenant}, tls: r.TLS != nil}
+			p: service.Caller{KeyID: "portal:" + sess.Tenant, Tenant: sess.Tenant}, tls: r.TLS != nil}
 		s.serve(w, r, v, h)
 	}
 }
 
 // serve checks the CSRF token of a POST, runs h and renders its page.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, v *view, h pageFunc) {
+func (s *Pages) serve(w http.ResponseWriter, r *http.Request, v *view, h pageFunc) {
 	if r.Method == http.MethodPost {
 		token := r.Header.Get("X-CSRF-Token")
 		if token == "" {
@@ -257,7 +310,7 @@ func notFound(w http.ResponseWriter, what string) page {
 	return page{}
 }
 
-func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+func (s *Pages) loginPage(w http.ResponseWriter, r *http.Request) {
 	uiSecurity(w, "'none'")
 	if _, ok := s.adminView(r); ok {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
@@ -270,48 +323,73 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	s.renderLogin(w, sess.Nonce, "")
 }
 
-func (s *Server) renderLogin(w http.ResponseWriter, csrf, msg string) {
+func (s *Pages) renderLogin(w http.ResponseWriter, csrf, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pages.ExecuteTemplate(w, "login", map[string]string{"CSRF": csrf, "Error": msg}); err != nil {
 		s.log.Error("rendering the login page", zap.Error(err))
 	}
 }
 
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+func (s *Pages) login(w http.ResponseWriter, r *http.Request) {
 	uiSecurity(w, "'none'")
 	c, err := r.Cookie(loginCookie)
 	if err != nil || c.Value == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue("_csrf"))) != 1 {
 		http.Error(w, "missing or wrong CSRF token: reload the sign-in page", http.StatusForbidden)
 		return
 	}
-	p, ok := s.principal(strings.TrimSpace(r.PostFormValue("key")))
-	if !ok || !p.admin() {
+	p, ok := s.callers.Of(strings.TrimSpace(r.PostFormValue("key")))
+	if !ok || !p.Admin() {
 		w.WriteHeader(http.StatusUnauthorized)
 		s.renderLogin(w, c.Value, "That is not a valid admin key.")
 		return
 	}
-	sess := session.New(session.Session{KeyID: p.keyID}, sessionTTL)
-	if p.keyID == "" {
+	sess := session.New(session.Session{KeyID: p.KeyID}, sessionTTL)
+	if p.KeyID == "" {
 		// The bootstrap key: a session ends when the key changes.
-		sess.Boot, sess.KeyID = true, session.BootID(s.cfg.AdminKey)
+		sess.Boot, sess.KeyID = true, session.BootID(s.callers.AdminKey)
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.signer.Sign(sess), Path: "/ui", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL.Seconds())})
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
 
-// problem is the message of an API error for a page.
+// internalError is what a page says of a failure that is no refusal: the
+// log has it.
+const internalError = "internal error: see the API's log"
+
+// problemText is the message of a refusal (of the API or the service) for
+// a page.
 func problemText(err error) string {
 	var e *apiError
-	if errors.As(err, &e) {
+	var se *service.Error
+	switch {
+	case errors.As(err, &e):
 		return e.Error()
+	case errors.As(err, &se):
+		return se.Error()
 	}
-	return "internal error: see the API's log"
+	return internalError
+}
+
+// refusedAs reports whether err is the service's refusal of kind k.
+func refusedAs(err error, k service.Kind) bool {
+	var e *service.Error
+	return errors.As(err, &e) && e.Kind == k
+}
+
+// logged logs err when it is the service's own failure, which a page does
+// not show, and returns it.
+func (s *Pages) logged(err error) error {
+	var e *service.Error
+	if err != nil && !errors.As(err, &e) {
+		s.log.Error("request failed", zap.Error(err))
+	}
+	return err
 }
 
 // windowOf is the page's chart window: 1h, 24h (default) or 7d.
 func windowOf(r *http.Request) string {
-	if w := r.URL.Query().Get("window"); seriesWindows[w].span > 0 {
+	if w := r.URL.Query().Get("window"); service.SeriesWindows[w].Span > 0 {
 		return w
 	}
 	return "24h"
@@ -330,18 +408,18 @@ type chart struct {
 
 // chartOf reads the series of the window (one subscription's when sub is
 // set) as v's principal.
-func (s *Server) chartOf(ctx context.Context, v *view, window, sub string) chart {
+func (s *Pages) chartOf(ctx context.Context, v *view, window, sub string) chart {
 	c := chart{Window: window}
 	q := url.Values{"window": {window}}
 	if sub != "" {
 		q.Set("subscription_id", sub)
 	}
-	var out seriesOutput
+	var out service.SeriesOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/series?"+q.Encode(), nil, &out.Body); err != nil {
 		c.Error = problemText(err)
 		return c
 	}
-	var points []Point
+	var points []service.Point
 	if len(out.Body.Series) > 0 {
 		points = out.Body.Series[0].Points
 		c.P50MS, c.P99MS = out.Body.Series[0].P50MS, out.Body.Series[0].P99MS
@@ -360,7 +438,7 @@ func (s *Server) chartOf(ctx context.Context, v *view, window, sub string) chart
 	return c
 }
 
-func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	ctx := r.Context()
 	window := windowOf(r)
 	data := struct {
@@ -370,40 +448,39 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 		Dead          int
 		ByCategory    map[string]int
 		BreakersOpen  []string
-		Lag           []GroupLag
-		Held          *HeldKeys
+		Lag           []service.GroupLag
+		Held          *service.HeldKeys
 		LagError      string
 		Stats         []report.Row
 		StatsError    string
 		// TypeFaults are the event types with invalid (or unknown)
 		// events in the last 24 hours, the most first.
-		TypeFaults []EventTypeFaults
+		TypeFaults []service.EventTypeFaults
 	}{Chart: s.chartOf(ctx, v, window, ""), Windows: []string{"1h", "24h", "7d"}}
-	var subs subscriptionsOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?limit=1000", nil, &subs.Body); err == nil {
-		data.Subscriptions = len(subs.Body.Data)
-		ids := make([]string, len(subs.Body.Data))
-		for i, sub := range subs.Body.Data {
+	if subs, _, err := s.subs.List(ctx, v.p, service.SubscriptionQuery{Limit: 1000}); err == nil {
+		data.Subscriptions = len(subs)
+		ids := make([]string, len(subs))
+		for i, sub := range subs {
 			ids[i] = sub.ID
 		}
-		states := s.breakerStates(ctx, ids)
+		states := s.api.BreakerStates(ctx, ids)
 		for _, id := range ids {
 			if st, ok := states[id]; ok {
 				data.BreakersOpen = append(data.BreakersOpen, id+" ("+st+")")
 			}
 		}
 	}
-	var dl listDLQOutput
+	var dl service.ListDLQOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/dlq?limit=1", nil, &dl.Body); err == nil {
 		data.Dead, data.ByCategory = dl.Body.Matched, dl.Body.ByCategory
 	}
-	var lag lagOutput
+	var lag service.LagOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/lag", nil, &lag.Body); err != nil {
 		data.LagError = problemText(err)
 	}
 	data.Lag, data.Held = lag.Body.Data, lag.Body.Holds
-	var st statsOutput
-	since := time.Now().Add(-seriesWindows[window].span).UTC().Format(time.RFC3339)
+	var st service.StatsOutput
+	since := time.Now().Add(-service.SeriesWindows[window].Span).UTC().Format(time.RFC3339)
 	if _, err := s.call(ctx, v.p, "GET", "/v1/stats?by=subscription&since="+url.QueryEscape(since), nil, &st.Body); err != nil {
 		data.StatsError = problemText(err)
 	}
@@ -413,53 +490,49 @@ func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) p
 	return page{Title: "Overview", Section: "overview", Data: data, template: "overview"}
 }
 
-func (s *Server) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	ctx := r.Context()
-	var out subscriptionsOutput
-	q := url.Values{"limit": {"100"}}
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		q.Set("cursor", c)
-	}
 	pg := page{Title: "Endpoints", Section: "subscriptions", template: "subscriptions"}
-	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions?"+q.Encode(), nil, &out.Body); err != nil {
-		pg.Error = problemText(err)
+	list, next, err := s.subs.List(ctx, v.p, service.SubscriptionQuery{Cursor: r.URL.Query().Get("cursor"), Limit: 100})
+	if err != nil {
+		pg.Error = problemText(s.logged(err))
 	}
 	type row struct {
-		Subscription
+		service.Subscription
 		Breaker   string
 		Sparkline template.HTML
 		Rate      *float64
 	}
-	spark := map[string]Series{}
-	var series seriesOutput
+	spark := map[string]service.Series{}
+	var series service.SeriesOutput
 	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/series?window=24h&by=subscription", nil, &series.Body); err == nil {
 		for _, se := range series.Body.Series {
 			spark[se.Key] = se
 		}
 	}
-	ids := make([]string, len(out.Body.Data))
-	for i, sub := range out.Body.Data {
+	ids := make([]string, len(list))
+	for i, sub := range list {
 		ids[i] = sub.ID
 	}
-	states := s.breakerStates(ctx, ids)
-	rows := make([]row, 0, len(out.Body.Data))
-	for _, sub := range out.Body.Data {
+	states := s.api.BreakerStates(ctx, ids)
+	rows := make([]row, 0, len(list))
+	for _, sub := range list {
 		svg, rate := sparkline(spark[sub.ID].Points)
 		st := cmp.Or(states[sub.ID], redisstate.StateClosed)
 		rows = append(rows, row{Subscription: sub, Breaker: st, Sparkline: svg, Rate: rate})
 	}
-	pick := pickOf(s.catalogTypes(ctx, v), nil)
+	pick := pickOf(s.types.List(), nil)
 	if len(pick.Types) == 0 {
 		pick.Other = "*"
 	}
-	pg.Data = map[string]any{"List": rows, "Next": out.Body.NextCursor, "Pick": pick, "Dest": destFormOf(nil, "", false)}
+	pg.Data = map[string]any{"List": rows, "Next": next, "Pick": pick, "Dest": destFormOf(nil, "", false)}
 	return pg
 }
 
 // sparkline draws the success rate of each step of points as an inline SVG
 // line (steps without requests are gaps), and returns the rate of them all.
 // It is built from numbers only.
-func sparkline(points []Point) (template.HTML, *float64) {
+func sparkline(points []service.Point) (template.HTML, *float64) {
 	if len(points) == 0 {
 		return "", nil
 	}
@@ -494,7 +567,7 @@ func sparkline(points []Point) (template.HTML, *float64) {
 	return template.HTML(b.String()), &rate // #nosec G203 -- numbers only
 }
 
-func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) createSubscription(w http.ResponseWriter, r *http.Request, v *view) page {
 	body := map[string]any{"event_types": pickedTypes(r)}
 	dest, endpoint := readDestination(r)
 	destinationBody(body, dest, endpoint, false)
@@ -504,7 +577,7 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *v
 	if t := r.PostFormValue("tenant"); t != "" && !v.Portal {
 		body["tenant"] = t
 	}
-	var sub Subscription
+	var sub service.Subscription
 	if _, err := s.call(r.Context(), v.p, "POST", "/v1/subscriptions", body, &sub); err != nil {
 		pg := s.subscriptionsPage(w, r, v)
 		pg.Error = "Not added: " + problemText(err)
@@ -513,7 +586,7 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, v *v
 		form.refused(err)
 		data := pg.Data.(map[string]any)
 		data["Dest"], data["Tenant"] = form, r.PostFormValue("tenant")
-		data["Pick"] = pickOf(s.catalogTypes(r.Context(), v), pickedTypes(r))
+		data["Pick"] = pickOf(s.types.List(), pickedTypes(r))
 		return pg
 	}
 	return s.renderSubscription(w, r, v, sub.ID, "Added. Its signing secret, shown this once: "+sub.Secret, nil)
@@ -529,21 +602,21 @@ func splitTypes(s string) []string {
 	return out
 }
 
-func (s *Server) subscriptionPage(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) subscriptionPage(w http.ResponseWriter, r *http.Request, v *view) page {
 	return s.renderSubscription(w, r, v, r.PathValue("id"), "", nil)
 }
 
-func (s *Server) renderSubscription(w http.ResponseWriter, r *http.Request, v *view, id, flash string, test any) page {
+func (s *Pages) renderSubscription(w http.ResponseWriter, r *http.Request, v *view, id, flash string, test any) page {
 	ctx := r.Context()
-	var sub Subscription
-	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id), nil, &sub); err != nil {
+	sub, err := s.subs.Get(ctx, v.p, id)
+	if err != nil {
 		return notFound(w, "endpoint "+id)
 	}
-	types := s.catalogTypes(ctx, v)
+	types := s.types.List()
 	data := map[string]any{"Sub": sub, "Test": test, "Chart": s.chartOf(ctx, v, windowOf(r), sub.ID), "Windows": []string{"1h", "24h", "7d"},
 		"Pick": pickOf(types, sub.EventTypes), "Examples": testChoices(types, sub.EventTypes), "Dest": destFormOf(sub.Destination, sub.URL, true),
 		"Transform": transformFormOf(sub, types)}
-	var h Health
+	var h service.Health
 	if _, err := s.call(ctx, v.p, "GET", "/v1/subscriptions/"+url.PathEscape(id)+"/health", nil, &h); err != nil {
 		data["HealthError"] = problemText(err)
 	} else {
@@ -553,7 +626,7 @@ func (s *Server) renderSubscription(w http.ResponseWriter, r *http.Request, v *v
 }
 
 // subscriptionAction runs a button of the endpoint page.
-func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) subscriptionAction(w http.ResponseWriter, r *http.Request, v *view) page {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	path := "/v1/subscriptions/" + url.PathEscape(id)
@@ -561,7 +634,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 	var err error
 	switch action := r.PathValue("action"); action {
 	case "test":
-		var out testSendOutput
+		var out service.TestSendOutput
 		// A catalog type's example when one is picked, else webhook.test.
 		_, err = s.call(ctx, v.p, "POST", path+"/test", testBody(r.PostFormValue("example")), &out.Body)
 		if r.Header.Get("HX-Request") == "true" && err != nil && !notFoundErr(err) {
@@ -587,7 +660,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		_, err = s.call(ctx, v.p, "POST", path+"/"+action, nil, nil)
 		flash = "Endpoint " + action + "d."
 	case "rotate-secret":
-		var sub Subscription
+		var sub service.Subscription
 		_, err = s.call(ctx, v.p, "POST", path+"/rotate-secret", nil, &sub)
 		flash = "Secret rotated; the new one, shown this once: " + sub.Secret + " (the old one signs for 24 h more)."
 	case "edit":
@@ -601,9 +674,9 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 			// The form as typed (secrets aside), the messages by its fields.
 			pg := s.renderSubscription(w, r, v, id, "", nil)
 			if data, ok := pg.Data.(map[string]any); ok {
-				form := destFormOf(dest, endpoint, data["Sub"].(Subscription).Destination.sameKind(dest))
+				form := destFormOf(dest, endpoint, sameKind(data["Sub"].(service.Subscription).Destination, dest))
 				form.refused(err)
-				data["Dest"], data["Pick"] = form, pickOf(s.catalogTypes(ctx, v), pickedTypes(r))
+				data["Dest"], data["Pick"] = form, pickOf(s.types.List(), pickedTypes(r))
 				pg.Error = problemText(err)
 			}
 			return pg
@@ -613,7 +686,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 		_, err = s.call(ctx, v.p, "POST", path+"/breaker", map[string]any{"action": "reset"}, nil)
 		flash = "Breaker reset."
 	case "recover":
-		var op Operation
+		var op service.Operation
 		if op, err = s.recoverWindow(r, v, path); err == nil {
 			http.Redirect(w, r, v.Base+"/operations/"+op.ID, http.StatusSeeOther)
 			return page{}
@@ -633,7 +706,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, v *v
 
 // recoverWindow starts a recover of the endpoint at path for the window
 // the form gives (datetime-local fields, read as UTC).
-func (s *Server) recoverWindow(r *http.Request, v *view, path string) (Operation, error) {
+func (s *Pages) recoverWindow(r *http.Request, v *view, path string) (service.Operation, error) {
 	body := map[string]any{}
 	for _, k := range []string{"since", "until"} {
 		x := r.PostFormValue(k)
@@ -642,11 +715,11 @@ func (s *Server) recoverWindow(r *http.Request, v *view, path string) (Operation
 		}
 		t, err := time.Parse("2006-01-02T15:04", x)
 		if err != nil {
-			return Operation{}, &apiError{Status: http.StatusUnprocessableEntity, Detail: k + ": " + x + " is not a time"}
+			return service.Operation{}, &apiError{Status: http.StatusUnprocessableEntity, Detail: k + ": " + x + " is not a time"}
 		}
 		body[k] = t
 	}
-	var op Operation
+	var op service.Operation
 	_, err := s.call(r.Context(), v.p, "POST", path+"/recover", body, &op)
 	return op, err
 }
@@ -659,7 +732,7 @@ func notFoundErr(err error) bool {
 
 var messageStatuses = []string{"delivered", "retrying", "pending", "scheduled", "dead", "skipped"}
 
-func (s *Server) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	in := r.URL.Query()
 	q := url.Values{"limit": {"100"}}
 	for _, k := range []string{"status", "event_type", "subscription_id"} {
@@ -668,11 +741,11 @@ func (s *Server) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) p
 		}
 	}
 	since := in.Get("since")
-	if seriesWindows[since].span == 0 {
+	if service.SeriesWindows[since].Span == 0 {
 		since = "24h"
 	}
-	q.Set("since", time.Now().Add(-seriesWindows[since].span).UTC().Format(time.RFC3339))
-	var out listMessagesOutput
+	q.Set("since", time.Now().Add(-service.SeriesWindows[since].Span).UTC().Format(time.RFC3339))
+	var out service.ListMessagesOutput
 	data := map[string]any{"Statuses": messageStatuses, "Status": in.Get("status"), "Type": in.Get("event_type"), "Sub": in.Get("subscription_id"),
 		"Since": since, "Sinces": []string{"1h", "24h", "7d"}}
 	if _, err := s.call(r.Context(), v.p, "GET", "/v1/messages?"+q.Encode(), nil, &out.Body); err != nil {
@@ -682,19 +755,19 @@ func (s *Server) messagesPage(_ http.ResponseWriter, r *http.Request, v *view) p
 	return page{Title: "Messages", Section: "messages", Data: data, template: "messages"}
 }
 
-func (s *Server) messagePage(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) messagePage(w http.ResponseWriter, r *http.Request, v *view) page {
 	return s.renderMessage(w, r, v, r.PathValue("id"), "", "")
 }
 
-func (s *Server) renderMessage(w http.ResponseWriter, r *http.Request, v *view, id, flash, msg string) page {
-	var m Message
+func (s *Pages) renderMessage(w http.ResponseWriter, r *http.Request, v *view, id, flash, msg string) page {
+	var m service.Message
 	if _, err := s.call(r.Context(), v.p, "GET", "/v1/messages/"+url.PathEscape(id), nil, &m); err != nil {
 		return notFound(w, "message "+id)
 	}
 	return page{Title: "Message " + id, Section: "messages", Flash: flash, Error: msg, Data: map[string]any{"Msg": m}, template: "message"}
 }
 
-func (s *Server) retryMessage(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) retryMessage(w http.ResponseWriter, r *http.Request, v *view) page {
 	id := r.PathValue("id")
 	sub := r.PostFormValue("subscription_id")
 	if _, err := s.call(r.Context(), v.p, "POST", "/v1/messages/"+url.PathEscape(id)+"/retry", map[string]string{"subscription_id": sub}, nil); err != nil {
@@ -709,7 +782,7 @@ func (s *Server) retryMessage(w http.ResponseWriter, r *http.Request, v *view) p
 
 type dlqFilter struct{ Sub, Type, Category string }
 
-func (s *Server) dlqPage(_ http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) dlqPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	in := r.URL.Query()
 	f := dlqFilter{Sub: in.Get("subscription_id"), Type: in.Get("event_type"), Category: in.Get("category")}
 	q := url.Values{"limit": {"200"}}
@@ -718,7 +791,7 @@ func (s *Server) dlqPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 			q.Set(k, x)
 		}
 	}
-	var out listDLQOutput
+	var out service.ListDLQOutput
 	data := map[string]any{"Filter": f}
 	if _, err := s.call(r.Context(), v.p, "GET", "/v1/dlq?"+q.Encode(), nil, &out.Body); err != nil {
 		data["ListError"] = problemText(err)
@@ -727,7 +800,7 @@ func (s *Server) dlqPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	return page{Title: "Dead letters", Section: "dlq", Data: data, template: "dlq"}
 }
 
-func (s *Server) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) page {
 	body := map[string]any{}
 	for _, k := range []string{"subscription_id", "event_type", "category"} {
 		if x := r.PostFormValue(k); x != "" {
@@ -744,7 +817,7 @@ func (s *Server) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) pag
 		body["rate"] = rate
 	}
 	if r.PostFormValue("scope") == "selected" {
-		var refs []DeadLetterRef
+		var refs []service.DeadLetterRef
 		for _, x := range r.PostForm["dl"] {
 			p, o, ok := strings.Cut(x, ":")
 			partition, err1 := strconv.ParseInt(p, 10, 32)
@@ -754,7 +827,7 @@ func (s *Server) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) pag
 				pg.Error = "Not started: " + x + " is not a dead letter's place."
 				return pg
 			}
-			refs = append(refs, DeadLetterRef{Partition: int32(partition), Offset: offset})
+			refs = append(refs, service.DeadLetterRef{Partition: int32(partition), Offset: offset})
 		}
 		if len(refs) == 0 {
 			pg := s.dlqPage(w, r, v)
@@ -763,7 +836,7 @@ func (s *Server) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) pag
 		}
 		body["dead_letters"] = refs
 	}
-	var op Operation
+	var op service.Operation
 	if _, err := s.call(r.Context(), v.p, "POST", "/v1/dlq/redrive", body, &op); err != nil {
 		pg := s.dlqPage(w, r, v)
 		pg.Error = "Not started: " + problemText(err)
@@ -773,23 +846,22 @@ func (s *Server) redriveDLQ(w http.ResponseWriter, r *http.Request, v *view) pag
 	return page{}
 }
 
-func (s *Server) operationsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
-	var out listOperationsOutput
+func (s *Pages) operationsPage(_ http.ResponseWriter, r *http.Request, v *view) page {
 	pg := page{Title: "Operations", Section: "operations", template: "operations"}
-	if _, err := s.call(r.Context(), v.p, "GET", "/v1/operations", nil, &out.Body); err != nil {
-		pg.Error = problemText(err)
+	list, err := s.ops.List(r.Context(), v.p, 100)
+	if err != nil {
+		pg.Error = problemText(s.logged(err))
 	}
-	pg.Data = map[string]any{"List": out.Body.Data}
+	pg.Data = map[string]any{"List": list}
 	return pg
 }
 
-func (s *Server) operation(ctx context.Context, v *view, id string) (Operation, bool) {
-	var op Operation
-	_, err := s.call(ctx, v.p, "GET", "/v1/operations/"+url.PathEscape(id), nil, &op)
-	return op, err == nil
+func (s *Pages) operation(ctx context.Context, v *view, id string) (service.Operation, bool) {
+	op, err := s.ops.Get(ctx, v.p, id)
+	return op, s.logged(err) == nil
 }
 
-func (s *Server) operationPage(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) operationPage(w http.ResponseWriter, r *http.Request, v *view) page {
 	op, ok := s.operation(r.Context(), v, r.PathValue("id"))
 	if !ok {
 		return notFound(w, "operation "+r.PathValue("id"))
@@ -798,7 +870,7 @@ func (s *Server) operationPage(w http.ResponseWriter, r *http.Request, v *view) 
 }
 
 // operationProgress is the progress fragment the operation page polls.
-func (s *Server) operationProgress(w http.ResponseWriter, r *http.Request, v *view) page {
+func (s *Pages) operationProgress(w http.ResponseWriter, r *http.Request, v *view) page {
 	op, ok := s.operation(r.Context(), v, r.PathValue("id"))
 	if !ok {
 		return notFound(w, "operation "+r.PathValue("id"))

@@ -1,4 +1,4 @@
-package api
+package ui
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -106,7 +107,7 @@ type destField struct {
 
 // destFormOf is the form showing d (nil: an HTTP endpoint at url), never
 // its secrets; edit marks the secrets of d's kind as kept when left empty.
-func destFormOf(d *Destination, url string, edit bool) destForm {
+func destFormOf(d *service.Destination, url string, edit bool) destForm {
 	f := destForm{Type: topics.DestinationHTTP}
 	if d != nil && d.Type != "" {
 		f.Type = d.Type
@@ -141,7 +142,7 @@ func destFormOf(d *Destination, url string, edit bool) destForm {
 // secret key: what its other fields imply (a Kafka password with SASL, a
 // password with a username, always an SQS secret key), and maybe a NATS
 // token when it has no username.
-func hasSecret(d *Destination, key string) bool {
+func hasSecret(d *service.Destination, key string) bool {
 	switch key {
 	case "password":
 		return d.SASL != "" || d.Type != topics.DestinationKafka && d.Username != ""
@@ -152,7 +153,7 @@ func hasSecret(d *Destination, key string) bool {
 }
 
 // destValue is the value of d's non-secret field key as a form shows it.
-func destValue(d *Destination, key string) string {
+func destValue(d *service.Destination, key string) string {
 	switch key {
 	case "url":
 		return d.URL
@@ -183,12 +184,12 @@ func destValue(d *Destination, key string) string {
 // readDestination reads the posted form's destination: the kind chosen
 // (an HTTP endpoint when the form has no choice) with its fields, and the
 // HTTP endpoint's URL.
-func readDestination(r *http.Request) (d *Destination, url string) {
+func readDestination(r *http.Request) (d *service.Destination, url string) {
 	kind := r.PostFormValue("destination")
 	if kind == "" {
 		kind = topics.DestinationHTTP
 	}
-	d = &Destination{Type: kind}
+	d = &service.Destination{Type: kind}
 	if kind == topics.DestinationHTTP {
 		return d, strings.TrimSpace(r.PostFormValue("url"))
 	}
@@ -220,7 +221,7 @@ func readDestination(r *http.Request) (d *Destination, url string) {
 // destination on body: the URL of an HTTP endpoint (and, on an edit, the
 // choice of one, which turns a destination back into an endpoint), else
 // the destination, whose address becomes the URL.
-func destinationBody(body map[string]any, d *Destination, url string, edit bool) {
+func destinationBody(body map[string]any, d *service.Destination, url string, edit bool) {
 	if d.Type != topics.DestinationHTTP {
 		body["destination"] = d
 		return
@@ -276,7 +277,7 @@ func destLabel(kind string) string {
 type destDetail struct{ Label, Value string }
 
 // destDetails are d's non-secret settings, in its kind's order.
-func destDetails(d *Destination) []destDetail {
+func destDetails(d *service.Destination) []destDetail {
 	if d == nil {
 		return nil
 	}
@@ -308,6 +309,6 @@ func destDetails(d *Destination) []destDetail {
 
 // sameKind reports whether d and o are destinations of one kind, so that
 // the secrets left out of o are d's.
-func (d *Destination) sameKind(o *Destination) bool {
+func sameKind(d, o *service.Destination) bool {
 	return d != nil && o != nil && d.Type == o.Type
 }
