@@ -173,6 +173,25 @@ read_pid() {
 	tr -dc '0-9' <"$1"
 }
 
+# await_up TIMEOUT_VAR PING PORT ALIVE...: wait up to $TIMEOUT_VAR seconds
+# for PING PORT to succeed. Gives up early once the command ALIVE... fails,
+# the server having died (port taken, bad config...); not in the first two
+# seconds, as a daemon writes its pid file itself. On failure, prints why.
+await_up() {
+	local timeout_var=$1 ping=$2 port=$3 start=$SECONDS
+	shift 3
+	while ((SECONDS - start < ${!timeout_var})); do
+		"$ping" "$port" && return 0
+		if ((SECONDS - start >= 2)) && ! "$@"; then
+			echo "exited during startup"
+			return 1
+		fi
+		sleep 0.25
+	done
+	echo "did not answer within ${!timeout_var}s ($timeout_var)"
+	return 1
+}
+
 # have CMD: succeed if CMD is on PATH (sbin dirs were added above: Debian
 # puts clickhouse-server in /usr/sbin, which a non-root PATH may lack).
 have() {
@@ -281,19 +300,11 @@ start_redis() {
 			</dev/null
 	fi
 
-	local start=$SECONDS why="did not answer within ${REDIS_START_TIMEOUT}s"
-	while ((SECONDS - start < REDIS_START_TIMEOUT)); do
-		if redis_ping "$port"; then
-			log "redis up on 127.0.0.1:$port (dir $dir)"
-			return 0
-		fi
-		# Give up early if the server already died (port taken...).
-		if ((SECONDS - start >= 2)) && ! pid_alive "$pidfile" redis-server; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up REDIS_START_TIMEOUT redis_ping "$port" pid_alive "$pidfile" redis-server); then
+		log "redis up on 127.0.0.1:$port (dir $dir)"
+		return 0
+	fi
 	log "redis on 127.0.0.1:$port $why; last log lines:"
 	tail -n 20 -- "$logfile" >&2 || true
 	exit 1
@@ -388,19 +399,11 @@ start_clickhouse() {
 			}
 	fi
 
-	local start=$SECONDS why="did not answer within ${CLICKHOUSE_START_TIMEOUT}s"
-	while ((SECONDS - start < CLICKHOUSE_START_TIMEOUT)); do
-		if clickhouse_ping "$tcp"; then
-			log "clickhouse up on 127.0.0.1:$tcp (http $http, dir $dir)"
-			return 0
-		fi
-		# Give up early if the server already died (port taken, bad config...).
-		if ((SECONDS - start >= 2)) && ! pid_alive "$pidfile" "$dir/config.xml"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up CLICKHOUSE_START_TIMEOUT clickhouse_ping "$tcp" pid_alive "$pidfile" "$dir/config.xml"); then
+		log "clickhouse up on 127.0.0.1:$tcp (http $http, dir $dir)"
+		return 0
+	fi
 	log "clickhouse on 127.0.0.1:$tcp $why; last log lines:"
 	tail -n 20 -- "$dir/log/stdout.log" "$dir/log/clickhouse-server.err.log" >&2 2>/dev/null || true
 	exit 1
@@ -635,19 +638,11 @@ start_kafka() {
 		echo $! >"$pidfile"
 	fi
 
-	local start=$SECONDS why="did not answer within ${KAFKA_START_TIMEOUT}s"
-	while ((SECONDS - start < KAFKA_START_TIMEOUT)); do
-		if kafka_ping "$port"; then
-			log "kafka up on 127.0.0.1:$port (SASL_SSL $((port + 1)), controller $((port + 2)), dir $dir)"
-			return 0
-		fi
-		# Give up early if the broker already died (port taken, bad config...).
-		if ! pid_alive "$pidfile" "$conf"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up KAFKA_START_TIMEOUT kafka_ping "$port" pid_alive "$pidfile" "$conf"); then
+		log "kafka up on 127.0.0.1:$port (SASL_SSL $((port + 1)), controller $((port + 2)), dir $dir)"
+		return 0
+	fi
 	# The cause (e.g. a port taken) is logged well before the shutdown noise
 	# at the end: show this start's first errors, then its last lines.
 	log "kafka on 127.0.0.1:$port $why; errors and last lines of $logfile:"
@@ -701,18 +696,11 @@ EOF
 		echo $! >"$pidfile"
 	fi
 
-	local start=$SECONDS why="did not answer within ${NATS_START_TIMEOUT}s"
-	while ((SECONDS - start < NATS_START_TIMEOUT)); do
-		if nats_ping "$port"; then
-			log "nats up on 127.0.0.1:$port (JetStream in $dir/jetstream)"
-			return 0
-		fi
-		if ! pid_alive "$pidfile" "$conf"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.1
-	done
+	local why
+	if why=$(await_up NATS_START_TIMEOUT nats_ping "$port" pid_alive "$pidfile" "$conf"); then
+		log "nats up on 127.0.0.1:$port (JetStream in $dir/jetstream)"
+		return 0
+	fi
 	log "nats on 127.0.0.1:$port $why; last lines of $logfile:"
 	tail -n 20 -- "$logfile" >&2
 	exit 1
@@ -800,27 +788,24 @@ EOF
 		launcher=$!
 	fi
 
-	local start=$SECONDS why="did not answer within ${RABBITMQ_START_TIMEOUT}s (RABBITMQ_START_TIMEOUT)"
-	while ((SECONDS - start < RABBITMQ_START_TIMEOUT)); do
-		if rabbitmq_ping "$port"; then
-			log "rabbitmq up on 127.0.0.1:$port after $((SECONDS - start))s (distribution $((port + 1)), epmd $((port + 2)), dir $dir)"
-			return 0
-		fi
-		local alive
-		if [[ -n $launcher ]]; then
-			kill -0 "$launcher" 2>/dev/null && alive=1 || alive=0
-		else
-			pid_alive "$pidfile" "$name" && alive=1 || alive=0
-		fi
-		if ((!alive)); then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local start=$SECONDS why
+	if why=$(await_up RABBITMQ_START_TIMEOUT rabbitmq_ping "$port" rabbitmq_alive "$launcher" "$pidfile" "$name"); then
+		log "rabbitmq up on 127.0.0.1:$port after $((SECONDS - start))s (distribution $((port + 1)), epmd $((port + 2)), dir $dir)"
+		return 0
+	fi
 	log "rabbitmq on 127.0.0.1:$port $why; last lines of $logfile and $dir/log/rabbit.log:"
 	tail -n 20 -- "$logfile" "$dir/log/rabbit.log" >&2 2>/dev/null || true
 	exit 1
+}
+
+# rabbitmq_alive LAUNCHER PIDFILE NAME: succeed while the node lives: its
+# LAUNCHER if this start launched it, else the node PIDFILE names.
+rabbitmq_alive() {
+	if [[ -n $1 ]]; then
+		kill -0 "$1" 2>/dev/null
+	else
+		pid_alive "$2" "$3"
+	fi
 }
 
 # stop_epmd DIR: stop the epmd of the node of DIR, once the node is gone.
@@ -916,18 +901,11 @@ EOF
 		echo $! >"$pidfile"
 	fi
 
-	local start=$SECONDS why="did not answer within ${ELASTICMQ_START_TIMEOUT}s"
-	while ((SECONDS - start < ELASTICMQ_START_TIMEOUT)); do
-		if elasticmq_ping "$port"; then
-			log "elasticmq up on 127.0.0.1:$port (dir $dir)"
-			return 0
-		fi
-		if ! pid_alive "$pidfile" "$conf"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up ELASTICMQ_START_TIMEOUT elasticmq_ping "$port" pid_alive "$pidfile" "$conf"); then
+		log "elasticmq up on 127.0.0.1:$port (dir $dir)"
+		return 0
+	fi
 	log "elasticmq on 127.0.0.1:$port $why; last lines of $logfile:"
 	tail -n 20 -- "$logfile" >&2
 	exit 1
