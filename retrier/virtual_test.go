@@ -161,7 +161,7 @@ func TestVirtualPausedPartitionComesBack(t *testing.T) {
 		// takes some of them, then leaves and gives them back.
 		second := h.start(cfg)
 		waitEvery(t, time.Second, 10*time.Minute, "two members sharing the partitions", members(2, func(m kfake.GroupMember) bool { return m.NumAssigned() > 0 }))
-		second.stop(t)
+		second.StopOK(t)
 		waitEvery(t, time.Second, 10*time.Minute, "the first member owning every partition again", members(1, func(m kfake.GroupMember) bool { return m.NumAssigned() == partitions }))
 		if !time.Now().Before(due) {
 			t.Fatalf("setup: the group settled after the held records were due")
