@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -299,7 +300,7 @@ func TestOrderedBatchChargesTheQuotaPerEvent(t *testing.T) {
 // while an earlier one of it waits for a retry.
 func TestVirtualOrderedBatchesKeepKeyOrder(t *testing.T) {
 	t.Parallel()
-	defer watchdog(t, 5*time.Minute)()
+	defer testkit.Watchdog(t, 5*time.Minute)()
 	const nkeys, perKey, seed = 24, 8, 27
 	synctest.Test(t, func(t *testing.T) {
 		var vn kfake.VirtualNetwork

@@ -23,6 +23,7 @@ import (
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/table"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -526,7 +527,7 @@ func TestCommitsAfterCleanStop(t *testing.T) {
 	r := h.start(map[string]string{"WEBHOOKS_DELIVERER_COMMIT_INTERVAL": "1h"})
 	waitFor(t, 20*time.Second, "every delivery", func() bool { return rc.count() == len(ds) })
 	waitFor(t, 20*time.Second, "every attempt record", func() bool { return len(h.attempts()) == len(ds) })
-	if err := r.stop(t); err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	ends := h.ends(h.names.Deliveries())
@@ -799,9 +800,9 @@ func TestCleanShutdown(t *testing.T) {
 	r := h.start(env)
 	waitFor(t, 20*time.Second, "four requests in flight", func() bool { now, _ := rc.concurrency(); return now == 4 })
 
-	r.cancel()
+	r.Cancel()
 	g.open()
-	if err := r.stop(t); err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Fatalf("Run = %v, want nil", err)
 	}
 	if now, _ := rc.concurrency(); now != 0 {
@@ -830,7 +831,7 @@ func TestCleanShutdown(t *testing.T) {
 
 	r2 := h.start(env)
 	waitFor(t, 30*time.Second, "the rest to be delivered", func() bool { return rc.count() >= n })
-	if err := r2.stop(t); err != nil {
+	if err := r2.Stop(t); err != nil {
 		t.Fatalf("second Run = %v", err)
 	}
 	counts := rc.perID()
@@ -865,7 +866,7 @@ func TestShutdownPastBudgetCommitsNothingUnacked(t *testing.T) {
 	h.deliver(newDelivery("sub_a", "evt_2"))
 	rc.waitRequest(t, "evt_2")
 	waitFor(t, 20*time.Second, "attempt records to be refused", func() bool { return refuse.Hits() > 0 })
-	if err := r.stop(t); err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	if got := h.committed(); !equalOffsets(got, before) {
@@ -918,7 +919,7 @@ func TestFinishedAboveWatermarkNotRedone(t *testing.T) {
 		runs := kafka.FinishedAbove(o.Metadata, o.At)
 		return ok && o.At == end-6 && slices.Equal(runs, []kafka.Run{{From: end - 5, To: end - 1}})
 	})
-	if err := r.stop(t); err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	g.open()
@@ -991,8 +992,8 @@ func TestRebalanceHandsOver(t *testing.T) {
 	}
 	g.open()
 	waitFor(t, 30*time.Second, "every delivery", func() bool { return rc.count() >= len(ds) })
-	for _, r := range []*running{first, second} {
-		if err := r.stop(t); err != nil {
+	for _, r := range []*testkit.Running{first, second} {
+		if err := r.Stop(t); err != nil {
 			t.Fatalf("Run = %v", err)
 		}
 	}
@@ -1022,12 +1023,12 @@ func TestFatalProduceErrorEndsRun(t *testing.T) {
 	h.deliver(newDelivery("sub_a", "evt_1"))
 	rc.waitRequest(t, "evt_1")
 	select {
-	case <-r.done:
+	case <-r.Done():
 	case <-testCtx(t, 20*time.Second).Done():
 		t.Fatal("Run still running 20s after a fatal produce error")
 	}
-	if r.err == nil || !strings.Contains(r.err.Error(), "TOPIC_AUTHORIZATION_FAILED") {
-		t.Fatalf("Run = %v, want the produce error", r.err)
+	if r.Err() == nil || !strings.Contains(r.Err().Error(), "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("Run = %v, want the produce error", r.Err())
 	}
 	for p, o := range h.committed() {
 		if o != 0 { // evt_1 is the only record, at offset 0

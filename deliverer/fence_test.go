@@ -191,9 +191,9 @@ func TestTooFewHoldsPartitionsStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := h.start(nil)
-	waitFor(t, 30*time.Second, "the deliverer to stop", testkit.Done(r.done))
-	if r.err == nil || !strings.Contains(r.err.Error(), h.names.Holds()) || !errors.Is(r.err, errFewHolds) {
-		t.Fatalf("Run = %v, want an error naming %s", r.err, h.names.Holds())
+	waitFor(t, 30*time.Second, "the deliverer to stop", testkit.Done(r.Done()))
+	if r.Err() == nil || !strings.Contains(r.Err().Error(), h.names.Holds()) || !errors.Is(r.Err(), errFewHolds) {
+		t.Fatalf("Run = %v, want an error naming %s", r.Err(), h.names.Holds())
 	}
 }
 

@@ -345,15 +345,8 @@ func reached(next, ends map[int32]int64) bool {
 	return true
 }
 
-// running is one Run in a goroutine.
-type running struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-}
-
 // start runs the deliverer with the harness's environment plus env.
-func (h *harness) start(env map[string]string) *running {
+func (h *harness) start(env map[string]string) *testkit.Running {
 	h.t.Helper()
 	all := maps.Clone(h.env)
 	maps.Copy(all, env)
@@ -363,30 +356,7 @@ func (h *harness) start(env map[string]string) *running {
 	}
 	h.runs++
 	log := h.log.Named(fmt.Sprintf("run%d", h.runs))
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.err = Run(ctx, cfg, log)
-	}()
-	h.t.Cleanup(func() { _ = r.stop(h.t) }) // a test that cares stops it itself and checks
-	return r
-}
-
-// stop cancels Run and returns its error, failing the test if it does not
-// return in time.
-func (r *running) stop(tb testing.TB) error {
-	tb.Helper()
-	r.cancel()
-	timer := time.NewTimer(30 * time.Second)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-		return r.err
-	case <-timer.C:
-		tb.Fatal("Run did not return 30s after its context was cancelled")
-		return nil
-	}
+	return testkit.Go(h.t, func(ctx context.Context) error { return Run(ctx, cfg, log) })
 }
 
 // received is one request as the endpoint saw it.

@@ -17,7 +17,7 @@ func TestShutdownDuringStuckRebalance(t *testing.T) {
 	testkit.StuckMember(t, h.cluster.ListenAddrs(), topics.GroupDeliverer, h.names.Deliveries())
 	r := h.start(nil)
 	testkit.WaitRebalancing(t, h.adm, topics.GroupDeliverer)
-	if err := r.stop(t); err != nil {
+	if err := r.Stop(t); err != nil {
 		t.Fatalf("Run = %v, want nil", err)
 	}
 }

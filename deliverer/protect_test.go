@@ -206,7 +206,7 @@ func TestDeliverersShareTheBreaker(t *testing.T) {
 		h.deliver(newDelivery(sub.ID, id))
 		h.waitAttempt(id)
 	}
-	if err := first.stop(t); err != nil {
+	if err := first.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 	h.start(nil) // a new process: nothing cached

@@ -22,6 +22,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/config"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -30,20 +31,6 @@ import (
 // network, so a whole retry schedule (about 27.6 hours) passes in seconds
 // and every time they check is virtual, exact and independent of the
 // machine's load.
-
-// watchdog fails loudly if a bubble runs for more than d of real time. Its
-// timer is started outside the bubble, so it runs on the real clock. kgo's
-// mutexes are sync.Mutex unless built with -tags synctests, and a goroutine
-// blocked on one keeps virtual time from advancing: without the tag one of
-// the retrier's bubbles hung once on a loaded machine, so make test sets it;
-// run by hand without it, this says so instead of the test binary's timeout.
-func watchdog(t *testing.T, d time.Duration) (stop func()) {
-	name := t.Name()
-	timer := time.AfterFunc(d, func() {
-		panic(fmt.Sprintf("%s: the synctest bubble is still running after %v of real time; rerun with -tags synctests", name, d))
-	})
-	return func() { timer.Stop() }
-}
 
 // memEndpoint is an http.RoundTripper standing in for a subscriber's
 // endpoint: no sockets in the bubble. It records every request and answers
@@ -392,7 +379,7 @@ func TestVirtualFullSchedule(t *testing.T) {
 	// 10-25 s of real time with -race (the deliverer's three clients
 	// long-poll every 5 virtual seconds: 60,000 fetches over the
 	// schedule); the watchdog only catches a stalled bubble.
-	defer watchdog(t, 5*time.Minute)()
+	defer testkit.Watchdog(t, 5*time.Minute)()
 	wall := time.Now()
 	var virtual time.Duration
 	synctest.Test(t, func(t *testing.T) {
@@ -496,7 +483,7 @@ func TestVirtualFullSchedule(t *testing.T) {
 // and a later delivery to it is skipped without a request.
 func TestVirtualGoneMidSchedule(t *testing.T) {
 	t.Parallel()
-	defer watchdog(t, 3*time.Minute)()
+	defer testkit.Watchdog(t, 3*time.Minute)()
 	wall := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		var vn kfake.VirtualNetwork

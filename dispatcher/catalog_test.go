@@ -101,7 +101,7 @@ func TestSchemaValidation(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("after the schema was relaxed: %d deliveries, want 1", n)
 	}
-	if err := run.stop(); err != nil {
+	if err := run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 }

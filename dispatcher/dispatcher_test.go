@@ -122,7 +122,7 @@ func TestFanOut(t *testing.T) {
 		}
 	}
 
-	if err := run.stop(); err != nil {
+	if err := run.Stop(t); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
 	groups, err := h.adm.DescribeGroups(h.ctx, h.group)
@@ -217,7 +217,7 @@ func TestInvalidEvents(t *testing.T) {
 	if len(got) != len(goodIDs)+1 {
 		t.Errorf("deliveries for %v, want only the good events", slices.Sorted(maps.Keys(got)))
 	}
-	if err := run.stop(); err != nil {
+	if err := run.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 }

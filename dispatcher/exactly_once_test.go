@@ -138,7 +138,7 @@ func TestExactlyOnceAcrossCrash(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("dispatcher A never tried to end the second batch's transaction")
 	}
-	if err := a.stop(); err != nil {
+	if err := a.Stop(t); err != nil {
 		t.Logf("dispatcher A died with: %v", err)
 	}
 	armed.Store(false)
@@ -203,7 +203,7 @@ func TestFencedByTransactionalID(t *testing.T) {
 	// wait fails, to show where.
 	dumpAt := time.Now().Add(25 * time.Second)
 	testkit.WaitFor(t, 30*time.Second, "the fenced dispatcher to stop", func() bool {
-		if a.exited() {
+		if a.Exited() {
 			return true
 		}
 		if !dumpAt.IsZero() && time.Now().After(dumpAt) {
@@ -223,7 +223,7 @@ func TestFencedByTransactionalID(t *testing.T) {
 		}
 		return false
 	})
-	errA := a.err
+	errA := a.Err()
 	if errA == nil {
 		t.Fatal("the fenced dispatcher returned nil")
 	}

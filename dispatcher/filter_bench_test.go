@@ -40,7 +40,7 @@ func BenchmarkFilters(b *testing.B) {
 		r := h.start(cfg)
 		h.waitDispatchedWithin(published, 5*time.Minute)
 		took := time.Since(start)
-		_ = r.stop()
+		_ = r.Stop(b)
 		if n := len(h.readAll(h.names().Deliveries(), true)); n != events*subs/types {
 			b.Fatalf("%d deliveries, want %d", n, events*subs/types)
 		}

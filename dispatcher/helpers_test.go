@@ -99,48 +99,11 @@ func (h *harness) config(txnID string) Config {
 	}
 }
 
-// runner is a dispatcher running in a goroutine.
-type runner struct {
-	t      testing.TB
-	cancel context.CancelFunc
-	done   chan struct{} // closed when Run returned
-	err    error         // what Run returned, once done is closed
-}
-
-// start runs a dispatcher until the test ends or stop is called.
-func (h *harness) start(cfg Config) *runner {
+// start runs a dispatcher until the test ends or it is stopped.
+func (h *harness) start(cfg Config) *testkit.Running {
 	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &runner{t: h.t, cancel: cancel, done: make(chan struct{})}
 	log := zaptest.NewLogger(h.t, zaptest.Level(zap.InfoLevel))
-	go func() {
-		defer close(r.done)
-		r.err = Run(ctx, cfg, log)
-	}()
-	h.t.Cleanup(func() { _ = r.stop() })
-	return r
-}
-
-// stop cancels the dispatcher and returns what Run returned.
-func (r *runner) stop() error {
-	r.t.Helper()
-	r.cancel()
-	select {
-	case <-r.done:
-	case <-time.After(15 * time.Second):
-		r.t.Fatal("dispatcher did not stop")
-	}
-	return r.err
-}
-
-// exited reports whether Run has returned.
-func (r *runner) exited() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
+	return testkit.Go(h.t, func(ctx context.Context) error { return Run(ctx, cfg, log) })
 }
 
 // sub writes a subscription (with a fresh secret) to the subscriptions topic.

@@ -16,9 +16,9 @@ func TestShutdownDuringStuckRebalance(t *testing.T) {
 	testkit.StuckMember(t, h.kafka.Brokers, h.group, h.names().Events())
 	r := h.start(h.config("stuck-rebalance"))
 	testkit.WaitRebalancing(t, h.adm, h.group)
-	r.cancel()
-	testkit.WaitFor(t, 30*time.Second, "the dispatcher to stop", r.exited)
-	if r.err != nil {
-		t.Fatalf("Run returned %v", r.err)
+	r.Cancel()
+	testkit.WaitFor(t, 30*time.Second, "the dispatcher to stop", r.Exited)
+	if r.Err() != nil {
+		t.Fatalf("Run returned %v", r.Err())
 	}
 }

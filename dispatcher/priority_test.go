@@ -43,7 +43,7 @@ func TestPriorityTopics(t *testing.T) {
 			t.Errorf("%s holds %q, want %q", topic, got, want)
 		}
 	}
-	if err := run.stop(); err != nil {
+	if err := run.Stop(t); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
 }

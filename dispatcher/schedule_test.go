@@ -87,7 +87,7 @@ func TestScheduledDispatch(t *testing.T) {
 	if len(dead) != 3 || !strings.HasPrefix(dead[0], "e_bad") || !strings.Contains(dead[1], "in the past") || !strings.Contains(dead[2], "more than 7 days") {
 		t.Fatalf("dead letters %q, want e_bad, e_past and e_too_far", dead)
 	}
-	if err := run.stop(); err != nil {
+	if err := run.Stop(t); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
 }

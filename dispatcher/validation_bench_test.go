@@ -42,7 +42,7 @@ func BenchmarkValidation(b *testing.B) {
 		r := h.start(h.config("bench-" + mode))
 		h.waitDispatchedWithin(published, 5*time.Minute)
 		took := time.Since(start)
-		_ = r.stop()
+		_ = r.Stop(b)
 		if n := len(h.readAll(h.names().Deliveries(), true)); n != events {
 			b.Fatalf("%d deliveries, want %d (validation %s)", n, events, mode)
 		}

@@ -96,49 +96,10 @@ func (h *harness) config() Config {
 	return cfg
 }
 
-// run is one running recorder.
-type run struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-}
-
-func (h *harness) start(cfg Config) *run {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &run{cancel: cancel, done: make(chan struct{})}
+// start runs a recorder with cfg until stopped (or the test ends).
+func (h *harness) start(cfg Config) *testkit.Running {
 	log := testLogger(h.t)
-	go func() {
-		defer close(r.done)
-		r.err = Run(ctx, cfg, log)
-	}()
-	h.t.Cleanup(func() { r.stop(h.t) })
-	return r
-}
-
-// stop cancels the recorder and waits for Run to return nil.
-func (r *run) stop(tb testing.TB) {
-	tb.Helper()
-	r.cancel()
-	timer := time.NewTimer(30 * time.Second)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-	case <-timer.C:
-		tb.Fatalf("Run did not return within 30s of its context being canceled")
-	}
-	if r.err != nil {
-		tb.Fatalf("Run = %v, want nil after cancel", r.err)
-	}
-}
-
-// running reports whether Run has not returned.
-func (r *run) running() bool {
-	select {
-	case <-r.done:
-		return false
-	default:
-		return true
-	}
+	return testkit.Go(h.t, func(ctx context.Context) error { return Run(ctx, cfg, log) })
 }
 
 var attemptSeq atomic.Int64
@@ -378,10 +339,6 @@ func (p *proxy) setCut(cut bool) {
 			c.Close()
 		}
 	}
-}
-
-func contextWithCancel() (context.Context, context.CancelFunc) {
-	return context.WithCancel(context.Background())
 }
 
 // stall stops the bytes flowing until the returned function is called.

@@ -17,5 +17,5 @@ func TestShutdownDuringStuckRebalance(t *testing.T) {
 	testkit.StuckMember(t, []string{h.env[kafka.EnvBrokers]}, topics.GroupRecorder, h.names.Attempts())
 	r := h.start(h.config())
 	testkit.WaitRebalancing(t, h.adm, topics.GroupRecorder)
-	r.stop(t)
+	r.StopOK(t)
 }

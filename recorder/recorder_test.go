@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -21,6 +22,7 @@ import (
 	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/recorder/schema"
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -260,17 +262,8 @@ func TestClickHouseOutage(t *testing.T) {
 	cfg.observe = o.hook
 	readyz := func() (int, string) { return httpGet(t, "http://"+cfg.HTTPAddr+"/readyz") }
 	core, logs := observer.New(zapcore.InfoLevel)
-	run := &run{done: make(chan struct{})}
-	{
-		ctx, cancel := contextWithCancel()
-		run.cancel = cancel
-		log := zap.New(zapcore.NewTee(testLogger(t).Core(), core))
-		go func() {
-			defer close(run.done)
-			run.err = Run(ctx, cfg, log)
-		}()
-		t.Cleanup(func() { run.stop(t) })
-	}
+	log := zap.New(zapcore.NewTee(testLogger(t).Core(), core))
+	run := testkit.Go(t, func(ctx context.Context) error { return Run(ctx, cfg, log) })
 
 	first := attempts(50, "before")
 	h.produce(first...)
@@ -285,8 +278,8 @@ func TestClickHouseOutage(t *testing.T) {
 	waitFor(t, 30*time.Second, "the recorder to find ClickHouse down", o.sawDown.Load)
 	refused := p.refused.Load()
 	waitFor(t, 30*time.Second, "three more retries", func() bool { return p.refused.Load() >= refused+3 })
-	if !run.running() {
-		t.Fatalf("Run returned during the outage: %v", run.err)
+	if run.Exited() {
+		t.Fatalf("Run returned during the outage: %v", run.Err())
 	}
 	if got := h.committed(topics.GroupRecorder); !mapsEqual(got, before) {
 		t.Errorf("committed %v during the outage, want %v unchanged", got, before)
@@ -353,8 +346,8 @@ func TestSlowClickHouse(t *testing.T) {
 	h.waitRows(60*time.Second, len(all))
 	waitFor(t, 30*time.Second, "the group to commit to the end", func() bool { return h.committedAll(topics.GroupRecorder) })
 	checkRows(t, h, all)
-	if !r.running() {
-		t.Fatalf("Run returned: %v", r.err)
+	if r.Exited() {
+		t.Fatalf("Run returned: %v", r.Err())
 	}
 	if m := o.maxRecords.Load(); m > 40 {
 		t.Errorf("held %d records at once, want at most two batches of 20", m)
@@ -391,8 +384,8 @@ func TestWaitsForClickHouseAtStart(t *testing.T) {
 	}
 	p.setCut(false)
 	h.waitRows(60*time.Second, len(as))
-	if !r.running() {
-		t.Fatalf("Run returned: %v", r.err)
+	if r.Exited() {
+		t.Fatalf("Run returned: %v", r.Err())
 	}
 }
 
@@ -421,7 +414,7 @@ func TestReplayDoesNotDoubleCount(t *testing.T) {
 			r := h.start(h.config())
 			h.waitRows(60*time.Second, tc.n)
 			waitFor(t, 30*time.Second, "the group to commit to the end", func() bool { return h.committedAll(topics.GroupRecorder) })
-			r.stop(t)
+			r.StopOK(t)
 
 			// Rewind the group to the start of every partition.
 			rewind := kadm.Offsets{}
@@ -484,7 +477,7 @@ func TestShutdownInsertsTheBatchInHand(t *testing.T) {
 	if got := h.count(true); got != 0 {
 		t.Fatalf("%d rows inserted before the batch was due", got)
 	}
-	r.stop(t)
+	r.StopOK(t)
 	if got := h.count(true); got != uint64(len(as)) {
 		t.Errorf("%d rows after shutdown, want %d", got, len(as))
 	}
@@ -511,7 +504,7 @@ func TestRebalanceLosesNothing(t *testing.T) {
 	h.start(h.config())
 	add(60, "two")
 	h.waitRows(60*time.Second, len(all))
-	a.stop(t)
+	a.StopOK(t)
 	add(60, "three")
 	h.waitRows(60*time.Second, len(all))
 	waitFor(t, 30*time.Second, "the group to commit to the end", func() bool { return h.committedAll(topics.GroupRecorder) })

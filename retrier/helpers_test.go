@@ -136,41 +136,10 @@ func (h *harness) config() Config {
 	return cfg
 }
 
-// retrierRun is one running retrier.
-type retrierRun struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-}
-
 // start runs a retrier with cfg until stopped (or the test ends).
-func (h *harness) start(cfg Config) *retrierRun {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &retrierRun{cancel: cancel, done: make(chan struct{})}
+func (h *harness) start(cfg Config) *testkit.Running {
 	log := testLogger(h.t)
-	go func() {
-		defer close(r.done)
-		r.err = Run(ctx, cfg, log)
-	}()
-	h.t.Cleanup(func() { r.stop(h.t) })
-	return r
-}
-
-// stop cancels the retrier and waits for Run to return, failing the test
-// if it does not within 15 s or returns an error.
-func (r *retrierRun) stop(tb testing.TB) {
-	tb.Helper()
-	r.cancel()
-	timer := time.NewTimer(15 * time.Second)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-	case <-timer.C:
-		tb.Fatalf("Run did not return within 15s of its context being canceled")
-	}
-	if r.err != nil {
-		tb.Fatalf("Run = %v, want nil after cancel", r.err)
-	}
+	return testkit.Go(h.t, func(ctx context.Context) error { return Run(ctx, cfg, log) })
 }
 
 // subOn returns a subscription id whose delivery keys ("<id>/x") the

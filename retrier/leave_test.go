@@ -17,5 +17,5 @@ func TestShutdownDuringStuckRebalance(t *testing.T) {
 	testkit.StuckMember(t, h.cluster.ListenAddrs(), topics.GroupRetrier, h.names.RetryTopics()[0])
 	r := h.start(h.config())
 	testkit.WaitRebalancing(t, h.adm, topics.GroupRetrier)
-	r.stop(t)
+	r.StopOK(t)
 }

@@ -302,7 +302,7 @@ func TestKilledWhileHolding(t *testing.T) {
 	first := h.start(cfg)
 	// The marker is behind the held records: once it is out, they are held.
 	h.waitReceived(time.Until(due)-500*time.Millisecond, mark)
-	first.stop(t)
+	first.StopOK(t)
 	if !time.Now().Before(due) {
 		t.Fatalf("setup: the first retrier stopped after the held records were due")
 	}
@@ -380,7 +380,7 @@ func TestReleasedThenCommitted(t *testing.T) {
 		}
 		return true
 	})
-	first.stop(t)
+	first.StopOK(t)
 
 	// A new retrier of the group starts from the commits: only the new
 	// record is released.
@@ -461,7 +461,7 @@ func TestCommitsOnlyAfterAck(t *testing.T) {
 	// refused produce only every few seconds, while the loop waits.
 	waitFor(t, 15*time.Second, "the retrier to try releasing the due record", func() bool { return refused.Load() >= 1 })
 	notPast("while the release is refused")
-	first.stop(t)
+	first.StopOK(t)
 	notPast("after the retrier stopped")
 
 	refusing.Store(false)

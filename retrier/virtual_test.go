@@ -2,7 +2,6 @@ package retrier
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,26 +10,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
 // These tests run the cluster, the retrier and the test's clients in a
 // testing/synctest bubble over kfake's virtual network, so hours of tier
 // delay pass in a moment and every duration they check is virtual, exact
 // and independent of the machine's load.
-
-// watchdog fails loudly if a bubble runs for more than d of real time. Its
-// timer is started outside the bubble, so it runs on the real clock. kgo's
-// mutexes are sync.Mutex unless built with -tags synctests, and a goroutine
-// blocked on one keeps virtual time from advancing: without the tag a
-// bubble hung once on a loaded machine, so make test sets it; run by hand
-// without it, this says so instead of the test binary's timeout.
-func watchdog(t *testing.T, d time.Duration) (stop func()) {
-	name := t.Name()
-	timer := time.AfterFunc(d, func() {
-		panic(fmt.Sprintf("%s: the synctest bubble is still running after %v of real time; rerun with -tags synctests", name, d))
-	})
-	return func() { timer.Stop() }
-}
 
 // virtualEnv is the retrier configuration in a bubble: a session timeout
 // long enough that the group does not heartbeat for nothing all day.
@@ -46,7 +32,7 @@ func virtualEnv(more map[string]string) map[string]string {
 // virtual hours are up, not a moment before.
 func TestVirtualTenHourTier(t *testing.T) {
 	t.Parallel()
-	defer watchdog(t, time.Minute)()
+	defer testkit.Watchdog(t, time.Minute)()
 	wall := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		var vn kfake.VirtualNetwork
@@ -91,7 +77,7 @@ func TestVirtualTenHourTier(t *testing.T) {
 // right after a commit.
 func TestVirtualCommitInterval(t *testing.T) {
 	t.Parallel()
-	defer watchdog(t, time.Minute)()
+	defer testkit.Watchdog(t, time.Minute)()
 	synctest.Test(t, func(t *testing.T) {
 		var vn kfake.VirtualNetwork
 		h := newHarness(t, virtualEnv(map[string]string{"WEBHOOKS_RETRIER_COMMIT_INTERVAL": "100ms"}), &vn)
@@ -130,7 +116,7 @@ func TestVirtualCommitInterval(t *testing.T) {
 // again: its records are released when due.
 func TestVirtualPausedPartitionComesBack(t *testing.T) {
 	t.Parallel()
-	defer watchdog(t, time.Minute)()
+	defer testkit.Watchdog(t, time.Minute)()
 	synctest.Test(t, func(t *testing.T) {
 		var vn kfake.VirtualNetwork
 		h := newHarness(t, virtualEnv(map[string]string{
@@ -175,7 +161,7 @@ func TestVirtualPausedPartitionComesBack(t *testing.T) {
 		// takes some of them, then leaves and gives them back.
 		second := h.start(cfg)
 		waitEvery(t, time.Second, 10*time.Minute, "two members sharing the partitions", members(2, func(m kfake.GroupMember) bool { return m.NumAssigned() > 0 }))
-		second.stop(t)
+		second.StopOK(t)
 		waitEvery(t, time.Second, 10*time.Minute, "the first member owning every partition again", members(1, func(m kfake.GroupMember) bool { return m.NumAssigned() == partitions }))
 		if !time.Now().Before(due) {
 			t.Fatalf("setup: the group settled after the held records were due")

@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"encoding/json"
 	"errors"
 	"net/mail"
 	"net/url"
@@ -173,11 +172,7 @@ func (c *AlertChannel) EncodeWith(k *Keyring) []byte {
 // Encode renders the record value with the URL in plaintext: for
 // development (WEBHOOKS_DEV=1) and tests; see EncodeWith.
 func (c *AlertChannel) Encode() []byte {
-	b, err := json.Marshal(c)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return encodeRecord(c)
 }
 
 // DecodeAlertChannel decodes and validates an alert-channels value

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"strings"
 	"time"
 )
@@ -53,11 +52,7 @@ func (k *APIKey) Revoked() bool { return k.RevokedAt != nil }
 
 // Encode renders the record value.
 func (k *APIKey) Encode() []byte {
-	b, err := json.Marshal(k)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return encodeRecord(k)
 }
 
 // DecodeAPIKey decodes an apikeys value strictly.

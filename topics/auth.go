@@ -40,14 +40,8 @@ type EndpointAuth struct {
 }
 
 // secrets are the sealed fields, by their sealing name.
-func (a *EndpointAuth) secrets() []struct {
-	name string
-	v    *string
-} {
-	return []struct {
-		name string
-		v    *string
-	}{{"auth.password", &a.Password}, {"auth.token", &a.Token}, {"auth.client_secret", &a.ClientSecret}, {"auth.key", &a.Key}}
+func (a *EndpointAuth) secrets() secretFields {
+	return secretFields{{"auth.password", &a.Password}, {"auth.token", &a.Token}, {"auth.client_secret", &a.ClientSecret}, {"auth.key", &a.Key}}
 }
 
 // Secrets are the values the deliverer must never show: the password, the
@@ -56,22 +50,12 @@ func (a *EndpointAuth) Secrets() []string {
 	if a == nil {
 		return nil
 	}
-	var out []string
-	for _, s := range a.secrets() {
-		if *s.v != "" {
-			out = append(out, *s.v)
-		}
-	}
-	return out
+	return a.secrets().values()
 }
 
 // Masked is a copy of a with each secret that is set replaced by mask.
 func (a EndpointAuth) Masked(mask string) *EndpointAuth {
-	for _, s := range a.secrets() {
-		if *s.v != "" {
-			*s.v = mask
-		}
-	}
+	a.secrets().replace(func(string, string) string { return mask })
 	return &a
 }
 

@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -32,11 +31,7 @@ func (c *Cancellation) Key() string { return CancellationKey(c.Tenant, c.EventID
 
 // Encode renders the record value.
 func (c *Cancellation) Encode() []byte {
-	b, err := json.Marshal(c)
-	if err != nil { // only unsupported types fail; Cancellation has none
-		panic(err)
-	}
-	return b
+	return encodeRecord(c)
 }
 
 // DecodeCancellation decodes and validates a cancellations value strictly;

@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -59,11 +58,7 @@ type Source struct {
 
 // Encode renders the record value.
 func (d *DeadLetter) Encode() []byte {
-	b, err := json.Marshal(d)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return encodeRecord(d)
 }
 
 // DecodeDeadLetter decodes a dlq value.

@@ -2,7 +2,6 @@ package topics
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -55,11 +54,7 @@ type Delivery struct {
 
 // Encode renders the record value.
 func (d *Delivery) Encode() []byte {
-	b, err := json.Marshal(d)
-	if err != nil { // only unsupported types fail; Delivery has none
-		panic(err)
-	}
-	return b
+	return encodeRecord(d)
 }
 
 // DecodeDelivery decodes and validates a delivery value: what Encode

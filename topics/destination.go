@@ -78,14 +78,8 @@ type Destination struct {
 func (d *Destination) IsHTTP() bool { return d == nil || d.Type == DestinationHTTP }
 
 // secrets are the sealed fields, by their sealing name.
-func (d *Destination) secrets() []struct {
-	name string
-	v    *string
-} {
-	return []struct {
-		name string
-		v    *string
-	}{{"destination.password", &d.Password}, {"destination.token", &d.Token}, {"destination.secret_access_key", &d.SecretAccessKey}}
+func (d *Destination) secrets() secretFields {
+	return secretFields{{"destination.password", &d.Password}, {"destination.token", &d.Token}, {"destination.secret_access_key", &d.SecretAccessKey}}
 }
 
 // Secrets are the values never shown: the password, the token and the
@@ -94,22 +88,12 @@ func (d *Destination) Secrets() []string {
 	if d == nil {
 		return nil
 	}
-	var out []string
-	for _, s := range d.secrets() {
-		if *s.v != "" {
-			out = append(out, *s.v)
-		}
-	}
-	return out
+	return d.secrets().values()
 }
 
 // Masked is a copy of d with each secret that is set replaced by mask.
 func (d Destination) Masked(mask string) *Destination {
-	for _, s := range d.secrets() {
-		if *s.v != "" {
-			*s.v = mask
-		}
-	}
+	d.secrets().replace(func(string, string) string { return mask })
 	return &d
 }
 

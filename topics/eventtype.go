@@ -138,11 +138,7 @@ func ValidateEventTypeName(name string) error {
 
 // Encode renders the record value.
 func (t *EventType) Encode() []byte {
-	b, err := json.Marshal(t)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return encodeRecord(t)
 }
 
 // DecodeEventType decodes and validates an event-types value strictly.

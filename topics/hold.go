@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -128,11 +127,7 @@ func OffsetOf(headers []kgo.RecordHeader, key string) (int64, bool) {
 
 // Encode renders the record value.
 func (h *Hold) Encode() []byte {
-	b, err := json.Marshal(h)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return encodeRecord(h)
 }
 
 // Headers are the record headers of the hold: ParkedLast when known,

@@ -183,3 +183,29 @@ func (k *Keyring) open(subID, field, v string) (string, error) {
 
 // isSealed reports whether a stored secret is in the sealed form.
 func isSealed(v string) bool { return strings.HasPrefix(v, encPrefix) }
+
+// secretFields are a record's sealed fields, each by its sealing name.
+type secretFields []struct {
+	name string
+	v    *string
+}
+
+// values are the fields that are set.
+func (fs secretFields) values() []string {
+	var out []string
+	for _, f := range fs {
+		if *f.v != "" {
+			out = append(out, *f.v)
+		}
+	}
+	return out
+}
+
+// replace sets each field that is set to fn of its name and value.
+func (fs secretFields) replace(fn func(name, v string) string) {
+	for _, f := range fs {
+		if *f.v != "" {
+			*f.v = fn(f.name, *f.v)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -75,11 +74,7 @@ func (o *Operation) Finished() bool { return o.State == OperationDone || o.State
 
 // Encode renders the record value.
 func (o *Operation) Encode() []byte {
-	b, err := json.Marshal(o)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return encodeRecord(o)
 }
 
 // DecodeOperation decodes an operations value strictly.

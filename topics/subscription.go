@@ -3,7 +3,6 @@ package topics
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -128,10 +127,7 @@ func DecodeSubscriptionPlain(b []byte, k *Keyring) (s Subscription, plaintext bo
 	if len(s.RetryStatuses) == 0 {
 		s.RetryStatuses = nil
 	}
-	fields := []struct {
-		name string
-		v    *string
-	}{{"secret", &s.Secret}, {"previous_secret", &s.PreviousSecret}}
+	fields := secretFields{{"secret", &s.Secret}, {"previous_secret", &s.PreviousSecret}}
 	if s.Auth != nil {
 		fields = append(fields, s.Auth.secrets()...)
 	}
@@ -167,26 +163,19 @@ func (s *Subscription) EncodeWith(k *Keyring) []byte {
 		return s.Encode()
 	}
 	w := *s
+	seal := func(name, v string) string { return k.seal(s.ID, name, v) }
 	w.Secret = k.seal(s.ID, "secret", s.Secret)
 	if s.PreviousSecret != "" {
 		w.PreviousSecret = k.seal(s.ID, "previous_secret", s.PreviousSecret)
 	}
 	if s.Auth != nil {
 		a := *s.Auth
-		for _, f := range a.secrets() {
-			if *f.v != "" {
-				*f.v = k.seal(s.ID, f.name, *f.v)
-			}
-		}
+		a.secrets().replace(seal)
 		w.Auth = &a
 	}
 	if s.Destination != nil {
 		d := *s.Destination
-		for _, f := range d.secrets() {
-			if *f.v != "" {
-				*f.v = k.seal(s.ID, f.name, *f.v)
-			}
-		}
+		d.secrets().replace(seal)
 		w.Destination = &d
 	}
 	return w.Encode()
@@ -195,11 +184,7 @@ func (s *Subscription) EncodeWith(k *Keyring) []byte {
 // Encode renders the record value with the secrets in plaintext: for
 // development (WEBHOOKS_DEV=1) and tests; see EncodeWith.
 func (s *Subscription) Encode() []byte {
-	b, err := json.Marshal(s)
-	if err != nil { // only unsupported types fail; Subscription has none
-		panic(err)
-	}
-	return b
+	return encodeRecord(s)
 }
 
 // Validate checks every field.

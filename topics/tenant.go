@@ -1,7 +1,6 @@
 package topics
 
 import (
-	"encoding/json"
 	"math"
 	"time"
 )
@@ -70,11 +69,7 @@ func (t *Tenant) Validate() error {
 
 // Encode renders the record value.
 func (t *Tenant) Encode() []byte {
-	b, err := json.Marshal(t)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return encodeRecord(t)
 }
 
 // DecodeTenant decodes and validates a tenants value strictly.

@@ -255,14 +255,7 @@ func checkKeyOrder(t *testing.T, r *receiver, sub, key string) {
 func TestOrderedKeyHeldWhileOtherKeysFlow(t *testing.T) {
 	e := newEnv(t)
 	r := newReceiver(t)
-	var failK atomic.Bool
-	failK.Store(true)
-	r.answer(func(q request, _ http.ResponseWriter) int {
-		if failK.Load() && strings.HasPrefix(q.ID, "K-") {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusNoContent
-	})
+	failK := failKey(r, "K")
 	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"}, Enabled: true,
 		Ordering: topics.OrderingKey, RetrySchedule: []string{"1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s"}}))
 	e.startDispatcher()
@@ -289,6 +282,20 @@ func TestOrderedKeyHeldWhileOtherKeysFlow(t *testing.T) {
 	r.checkSignatures(t)
 }
 
+// failKey makes r answer 503 to the events of key k (ids k-NNN) until the
+// switch it returns is turned off, 204 to every other request.
+func failKey(r *receiver, k string) *atomic.Bool {
+	var fail atomic.Bool
+	fail.Store(true)
+	r.answer(func(q request, _ http.ResponseWriter) int {
+		if fail.Load() && strings.HasPrefix(q.ID, k+"-") {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusNoContent
+	})
+	return &fail
+}
+
 // TestKilledWhileHeldAndParked: deliverer and retrier processes are killed
 // (SIGKILL) while a key is held, its head waiting in a tier and later
 // events parked; after a restart every event arrives, the key in publish
@@ -297,14 +304,7 @@ func TestKilledWhileHeldAndParked(t *testing.T) {
 	dir := binaries(t)
 	e := newEnv(t)
 	r := newReceiver(t)
-	var failK atomic.Bool
-	failK.Store(true)
-	r.answer(func(q request, _ http.ResponseWriter) int {
-		if failK.Load() && strings.HasPrefix(q.ID, "K-") {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusNoContent
-	})
+	failK := failKey(r, "K")
 	r.trust(e.subscribe(topics.Subscription{ID: "ordered", URL: r.url("ordered"), EventTypes: []string{"*"}, Enabled: true,
 		Ordering: topics.OrderingKey, RetrySchedule: []string{"2s", "2s", "2s", "2s", "2s", "2s", "2s", "2s", "2s", "2s"}}))
 	r.trust(e.subscribe(topics.Subscription{ID: "flaky", URL: r.url("flaky"), EventTypes: []string{"*"}, Enabled: true,

@@ -173,6 +173,25 @@ read_pid() {
 	tr -dc '0-9' <"$1"
 }
 
+# await_up TIMEOUT_VAR PING PORT ALIVE...: wait up to $TIMEOUT_VAR seconds
+# for PING PORT to succeed. Gives up early once the command ALIVE... fails,
+# the server having died (port taken, bad config...); not in the first two
+# seconds, as a daemon writes its pid file itself. On failure, prints why.
+await_up() {
+	local timeout_var=$1 ping=$2 port=$3 start=$SECONDS
+	shift 3
+	while ((SECONDS - start < ${!timeout_var})); do
+		"$ping" "$port" && return 0
+		if ((SECONDS - start >= 2)) && ! "$@"; then
+			echo "exited during startup"
+			return 1
+		fi
+		sleep 0.25
+	done
+	echo "did not answer within ${!timeout_var}s ($timeout_var)"
+	return 1
+}
+
 # have CMD: succeed if CMD is on PATH (sbin dirs were added above: Debian
 # puts clickhouse-server in /usr/sbin, which a non-root PATH may lack).
 have() {
@@ -281,19 +300,11 @@ start_redis() {
 			</dev/null
 	fi
 
-	local start=$SECONDS why="did not answer within ${REDIS_START_TIMEOUT}s"
-	while ((SECONDS - start < REDIS_START_TIMEOUT)); do
-		if redis_ping "$port"; then
-			log "redis up on 127.0.0.1:$port (dir $dir)"
-			return 0
-		fi
-		# Give up early if the server already died (port taken...).
-		if ((SECONDS - start >= 2)) && ! pid_alive "$pidfile" redis-server; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up REDIS_START_TIMEOUT redis_ping "$port" pid_alive "$pidfile" redis-server); then
+		log "redis up on 127.0.0.1:$port (dir $dir)"
+		return 0
+	fi
 	log "redis on 127.0.0.1:$port $why; last log lines:"
 	tail -n 20 -- "$logfile" >&2 || true
 	exit 1
@@ -388,19 +399,11 @@ start_clickhouse() {
 			}
 	fi
 
-	local start=$SECONDS why="did not answer within ${CLICKHOUSE_START_TIMEOUT}s"
-	while ((SECONDS - start < CLICKHOUSE_START_TIMEOUT)); do
-		if clickhouse_ping "$tcp"; then
-			log "clickhouse up on 127.0.0.1:$tcp (http $http, dir $dir)"
-			return 0
-		fi
-		# Give up early if the server already died (port taken, bad config...).
-		if ((SECONDS - start >= 2)) && ! pid_alive "$pidfile" "$dir/config.xml"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up CLICKHOUSE_START_TIMEOUT clickhouse_ping "$tcp" pid_alive "$pidfile" "$dir/config.xml"); then
+		log "clickhouse up on 127.0.0.1:$tcp (http $http, dir $dir)"
+		return 0
+	fi
 	log "clickhouse on 127.0.0.1:$tcp $why; last log lines:"
 	tail -n 20 -- "$dir/log/stdout.log" "$dir/log/clickhouse-server.err.log" >&2 2>/dev/null || true
 	exit 1
@@ -408,34 +411,73 @@ start_clickhouse() {
 
 # ---------------------------------------------------------------- kafka
 
-# install_kafka: fetch the Kafka jars into $KAFKA_CACHE/libs, unless a
-# previous run completed (the marker file is written last). A lock keeps
-# parallel callers (test packages) from fetching into the same place.
-install_kafka() {
-	local libs=$KAFKA_CACHE/libs marker=$KAFKA_CACHE/installed lock
-	mkdir -p -- "$KAFKA_CACHE"
-	exec {lock}>"$KAFKA_CACHE/.lock"
+# maven_install CMD CACHE NAME VERSION CHECK: fetch from Maven Central the
+# jars of NAME VERSION (the POM's <dependency> elements on stdin, with all
+# they depend on at runtime) into CACHE/libs and run CHECK LIBS on them,
+# unless a previous run completed (the marker file is written last, after
+# CHECK). A lock keeps parallel callers (test packages) from fetching into
+# the same place; CMD names the command in the messages.
+maven_install() {
+	local cmd=$1 cache=$2 name=$3 version=$4 check=$5
+	local libs=$cache/libs marker=$cache/installed lock deps
+	deps=$(cat)
+	mkdir -p -- "$cache"
+	exec {lock}>"$cache/.lock"
 	flock "$lock"
 	if [[ -e $marker ]]; then
-		log "install-kafka: Kafka $KAFKA_VERSION already in $libs"
+		log "$cmd: $name $version already in $libs"
 		return 0
 	fi
-	have java || die "java not found; install OpenJDK 17+ (apt-get install openjdk-17-jdk-headless)"
+	have java || die "java not found; install OpenJDK 17+ (apt-get install openjdk-17-jre-headless)"
 	have mvn || die "mvn not found; install Maven (apt-get install maven)"
 
-	log "install-kafka: fetching Kafka $KAFKA_VERSION and its dependencies from Maven Central"
-	rm -rf -- "$libs" "$KAFKA_CACHE/m2"
-	# kafka-tools holds the admin tools (TopicCommand, ConfigCommand...);
-	# connect-runtime, which it also drags in, is only for Kafka Connect.
-	cat >"$KAFKA_CACHE/pom.xml" <<EOF
+	log "$cmd: fetching $name $version and its dependencies from Maven Central"
+	rm -rf -- "$libs" "$cache/m2"
+	cat >"$cache/pom.xml" <<EOF
 <?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.hookpipe</groupId>
-  <artifactId>kafka-libs</artifactId>
-  <version>$KAFKA_VERSION</version>
+  <artifactId>${cmd#install-}-libs</artifactId>
+  <version>$version</version>
   <packaging>pom</packaging>
   <dependencies>
+$deps
+  </dependencies>
+  <build>
+    <plugins>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-dependency-plugin</artifactId>
+        <version>3.8.1</version>
+        <configuration>
+          <includeScope>runtime</includeScope>
+          <outputDirectory>$libs</outputDirectory>
+        </configuration>
+      </plugin>
+    </plugins>
+  </build>
+</project>
+EOF
+	# A repository of its own: the fetch does not depend on (nor fill)
+	# ~/.m2; it is dropped once the jars are copied.
+	mvn -B --strict-checksums -f "$cache/pom.xml" -Dmaven.repo.local="$cache/m2" \
+		dependency:copy-dependencies >"$cache/mvn.log" 2>&1 || {
+		tail -n 30 -- "$cache/mvn.log" >&2
+		die "$cmd: mvn failed (log: $cache/mvn.log)"
+	}
+	rm -rf -- "$cache/m2"
+
+	"$check" "$libs"
+	touch -- "$marker"
+	log "$cmd: $name $version in $libs"
+}
+
+# install_kafka: fetch the Kafka jars into $KAFKA_CACHE/libs.
+# kafka-tools holds the admin tools (TopicCommand, ConfigCommand...);
+# connect-runtime, which it also drags in, is only for Kafka Connect.
+install_kafka() {
+	maven_install install-kafka "$KAFKA_CACHE" Kafka "$KAFKA_VERSION" check_kafka_jar <<EOF
     <dependency>
       <groupId>org.apache.kafka</groupId>
       <artifactId>kafka_2.13</artifactId>
@@ -462,37 +504,15 @@ install_kafka() {
       <artifactId>log4j-slf4j-impl</artifactId>
       <version>$KAFKA_LOG4J_VERSION</version>
     </dependency>
-  </dependencies>
-  <build>
-    <plugins>
-      <plugin>
-        <groupId>org.apache.maven.plugins</groupId>
-        <artifactId>maven-dependency-plugin</artifactId>
-        <version>3.8.1</version>
-        <configuration>
-          <includeScope>runtime</includeScope>
-          <outputDirectory>$libs</outputDirectory>
-        </configuration>
-      </plugin>
-    </plugins>
-  </build>
-</project>
 EOF
-	# A repository of its own: the fetch does not depend on (nor fill)
-	# ~/.m2; it is dropped once the jars are copied.
-	mvn -B --strict-checksums -f "$KAFKA_CACHE/pom.xml" -Dmaven.repo.local="$KAFKA_CACHE/m2" \
-		dependency:copy-dependencies >"$KAFKA_CACHE/mvn.log" 2>&1 || {
-		tail -n 30 -- "$KAFKA_CACHE/mvn.log" >&2
-		die "install-kafka: mvn failed (log: $KAFKA_CACHE/mvn.log)"
-	}
-	rm -rf -- "$KAFKA_CACHE/m2"
+}
 
-	local jar=$libs/kafka_2.13-$KAFKA_VERSION.jar sum
+# check_kafka_jar LIBS: the broker's jar in LIBS has KAFKA_JAR_SHA256.
+check_kafka_jar() {
+	local jar=$1/kafka_2.13-$KAFKA_VERSION.jar sum
 	sum=$(sha256sum <"$jar") || die "install-kafka: $jar missing"
 	[[ ${sum%% *} == "$KAFKA_JAR_SHA256" ]] ||
 		die "install-kafka: SHA-256 of $jar is ${sum%% *}, want $KAFKA_JAR_SHA256"
-	touch -- "$marker"
-	log "install-kafka: Kafka $KAFKA_VERSION in $libs"
 }
 
 # kafka_ping PORT: succeed if the broker on PORT serves metadata listing
@@ -618,19 +638,11 @@ start_kafka() {
 		echo $! >"$pidfile"
 	fi
 
-	local start=$SECONDS why="did not answer within ${KAFKA_START_TIMEOUT}s"
-	while ((SECONDS - start < KAFKA_START_TIMEOUT)); do
-		if kafka_ping "$port"; then
-			log "kafka up on 127.0.0.1:$port (SASL_SSL $((port + 1)), controller $((port + 2)), dir $dir)"
-			return 0
-		fi
-		# Give up early if the broker already died (port taken, bad config...).
-		if ! pid_alive "$pidfile" "$conf"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up KAFKA_START_TIMEOUT kafka_ping "$port" pid_alive "$pidfile" "$conf"); then
+		log "kafka up on 127.0.0.1:$port (SASL_SSL $((port + 1)), controller $((port + 2)), dir $dir)"
+		return 0
+	fi
 	# The cause (e.g. a port taken) is logged well before the shutdown noise
 	# at the end: show this start's first errors, then its last lines.
 	log "kafka on 127.0.0.1:$port $why; errors and last lines of $logfile:"
@@ -684,18 +696,11 @@ EOF
 		echo $! >"$pidfile"
 	fi
 
-	local start=$SECONDS why="did not answer within ${NATS_START_TIMEOUT}s"
-	while ((SECONDS - start < NATS_START_TIMEOUT)); do
-		if nats_ping "$port"; then
-			log "nats up on 127.0.0.1:$port (JetStream in $dir/jetstream)"
-			return 0
-		fi
-		if ! pid_alive "$pidfile" "$conf"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.1
-	done
+	local why
+	if why=$(await_up NATS_START_TIMEOUT nats_ping "$port" pid_alive "$pidfile" "$conf"); then
+		log "nats up on 127.0.0.1:$port (JetStream in $dir/jetstream)"
+		return 0
+	fi
 	log "nats on 127.0.0.1:$port $why; last lines of $logfile:"
 	tail -n 20 -- "$logfile" >&2
 	exit 1
@@ -783,27 +788,24 @@ EOF
 		launcher=$!
 	fi
 
-	local start=$SECONDS why="did not answer within ${RABBITMQ_START_TIMEOUT}s (RABBITMQ_START_TIMEOUT)"
-	while ((SECONDS - start < RABBITMQ_START_TIMEOUT)); do
-		if rabbitmq_ping "$port"; then
-			log "rabbitmq up on 127.0.0.1:$port after $((SECONDS - start))s (distribution $((port + 1)), epmd $((port + 2)), dir $dir)"
-			return 0
-		fi
-		local alive
-		if [[ -n $launcher ]]; then
-			kill -0 "$launcher" 2>/dev/null && alive=1 || alive=0
-		else
-			pid_alive "$pidfile" "$name" && alive=1 || alive=0
-		fi
-		if ((!alive)); then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local start=$SECONDS why
+	if why=$(await_up RABBITMQ_START_TIMEOUT rabbitmq_ping "$port" rabbitmq_alive "$launcher" "$pidfile" "$name"); then
+		log "rabbitmq up on 127.0.0.1:$port after $((SECONDS - start))s (distribution $((port + 1)), epmd $((port + 2)), dir $dir)"
+		return 0
+	fi
 	log "rabbitmq on 127.0.0.1:$port $why; last lines of $logfile and $dir/log/rabbit.log:"
 	tail -n 20 -- "$logfile" "$dir/log/rabbit.log" >&2 2>/dev/null || true
 	exit 1
+}
+
+# rabbitmq_alive LAUNCHER PIDFILE NAME: succeed while the node lives: its
+# LAUNCHER if this start launched it, else the node PIDFILE names.
+rabbitmq_alive() {
+	if [[ -n $1 ]]; then
+		kill -0 "$1" 2>/dev/null
+	else
+		pid_alive "$2" "$3"
+	fi
 }
 
 # stop_epmd DIR: stop the epmd of the node of DIR, once the node is gone.
@@ -827,67 +829,25 @@ rabbitmq_ctl() {
 
 # ---------------------------------------------------------------- elasticmq
 
-# install_elasticmq: fetch the ElasticMQ jars into $ELASTICMQ_CACHE/libs
-# and check each against elasticmq.sha256, unless a previous run completed.
+# install_elasticmq: fetch the ElasticMQ jars into $ELASTICMQ_CACHE/libs.
 install_elasticmq() {
-	local libs=$ELASTICMQ_CACHE/libs marker=$ELASTICMQ_CACHE/installed lock
-	mkdir -p -- "$ELASTICMQ_CACHE"
-	exec {lock}>"$ELASTICMQ_CACHE/.lock"
-	flock "$lock"
-	if [[ -e $marker ]]; then
-		log "install-elasticmq: ElasticMQ $ELASTICMQ_VERSION already in $libs"
-		return 0
-	fi
-	have java || die "java not found; install OpenJDK 17+ (apt-get install openjdk-17-jre-headless)"
-	have mvn || die "mvn not found; install Maven (apt-get install maven)"
-
-	log "install-elasticmq: fetching ElasticMQ $ELASTICMQ_VERSION and its dependencies from Maven Central"
-	rm -rf -- "$libs" "$ELASTICMQ_CACHE/m2"
-	cat >"$ELASTICMQ_CACHE/pom.xml" <<EOF
-<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>local.hookpipe</groupId>
-  <artifactId>elasticmq-libs</artifactId>
-  <version>$ELASTICMQ_VERSION</version>
-  <packaging>pom</packaging>
-  <dependencies>
+	maven_install install-elasticmq "$ELASTICMQ_CACHE" ElasticMQ "$ELASTICMQ_VERSION" check_elasticmq_jars <<EOF
     <dependency>
       <groupId>org.elasticmq</groupId>
       <artifactId>elasticmq-server_2.13</artifactId>
       <version>$ELASTICMQ_VERSION</version>
     </dependency>
-  </dependencies>
-  <build>
-    <plugins>
-      <plugin>
-        <groupId>org.apache.maven.plugins</groupId>
-        <artifactId>maven-dependency-plugin</artifactId>
-        <version>3.8.1</version>
-        <configuration>
-          <includeScope>runtime</includeScope>
-          <outputDirectory>$libs</outputDirectory>
-        </configuration>
-      </plugin>
-    </plugins>
-  </build>
-</project>
 EOF
-	mvn -B --strict-checksums -f "$ELASTICMQ_CACHE/pom.xml" -Dmaven.repo.local="$ELASTICMQ_CACHE/m2" \
-		dependency:copy-dependencies >"$ELASTICMQ_CACHE/mvn.log" 2>&1 || {
-		tail -n 30 -- "$ELASTICMQ_CACHE/mvn.log" >&2
-		die "install-elasticmq: mvn failed (log: $ELASTICMQ_CACHE/mvn.log)"
-	}
-	rm -rf -- "$ELASTICMQ_CACHE/m2"
+}
 
-	# Exactly the pinned jars, each with its pinned SHA-256.
-	local sums=$SCRIPTS/elasticmq.sha256
+# check_elasticmq_jars LIBS: LIBS holds exactly the jars of
+# elasticmq.sha256, each with its pinned SHA-256.
+check_elasticmq_jars() {
+	local libs=$1 sums=$SCRIPTS/elasticmq.sha256
 	(cd -- "$libs" && sha256sum --quiet --strict -c "$sums") >&2 ||
 		die "install-elasticmq: a jar in $libs differs from $sums"
 	diff <(sed 's/^[0-9a-f]*  //' "$sums" | sort) <(cd -- "$libs" && printf '%s\n' * | sort) >&2 ||
 		die "install-elasticmq: the jars in $libs (>) are not those of $sums (<)"
-	touch -- "$marker"
-	log "install-elasticmq: ElasticMQ $ELASTICMQ_VERSION in $libs"
 }
 
 # elasticmq_ping PORT: succeed if an SQS endpoint answers ListQueues on PORT.
@@ -941,18 +901,11 @@ EOF
 		echo $! >"$pidfile"
 	fi
 
-	local start=$SECONDS why="did not answer within ${ELASTICMQ_START_TIMEOUT}s"
-	while ((SECONDS - start < ELASTICMQ_START_TIMEOUT)); do
-		if elasticmq_ping "$port"; then
-			log "elasticmq up on 127.0.0.1:$port (dir $dir)"
-			return 0
-		fi
-		if ! pid_alive "$pidfile" "$conf"; then
-			why="exited during startup"
-			break
-		fi
-		sleep 0.25
-	done
+	local why
+	if why=$(await_up ELASTICMQ_START_TIMEOUT elasticmq_ping "$port" pid_alive "$pidfile" "$conf"); then
+		log "elasticmq up on 127.0.0.1:$port (dir $dir)"
+		return 0
+	fi
 	log "elasticmq on 127.0.0.1:$port $why; last lines of $logfile:"
 	tail -n 20 -- "$logfile" >&2
 	exit 1

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/hookpipe/hookpipe/runtime/jsondepth"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -51,7 +52,7 @@ func Compile(et topics.EventType) (*Type, error) {
 	}
 	t := &Type{EventType: et}
 	if s := bytes.TrimSpace(et.Schema); len(s) > 0 {
-		if d := depth(s); d > MaxSchemaDepth {
+		if d := jsondepth.Of(s); d > MaxSchemaDepth {
 			return nil, invalid("schema", "nested %d deep, over the limit of %d", d, MaxSchemaDepth)
 		}
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s))
@@ -183,33 +184,6 @@ func invalid(field, format string, args ...any) error {
 // compileMessage flattens a compile error to one line.
 func compileMessage(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
-}
-
-// depth is the deepest nesting of objects and arrays in a JSON document
-// (strings skipped), without decoding it.
-func depth(b []byte) int {
-	d, most, inString, escaped := 0, 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			d++
-			most = max(most, d)
-		case c == '}' || c == ']':
-			d--
-		}
-	}
-	return most
 }
 
 // noRemote refuses every $ref outside the schema itself: a schema must

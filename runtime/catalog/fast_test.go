@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/hookpipe/hookpipe/runtime/jsondepth"
 )
 
 // fastSchema is a schema of the differential tests, with examples it
@@ -275,7 +277,7 @@ func withMember(members map[string]json.RawMessage, name, value string) string {
 // numbers or nesting past the walk's bounds, repeated names.
 func declined(data []byte) bool {
 	return !utf8.Valid(data) || surrogate.Match(data) || hugeNumber.Match(data) ||
-		depth(data) > maxDataDepth || repeatsNames(data)
+		jsondepth.Of(data) > maxDataDepth || repeatsNames(data)
 }
 
 var (

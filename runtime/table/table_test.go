@@ -602,28 +602,35 @@ func TestTableConcurrentReads(t *testing.T) {
 	wg.Wait()
 }
 
-// A producer may write subscriptions in a Kafka transaction. The commit
-// marker then takes the last offset of the partition; it is never returned
-// as a record, yet WaitCaughtUp must not wait for it forever.
-func TestTableWaitCaughtUpAfterTransactionalWrite(t *testing.T) {
-	e := newTableEnv(t, 1)
-	tbl := e.startTable(t)
+// putInTransaction writes s in a transaction of its own, committed or
+// aborted as end says.
+func (e *tableEnv) putInTransaction(t *testing.T, s topics.Subscription, end kgo.TransactionEndTry) {
+	t.Helper()
 	txn, err := kgo.NewClient(kgo.SeedBrokers(e.c.ListenAddrs()...), kgo.TransactionalID("webhookctl-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer txn.Close()
 	ctx := testCtx(t, 10*time.Second)
-	s := sub(t, "sub_tx", "*")
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: e.topic, Key: []byte(s.ID), Value: subValue(t, s)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := txn.EndTransaction(ctx, end); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A producer may write subscriptions in a Kafka transaction. The commit
+// marker then takes the last offset of the partition; it is never returned
+// as a record, yet WaitCaughtUp must not wait for it forever.
+func TestTableWaitCaughtUpAfterTransactionalWrite(t *testing.T) {
+	e := newTableEnv(t, 1)
+	tbl := e.startTable(t)
+	s := sub(t, "sub_tx", "*")
+	e.putInTransaction(t, s, kgo.TryCommit)
 	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := tbl.WaitCaughtUp(waitCtx); err != nil {
@@ -639,22 +646,8 @@ func TestTableWaitCaughtUpAfterTransactionalWrite(t *testing.T) {
 func TestTableIgnoresAbortedTransactions(t *testing.T) {
 	e := newTableEnv(t, 1)
 	tbl := e.startTable(t)
-	txn, err := kgo.NewClient(kgo.SeedBrokers(e.c.ListenAddrs()...), kgo.TransactionalID("webhookctl-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txn.Close()
-	ctx := testCtx(t, 10*time.Second)
 	aborted := sub(t, "sub_aborted", "*")
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: e.topic, Key: []byte(aborted.ID), Value: subValue(t, aborted)}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		t.Fatal(err)
-	}
+	e.putInTransaction(t, aborted, kgo.TryAbort)
 	e.putSub(t, sub(t, "sub_ok", "*")) // a plain record after the abort marker
 	waitCaughtUp(t, tbl)
 	if _, ok := tbl.Get("sub_ok"); !ok {

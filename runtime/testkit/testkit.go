@@ -1,8 +1,9 @@
 // Package testkit is what the tests of every module share: waiting on a
 // condition with a deadline (never a bare sleep), a context bounded by the
 // test, a logger that outlives the test quietly, a buffer safe to write
-// from another goroutine, the rule for tests that need a real service, and
-// a consumer-group member that holds a rebalance.
+// from another goroutine, the rule for tests that need a real service, a
+// consumer-group member that holds a rebalance, a component's Run going in
+// a goroutine, and a watchdog on testing/synctest bubbles.
 package testkit
 
 import (

@@ -8,6 +8,8 @@ import (
 
 	"github.com/dlclark/regexp2/v2"
 	"github.com/dop251/goja"
+
+	"github.com/hookpipe/hookpipe/runtime/jsondepth"
 )
 
 // goja's builtins are Go code, which the interrupt of the time limit does
@@ -646,27 +648,8 @@ func (g *guards) parseArgs(call goja.FunctionCall) []goja.Value {
 // checkNesting refuses JSON nested deeper than maxNesting, which goja's
 // parser would recurse through.
 func (g *guards) checkNesting(s string) {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			if depth++; depth > maxNesting {
-				g.refuse(LimitCallStack, "JSON nested deeper than %d", maxNesting)
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
+	if jsondepth.Of(s) > maxNesting {
+		g.refuse(LimitCallStack, "JSON nested deeper than %d", maxNesting)
 	}
 }
 

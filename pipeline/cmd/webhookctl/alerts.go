@@ -72,29 +72,7 @@ func alertChannelsListCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func alertChannelsDeleteCmd(*flag.FlagSet) runFunc {
-	return func(ctx context.Context, c *cli, args []string) error {
-		k, err := c.connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer k.close()
-		if _, err := k.alertChannel(ctx, args[0]); err != nil {
-			return err
-		}
-		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.AlertChannels(), Key: []byte(args[0])}); err != nil {
-			return err
-		}
-		if c.output == outputJSON {
-			return c.printJSON(struct {
-				ID      string `json:"id"`
-				Deleted bool   `json:"deleted"`
-			}{args[0], true})
-		}
-		fmt.Fprintf(c.stdout, "deleted alert channel %s\n", args[0])
-		return nil
-	}
-}
+var alertChannelsDeleteCmd = deleteCmdOf((*kafka).alertChannel, topics.Names.AlertChannels, "alert channel", "id")
 
 func alertChannelsTestCmd(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, c *cli, args []string) error {
@@ -176,13 +154,5 @@ func (k *kafka) alertChannels(ctx context.Context) (*table.AlertTable, error) {
 
 // alertChannel reads one channel; an error when there is none.
 func (k *kafka) alertChannel(ctx context.Context, id string) (*topics.AlertChannel, error) {
-	t, err := k.alertChannels(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ch, ok := t.Get(id)
-	if !ok {
-		return nil, fmt.Errorf("alert channel %s not found", id)
-	}
-	return ch, nil
+	return entry(ctx, k.alertChannels, "alert channel", id)
 }

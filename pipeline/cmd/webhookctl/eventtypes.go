@@ -186,46 +186,15 @@ func eventTypesGetCmd(*flag.FlagSet) runFunc {
 			return err
 		}
 		defer k.close()
-		cat, err := k.eventTypes(ctx)
+		t, err := k.eventType(ctx, args[0])
 		if err != nil {
 			return err
-		}
-		t, ok := cat.Get(args[0])
-		if !ok {
-			return eventTypeNotFound(args[0])
 		}
 		return c.printEventType(t.EventType)
 	}
 }
 
-func eventTypesDeleteCmd(*flag.FlagSet) runFunc {
-	return func(ctx context.Context, c *cli, args []string) error {
-		name := args[0]
-		k, err := c.connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer k.close()
-		cat, err := k.eventTypes(ctx)
-		if err != nil {
-			return err
-		}
-		if _, ok := cat.Get(name); !ok {
-			return eventTypeNotFound(name)
-		}
-		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.EventTypes(), Key: []byte(name)}); err != nil {
-			return err
-		}
-		if c.output == outputJSON {
-			return c.printJSON(struct {
-				Name    string `json:"name"`
-				Deleted bool   `json:"deleted"`
-			}{name, true})
-		}
-		fmt.Fprintf(c.stdout, "deleted event type %s\n", name)
-		return nil
-	}
-}
+var eventTypesDeleteCmd = deleteCmdOf((*kafka).eventType, topics.Names.EventTypes, "event type", "name")
 
 func eventTypesExportCmd(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, c *cli, _ []string) error {
@@ -246,8 +215,6 @@ func eventTypesExportCmd(*flag.FlagSet) runFunc {
 		return err
 	}
 }
-
-func eventTypeNotFound(name string) error { return fmt.Errorf("event type %s not found", name) }
 
 // printEventTypes shows event types: JSON as stored, or a table.
 func (c *cli) printEventTypes(ets []topics.EventType) error {
@@ -316,4 +283,9 @@ func (k *kafka) eventTypes(ctx context.Context) (*catalog.Catalog, error) {
 		return nil, err
 	}
 	return cat, readToEnd(ctx, topic, cat)
+}
+
+// eventType reads event type name; an error when there is none.
+func (k *kafka) eventType(ctx context.Context, name string) (*catalog.Type, error) {
+	return entry(ctx, k.eventTypes, "event type", name)
 }

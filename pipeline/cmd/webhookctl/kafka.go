@@ -109,6 +109,26 @@ func (k *kafka) subscriptions(ctx context.Context) (*table.Table, error) {
 	return t, readToEnd(ctx, topic, t)
 }
 
+// subscription reads subscription id; an error when there is none.
+func (k *kafka) subscription(ctx context.Context, id string) (*topics.Subscription, error) {
+	return entry(ctx, k.subscriptions, "subscription", id)
+}
+
+// entry reads a table with read and returns its entry id; an error naming
+// what when there is none.
+func entry[V any, T interface{ Get(string) (V, bool) }](ctx context.Context, read func(context.Context) (T, error), what, id string) (V, error) {
+	var none V
+	t, err := read(ctx)
+	if err != nil {
+		return none, err
+	}
+	v, ok := t.Get(id)
+	if !ok {
+		return none, fmt.Errorf("%s %s not found", what, id)
+	}
+	return v, nil
+}
+
 // aTable is a table of runtime/table.
 type aTable interface {
 	Run(ctx context.Context)

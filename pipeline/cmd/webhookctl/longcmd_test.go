@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kafkaconfig "github.com/hookpipe/hookpipe/runtime/kafka"
@@ -38,45 +37,7 @@ func (h *harness) produce(recs ...*kgo.Record) []*kgo.Record {
 // offset, as the pipeline's read-committed consumers see them.
 func (h *harness) committed(topic string) []*kgo.Record {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	next := map[int32]int64{}
-	behind := func() bool {
-		b := false
-		ends.Each(func(o kadm.ListedOffset) { b = b || next[o.Partition] < o.Offset })
-		return b
-	}
-	var recs []*kgo.Record
-	for behind() {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			h.t.Fatalf("reading %s: %v", topic, ctx.Err())
-		}
-		fs.EachError(func(_ string, _ int32, err error) { h.t.Fatalf("reading %s: %v", topic, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset < ends[topic][r.Partition].Offset {
-				next[r.Partition] = r.Offset + 1
-				if !r.Attrs.IsControl() {
-					recs = append(recs, r)
-				}
-			}
-		})
-	}
-	return recs
+	return h.readTo(topic, true)
 }
 
 var progressRE = regexp.MustCompile(`^(redriven \d+ of \d+|replayed \d+, scanned \d+, skipped \d+)$`)

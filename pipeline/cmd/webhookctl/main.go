@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	flag "github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -105,4 +108,31 @@ func (c *cli) printJSON(v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// deleteCmdOf makes the command deleting what its argument names: get reads
+// it (an error when there is none), then its tombstone goes to topic. It
+// says "deleted what KEY", or in JSON gives KEY under field with "deleted":
+// true.
+func deleteCmdOf[V any](get func(*kafka, context.Context, string) (V, error), topic func(topics.Names) string, what, field string) func(*flag.FlagSet) runFunc {
+	return func(*flag.FlagSet) runFunc {
+		return func(ctx context.Context, c *cli, args []string) error {
+			k, err := c.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer k.close()
+			if _, err := get(k, ctx, args[0]); err != nil {
+				return err
+			}
+			if _, err := k.produce(ctx, &kgo.Record{Topic: topic(k.names), Key: []byte(args[0])}); err != nil {
+				return err
+			}
+			if c.output == outputJSON {
+				return c.printJSON(map[string]any{field: args[0], "deleted": true})
+			}
+			fmt.Fprintf(c.stdout, "deleted %s %s\n", what, args[0])
+			return nil
+		}
+	}
 }

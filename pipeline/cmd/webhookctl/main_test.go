@@ -107,15 +107,29 @@ func checkFailure(t *testing.T, r result, code int) {
 // records reads every record of topic up to its current end.
 func (h *harness) records(topic string) []*kgo.Record {
 	h.t.Helper()
+	return h.readTo(topic, false)
+}
+
+// readTo reads the records of topic up to its end offsets, or with
+// committed up to its last stable offsets, reading committed records only.
+// Control records are read to step over transaction markers, not returned.
+func (h *harness) readTo(topic string, committed bool) []*kgo.Record {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	opts := []kgo.Opt{kgo.SeedBrokers(h.brokers), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
+	list := (*kadm.Client).ListEndOffsets
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		list = (*kadm.Client).ListCommittedOffsets
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	ends, err := list(kadm.NewClient(cl), ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -136,8 +150,12 @@ func (h *harness) records(topic string) []*kgo.Record {
 		}
 		fs.EachError(func(_ string, _ int32, err error) { h.t.Fatalf("reading %s: %v", topic, err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			recs = append(recs, r)
-			next[r.Partition] = r.Offset + 1
+			if r.Offset < ends[topic][r.Partition].Offset {
+				next[r.Partition] = r.Offset + 1
+				if !r.Attrs.IsControl() {
+					recs = append(recs, r)
+				}
+			}
 		})
 	}
 	return recs

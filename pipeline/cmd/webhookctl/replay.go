@@ -188,13 +188,9 @@ func replayCmd(fs *flag.FlagSet) runFunc {
 // enabled: a replay or recover of a disabled one would send deliveries the
 // deliverer skips.
 func (k *kafka) enabledSubscription(ctx context.Context, id string) (*topics.Subscription, error) {
-	t, err := k.subscriptions(ctx)
+	sub, err := k.subscription(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	sub, ok := t.Get(id)
-	if !ok {
-		return nil, notFound(id)
 	}
 	if !sub.Enabled {
 		return nil, fmt.Errorf("subscription %s is disabled: the deliverer would skip its deliveries (enable it first)", id)

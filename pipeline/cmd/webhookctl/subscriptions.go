@@ -118,13 +118,9 @@ func getCmd(*flag.FlagSet) runFunc {
 			return err
 		}
 		defer k.close()
-		t, err := k.subscriptions(ctx)
+		s, err := k.subscription(ctx, args[0])
 		if err != nil {
 			return err
-		}
-		s, ok := t.Get(args[0])
-		if !ok {
-			return notFound(args[0])
 		}
 		c.breaker = c.readBreaker(ctx, s.ID)
 		return c.printSubscription(s, false)
@@ -206,34 +202,7 @@ func disableCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func deleteCmd(*flag.FlagSet) runFunc {
-	return func(ctx context.Context, c *cli, args []string) error {
-		id := args[0]
-		k, err := c.connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer k.close()
-		t, err := k.subscriptions(ctx)
-		if err != nil {
-			return err
-		}
-		if _, ok := t.Get(id); !ok {
-			return notFound(id)
-		}
-		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.Subscriptions(), Key: []byte(id)}); err != nil {
-			return err
-		}
-		if c.output == outputJSON {
-			return c.printJSON(struct {
-				ID      string `json:"id"`
-				Deleted bool   `json:"deleted"`
-			}{id, true})
-		}
-		fmt.Fprintf(c.stdout, "deleted subscription %s\n", id)
-		return nil
-	}
-}
+var deleteCmd = deleteCmdOf((*kafka).subscription, topics.Names.Subscriptions, "subscription", "id")
 
 func rotateCmd(fs *flag.FlagSet) runFunc {
 	given := fs.String("secret", "", "the new secret, whsec_ + base64 of 24-64 bytes (default: generated)")

@@ -316,7 +316,14 @@ func TestDelete(t *testing.T) {
 	h := newHarness(t, true)
 	h.create("--id", "sub_d", "--url", "https://a.example/", "--events", "a")
 	h.create("--id", "sub_keep", "--url", "https://a.example/", "--events", "a")
-	h.ok("subscriptions", "delete", "sub_d")
+	var deleted struct {
+		ID      string `json:"id"`
+		Deleted bool   `json:"deleted"`
+	}
+	h.json(&deleted, "subscriptions", "delete", "sub_d")
+	if deleted.ID != "sub_d" || !deleted.Deleted {
+		t.Errorf("delete printed %+v, want sub_d deleted", deleted)
+	}
 	if h.stored("sub_d") != nil {
 		t.Fatal("delete did not write a tombstone")
 	}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/hookpipe/hookpipe/runtime/testkit"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -18,13 +15,7 @@ import (
 // required).
 func AMQP(tb testing.TB) string {
 	tb.Helper()
-	url := os.Getenv(EnvAMQPURL)
-	if url == "" {
-		testkit.NeedService(tb, EnvAMQPURL+" is not set: this test needs a real RabbitMQ (`make test` starts one; or run "+
-			"`bash pipeline/scripts/services.sh start rabbitmq 15673 .build/test-services/rabbitmq` and export "+
-			EnvAMQPURL+"="+serverURL(RabbitMQ, 15673)+")")
-	}
-	return url
+	return shared(tb, EnvAMQPURL, RabbitMQ, 15673, "a real RabbitMQ")
 }
 
 // Exchange is an exchange of one test's own bound to a queue of its own.

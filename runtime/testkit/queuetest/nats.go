@@ -3,7 +3,6 @@ package queuetest
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -18,13 +17,7 @@ import (
 // required).
 func NATS(tb testing.TB) string {
 	tb.Helper()
-	url := os.Getenv(EnvNATSURL)
-	if url == "" {
-		testkit.NeedService(tb, EnvNATSURL+" is not set: this test needs a real nats-server with JetStream (`make test` starts one; or run "+
-			"`bash pipeline/scripts/services.sh start nats 14222 .build/test-services/nats` and export "+
-			EnvNATSURL+"="+serverURL(NATSServer, 14222)+")")
-	}
-	return url
+	return shared(tb, EnvNATSURL, NATSServer, 14222, "a real nats-server with JetStream")
 }
 
 // Stream is a JetStream stream of one test's own, capturing the subject

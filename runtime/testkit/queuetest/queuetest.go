@@ -22,7 +22,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strings"
+	"testing"
+
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
 // The shared test servers; `make test` sets these.
@@ -37,6 +41,23 @@ const (
 	// it takes any credentials, region us-east-1.
 	EnvSQSEndpoint = "WEBHOOKS_TEST_SQS_ENDPOINT"
 )
+
+// shared returns the shared test server named by the variable env. It
+// skips tb when env is unset (fails it when services are required), saying
+// how to start a server of kind k, needs, on port as `make test` does.
+func shared(tb testing.TB, env string, k Kind, port int, needs string) string {
+	tb.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		start := fmt.Sprintf("bash pipeline/scripts/services.sh start %s %d .build/test-services/%s", k, port, k)
+		if k == ElasticMQ {
+			start = "bash pipeline/scripts/services.sh install-elasticmq && " + start
+		}
+		testkit.NeedService(tb, fmt.Sprintf("%s is not set: this test needs %s (`make test` starts one; or run `%s` and export %s=%s)",
+			env, needs, start, env, serverURL(k, port)))
+	}
+	return v
+}
 
 // The credentials services.sh gives the NATS and RabbitMQ servers it
 // starts.

@@ -2,13 +2,10 @@ package queuetest
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hookpipe/hookpipe/runtime/testkit"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -24,13 +21,7 @@ const SQSRegion = "us-east-1"
 // required).
 func SQS(tb testing.TB) string {
 	tb.Helper()
-	endpoint := os.Getenv(EnvSQSEndpoint)
-	if endpoint == "" {
-		testkit.NeedService(tb, EnvSQSEndpoint+" is not set: this test needs a real SQS endpoint (`make test` starts ElasticMQ; or run "+
-			"`bash pipeline/scripts/services.sh install-elasticmq && bash pipeline/scripts/services.sh start elasticmq 19324 "+
-			".build/test-services/elasticmq` and export "+EnvSQSEndpoint+"="+serverURL(ElasticMQ, 19324)+")")
-	}
-	return endpoint
+	return shared(tb, EnvSQSEndpoint, ElasticMQ, 19324, "a real SQS endpoint, ElasticMQ")
 }
 
 // SQSClient is an SQS client of endpoint: region SQSRegion, static
