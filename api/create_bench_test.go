@@ -2,13 +2,9 @@ package api
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,43 +75,10 @@ func BenchmarkCreateSubscriptions(b *testing.B) {
 	s := New(Options{Config: cfg, Client: cl, Subscriptions: subs, Tenants: tenants, Registerer: ops.NewRegistry(), Log: log})
 	srv := httptest.NewServer(s.Handler())
 	b.Cleanup(srv.Close)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: createClients}}
-	b.Cleanup(client.CloseIdleConnections)
-
-	var next atomic.Int64
 	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range createClients {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= b.N {
-					return
-				}
-				body := `{"id":"new_` + strconv.Itoa(i) + `","url":"https://hooks.new-` + strconv.Itoa(i) +
-					`.example.com/in","event_types":["customer.created"],"tenant":"tenant-` + strconv.Itoa(i%5000) + `"}`
-				req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/subscriptions", strings.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+adminKey)
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				answer, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusCreated {
-					b.Errorf("creating: %d %s", resp.StatusCode, answer)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "created/s")
+	took := testkit.CreateSubscriptions(b, srv.URL, adminKey, createClients, b.N, func(i int) string {
+		return `{"id":"new_` + strconv.Itoa(i) + `","url":"https://hooks.new-` + strconv.Itoa(i) +
+			`.example.com/in","event_types":["customer.created"],"tenant":"tenant-` + strconv.Itoa(i%5000) + `"}`
+	})
+	b.ReportMetric(float64(b.N)/took.Seconds(), "created/s")
 }

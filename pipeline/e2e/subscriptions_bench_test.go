@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -167,45 +166,11 @@ func subscriptionsOn(b *testing.B, e *env, bin string, n int) (rows [][2]string)
 	})
 
 	base := "http://" + e.vars["WEBHOOKS_API_ADDR"]
-	// Each client keeps its connection, as an SDK does.
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: subsCreators}}
-	defer client.CloseIdleConnections()
 	create := func(prefix string, count int) time.Duration {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		start := time.Now()
-		for range subsCreators {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= count {
-						return
-					}
-					body := `{"id":"` + prefix + strconv.Itoa(i) + `","url":"https://hooks.new-` + strconv.Itoa(i) +
-						`.example.com/in","event_types":["customer.created"],"tenant":"` + subsTenantOf(subsBig+i) + `"}`
-					req, err := http.NewRequest(http.MethodPost, base+"/v1/subscriptions", strings.NewReader(body))
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("Authorization", "Bearer "+apiAdminKey)
-					resp, err := client.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					answer, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusCreated {
-						b.Errorf("creating: %d %s", resp.StatusCode, answer)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(start)
+		return testkit.CreateSubscriptions(b, base, apiAdminKey, subsCreators, count, func(i int) string {
+			return `{"id":"` + prefix + strconv.Itoa(i) + `","url":"https://hooks.new-` + strconv.Itoa(i) +
+				`.example.com/in","event_types":["customer.created"],"tenant":"` + subsTenantOf(subsBig+i) + `"}`
+		})
 	}
 	// Warm up: a broker just started runs its request paths interpreted
 	// until the JVM compiled them; the first thousands of creates measure
