@@ -67,7 +67,9 @@ func (g Signer) Sign(s Session) string {
 // Verify returns the session of token when its mac is right and it has not
 // expired at now.
 func (g Signer) Verify(token string, now time.Time) (Session, error) {
-	enc := base64.RawURLEncoding
+	// Strict: a token is accepted in the one spelling Sign gives it, not
+	// also with other unused bits in its last character.
+	enc := base64.RawURLEncoding.Strict()
 	payload, sig, ok := strings.Cut(token, ".")
 	b, err1 := enc.DecodeString(payload)
 	m, err2 := enc.DecodeString(sig)

@@ -20,10 +20,13 @@ func TestSignVerify(t *testing.T) {
 	payload, mac, _ := strings.Cut(token, ".")
 	for name, bad := range map[string]string{
 		"expired":        token,
-		"payload change": payload[:len(payload)-1] + "A." + mac,
-		"mac change":     payload + "." + mac[:len(mac)-1] + "A",
-		"no mac":         payload,
-		"other key":      NewSigner([]byte(strings.Repeat("o", 32))).Sign(s),
+		"payload change": other(payload) + "." + mac,
+		"mac change":     payload + "." + other(mac),
+		// The same bytes spelled with other unused bits in the last
+		// character (a 32-byte MAC leaves two).
+		"mac respelled": payload + "." + respelled(mac),
+		"no mac":        payload,
+		"other key":     NewSigner([]byte(strings.Repeat("o", 32))).Sign(s),
 	} {
 		now := time.Now()
 		if name == "expired" {
@@ -36,6 +39,23 @@ func TestSignVerify(t *testing.T) {
 	if g.CSRF(s) == g.CSRF(New(Session{Tenant: "acme", Portal: true}, time.Hour)) {
 		t.Error("two sessions share a CSRF token")
 	}
+}
+
+// other is s with its last character changed.
+func other(s string) string {
+	last := "A"
+	if s[len(s)-1] == 'A' {
+		last = "B"
+	}
+	return s[:len(s)-1] + last
+}
+
+// respelled is the unpadded base64url s with the unused low bits of its
+// last character flipped: the same bytes to a lenient decoder.
+func respelled(s string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, s[len(s)-1])
+	return s[:len(s)-1] + string(alphabet[i^1])
 }
 
 func TestDecodeKey(t *testing.T) {
