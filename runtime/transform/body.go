@@ -55,19 +55,26 @@ func (g *guards) encode(v goja.Value, field string, budget int) ([]byte, error) 
 		return g.stringifyCounted(v, field, budget)
 	}
 	if err != nil {
-		if g.c.cause() != nil {
-			panic(err)
-		}
-		var ex *goja.Exception
-		if errors.As(err, &ex) {
-			return nil, badOutput("%s cannot be encoded as JSON: %s", field, g.c.message(ex.Value()))
-		}
-		panic(err)
+		return nil, g.encodeFailure(err, field)
 	}
 	if !ok {
 		return nil, badOutput("%s is %s, which JSON cannot encode", field, describe(v))
 	}
 	return e.buf, nil
+}
+
+// encodeFailure is what an error met while encoding field as JSON becomes:
+// the script's exception is its bad output; the call's own stop (a limit,
+// the time) and anything else go on as the panic they were.
+func (g *guards) encodeFailure(err error, field string) error {
+	if g.c.cause() != nil {
+		panic(err)
+	}
+	var ex *goja.Exception
+	if errors.As(err, &ex) {
+		return badOutput("%s cannot be encoded as JSON: %s", field, g.c.message(ex.Value()))
+	}
+	panic(err)
 }
 
 // errSlowEncode sends encode to JSON.stringify.
@@ -79,14 +86,7 @@ func (g *guards) stringifyCounted(v goja.Value, field string, budget int) ([]byt
 	k := g.newCounter(int64(budget), LimitOutput)
 	res, err := g.stringify(goja.Undefined(), v, g.r.ToValue(k.replacer))
 	if err != nil {
-		if g.c.cause() != nil {
-			panic(err)
-		}
-		var ex *goja.Exception
-		if errors.As(err, &ex) {
-			return nil, badOutput("%s cannot be encoded as JSON: %s", field, g.c.message(ex.Value()))
-		}
-		panic(err)
+		return nil, g.encodeFailure(err, field)
 	}
 	if !defined(res) {
 		return nil, badOutput("%s is %s, which JSON cannot encode", field, describe(v))
