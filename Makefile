@@ -52,7 +52,7 @@ APACHE_TESTS := ./pipeline/e2e/ ./dispatcher/ ./runtime/kafka/
 # The tests that stop a broker of their own: they run after the others,
 # alone, so that no other package's processes take the ports the broker
 # gives up while it is down, nor its CPU.
-BROKER_FAULTS := TestBrokerKilledMidStream
+BROKER_FAULTS := TestBrokerKilledMidStream|TestDispatcherThroughBrokerKills
 
 BINARIES := ./dispatcher/cmd/dispatcher ./deliverer/cmd/deliverer ./retrier/cmd/retrier \
             ./recorder/cmd/recorder ./pipeline/cmd/webhookctl ./pipeline/cmd/stack ./api/cmd/api
@@ -191,9 +191,9 @@ test: deps assets lint fuzz helm asyncapi-validator
 	  $(GO) test -tags synctests -count=1 -timeout 20m -run '^TestVirtual' work; \
 	  echo "== the end-to-end and crash tiers on Apache Kafka"; \
 	  export WEBHOOKS_TEST_KAFKA=apache WEBHOOKS_TEST_KAFKA_BROKERS=127.0.0.1:$(TEST_KAFKA_PORT) WEBHOOKS_TEST_KAFKA_DIR=$(TESTDIR)/kafka; \
-	  $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual|^$(BROKER_FAULTS)$$' $(APACHE_TESTS); \
+	  $(GO) test -race -count=1 -timeout 20m -skip '^TestVirtual|^($(BROKER_FAULTS))$$' $(APACHE_TESTS); \
 	  echo "== faults of the broker itself, alone"; \
-	  $(GO) test -race -count=1 -timeout 20m -run '^$(BROKER_FAULTS)$$' ./pipeline/e2e/
+	  $(GO) test -race -count=1 -timeout 20m -run '^($(BROKER_FAULTS))$$' ./pipeline/e2e/
 
 # BenchmarkDeployed runs on kfake and on Apache Kafka, side by side. The
 # destination rows (issue 27) run after the others, on the customers'

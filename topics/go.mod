@@ -4,11 +4,11 @@ go 1.26.8
 
 require (
 	github.com/go-json-experiment/json v1.27.2
-	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go v1.22.3
 )
 
 require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 )

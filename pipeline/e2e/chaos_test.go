@@ -78,7 +78,7 @@ func TestChaosKills(t *testing.T) {
 		}
 	}
 	started := time.Now()
-	waitEveryEvent(t, r, evs, 240*time.Second)
+	waitEveryEvent(t, e, r, evs, 240*time.Second)
 	dups := duplicates(r)
 	t.Logf("%d events, all delivered %v after the last round was published; duplicates: ordered %d, unordered %d",
 		len(evs), time.Since(started).Round(time.Second), dups["ordered"], dups["unordered"])

@@ -104,7 +104,7 @@ func TestDelivererKilledMidStream(t *testing.T) {
 	before := r.count()
 	e.startProc(bin, "deliverer-b")
 
-	waitEveryEvent(t, r, evs, 120*time.Second)
+	waitEveryEvent(t, e, r, evs, 120*time.Second)
 	if before >= 2*n {
 		t.Fatalf("everything (%d) arrived before the kill: the test did not kill mid-stream", before)
 	}
