@@ -80,6 +80,38 @@ func publishCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
+// cancelEventCmd writes the cancellation the API's POST
+// /v1/events/{id}/cancel writes: the retrier skips the event's deliveries
+// still waiting for their deliver_at, each recorded as skipped, category
+// cancelled, when its wait ends.
+func cancelEventCmd(fs *flag.FlagSet) runFunc {
+	tenant := fs.String("tenant", "", "cancel the event only if it is this tenant's (default: whatever its tenant, as an administrator)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		cn := topics.Cancellation{EventID: args[0], Tenant: *tenant, CancelledAt: time.Now().UTC()}
+		if err := topics.ValidateID("event", "EVENT_ID", cn.EventID); err != nil {
+			return usagef("%v", err)
+		}
+		if cn.Tenant != "" {
+			if err := topics.ValidateID("event", "tenant", cn.Tenant); err != nil {
+				return usagef("%v", err)
+			}
+		}
+		k, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.Cancellations(), Key: []byte(cn.Key()), Value: cn.Encode()}); err != nil {
+			return err
+		}
+		if c.output == outputJSON {
+			return c.printJSON(cn)
+		}
+		fmt.Fprintf(c.stdout, "cancelled event %s: its deliveries waiting for deliver_at are skipped\n", cn.EventID)
+		return nil
+	}
+}
+
 // encodeEvent renders e compactly, leaving its data's characters as given
 // (no HTML escaping).
 func encodeEvent(e *topics.Event) ([]byte, error) {

@@ -111,3 +111,38 @@ func TestPublishRejects(t *testing.T) {
 		t.Errorf("%d records on the events topic after rejected publishes, want 0", n)
 	}
 }
+
+// TestCancelEvent: events cancel writes the record the API's cancel
+// writes (the retrier reads it, TestScheduledDelivery), as an
+// administrator's or scoped to a tenant, and refuses a bad id writing
+// nothing.
+func TestCancelEvent(t *testing.T) {
+	h := newHarness(t, true)
+	start := time.Now().Add(-time.Second)
+	var out topics.Cancellation
+	h.json(&out, "events", "cancel", "evt_1")
+	h.ok("events", "cancel", "evt_2", "--tenant", "acme")
+	h.fails(2, "events", "cancel", "evt/3")
+	h.fails(2, "events", "cancel", "evt_4", "--tenant", "a/b")
+	if out.EventID != "evt_1" || out.Tenant != "" {
+		t.Errorf("printed %+v, want evt_1 without a tenant", out)
+	}
+	recs := h.records(h.names.Cancellations())
+	if len(recs) != 2 {
+		t.Fatalf("%d records on the cancellations topic, want 2", len(recs))
+	}
+	got := map[string]topics.Cancellation{} // by event id: the records' partitions may differ
+	for _, r := range recs {
+		c, err := topics.DecodeCancellation(string(r.Key), r.Value)
+		if err != nil {
+			t.Fatalf("record %s: %v", r.Key, err)
+		}
+		got[c.EventID] = c
+	}
+	for _, want := range []topics.Cancellation{{EventID: "evt_1"}, {EventID: "evt_2", Tenant: "acme"}} {
+		c, ok := got[want.EventID]
+		if !ok || c.Tenant != want.Tenant || c.CancelledAt.Before(start) || c.CancelledAt.After(time.Now()) {
+			t.Errorf("cancellation of %s is %+v, want one of tenant %q cancelled now", want.EventID, c, want.Tenant)
+		}
+	}
+}
