@@ -164,9 +164,9 @@ func brokerRestartedMidStream(t *testing.T, stop string) {
 
 // TestDispatcherThroughBrokerKills (invariant 2): the broker SIGKILLed and
 // started again on its data four times while events are published without
-// pause, so the dispatcher (a process) has a transaction open at every
-// kill; afterwards every event published is fanned out to both
-// subscriptions, once. A dispatcher that rewinds wrongly after a
+// pause, so that the kills find the dispatcher (a process) at work, most
+// with a transaction open; afterwards every event published is fanned out
+// to both subscriptions, once. A dispatcher that rewinds wrongly after a
 // transaction the outage aborted loses events; one that commits them twice
 // duplicates them.
 func TestDispatcherThroughBrokerKills(t *testing.T) {
