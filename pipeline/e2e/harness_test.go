@@ -371,15 +371,25 @@ func (e *env) produce(recs ...*kgo.Record) {
 // publish produces events keyed by their ordering key, in order.
 func (e *env) publish(evs ...topics.Event) {
 	e.t.Helper()
+	recs, err := e.eventRecords(evs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.produce(recs...)
+}
+
+// eventRecords are the events topic's records of evs, keyed by their
+// ordering key.
+func (e *env) eventRecords(evs []topics.Event) ([]*kgo.Record, error) {
 	recs := make([]*kgo.Record, len(evs))
 	for i, ev := range evs {
 		b, err := json.Marshal(ev)
 		if err != nil {
-			e.t.Fatal(err)
+			return nil, err
 		}
 		recs[i] = &kgo.Record{Topic: e.names.Events(), Key: keyOf(ev.Key), Value: b}
 	}
-	e.produce(recs...)
+	return recs, nil
 }
 
 func keyOf(k string) []byte {
