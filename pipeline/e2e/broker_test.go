@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -206,6 +207,7 @@ func TestDispatcherThroughBrokerKills(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("%d of %d deliveries never fanned out; the first: %v", len(missing), 2*n, missing[:min(len(missing), 20)])
+		logTransactions(t, e, missing)
 	}
 	checkFannedOutOnce(t, fanned, total, 2*n)
 }
@@ -308,14 +310,17 @@ func waitEveryEvent(t *testing.T, e *env, r *receiver, evs []topics.Event, timeo
 			return
 		}
 		fanned, _ := fannedOut(t, e)
-		out := 0
+		var lost []string
 		for _, pair := range missing {
-			if fanned[pair] > 0 {
-				out++
+			if fanned[pair] == 0 {
+				lost = append(lost, pair)
 			}
 		}
 		t.Logf("%d deliveries missing, %d of them fanned out (read committed); the first: %v",
-			len(missing), out, missing[:min(len(missing), 20)])
+			len(missing), len(missing)-len(lost), missing[:min(len(missing), 20)])
+		if len(lost) > 0 {
+			logTransactions(t, e, lost)
+		}
 	})
 	wait(t, timeout, "every event at both subscriptions", func() bool {
 		p := r.pairs()
@@ -517,4 +522,90 @@ func TestKilledDelivererTakenOver(t *testing.T) {
 	t.Logf("deliverer killed %v after the first event; the longest publish-to-receipt after the kill: %v",
 		killed.Sub(published[0]).Round(time.Millisecond), longest.Round(time.Millisecond))
 	assertFannedOutOnce(t, e, 2*n)
+}
+
+// logTransactions logs, for deliveries missing read committed, where they
+// are read uncommitted: each one's partition, offset and producer id and
+// epoch, and the layout of the transactions on those partitions around
+// them (runs of one producer's records, commit and abort markers). A
+// delivery written in a transaction that committed on one partition and
+// not another, or whose abort marker landed after a later transaction's
+// records, shows here.
+func logTransactions(t *testing.T, e *env, missing []string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, pair := range missing {
+		want[pair] = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := e.names.DeliveryTopics()
+	ends, err := kadm.NewClient(e.cl).ListEndOffsets(ctx, names...)
+	if err != nil || ends.Error() != nil {
+		t.Logf("transactions: listing end offsets: %v %v", err, ends.Error())
+		return
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(names...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Logf("transactions: %v", err)
+		return
+	}
+	defer cl.Close()
+	type tp struct {
+		topic string
+		p     int32
+	}
+	logs := map[tp][]*kgo.Record{}
+	next := map[tp]int64{}
+	behind := func() bool {
+		b := false
+		ends.Each(func(o kadm.ListedOffset) { b = b || next[tp{o.Topic, o.Partition}] < o.Offset })
+		return b
+	}
+	hit := map[tp][]int{} // indexes in logs of the missing deliveries
+	for behind() && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			at := tp{r.Topic, r.Partition}
+			next[at] = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				if d, err := topics.DecodeDelivery(r.Value); err == nil && want[d.SubscriptionID+"/"+d.EventID] {
+					hit[at] = append(hit[at], len(logs[at]))
+				}
+			}
+			logs[at] = append(logs[at], r)
+		})
+	}
+	for at, idx := range hit {
+		recs := logs[at]
+		t.Logf("transactions: %d missing deliveries in %s/%d, the first at offset %d (producer %d epoch %d)",
+			len(idx), at.topic, at.p, recs[idx[0]].Offset, recs[idx[0]].ProducerID, recs[idx[0]].ProducerEpoch)
+		from, to := max(idx[0]-300, 0), min(idx[len(idx)-1]+300, len(recs))
+		var b strings.Builder
+		for i := from; i < to; {
+			r := recs[i]
+			if r.Attrs.IsControl() {
+				kind := "abort"
+				if len(r.Key) == 4 && r.Key[3] == 1 {
+					kind = "commit"
+				}
+				fmt.Fprintf(&b, "\n  %d %s producer %d epoch %d", r.Offset, kind, r.ProducerID, r.ProducerEpoch)
+				i++
+				continue
+			}
+			j, lost := i, 0
+			for ; j < to && !recs[j].Attrs.IsControl() && recs[j].ProducerID == r.ProducerID && recs[j].ProducerEpoch == r.ProducerEpoch; j++ {
+				if slices.Contains(idx, j) {
+					lost++
+				}
+			}
+			fmt.Fprintf(&b, "\n  %d-%d records of producer %d epoch %d (%d missing)", r.Offset, recs[j-1].Offset, r.ProducerID, r.ProducerEpoch, lost)
+			i = j
+		}
+		t.Logf("transactions: %s/%d from offset %d:%s", at.topic, at.p, recs[from].Offset, b.String())
+	}
+	if len(hit) == 0 {
+		t.Logf("transactions: none of the %d missing deliveries was written, even uncommitted", len(missing))
+	}
 }
