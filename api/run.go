@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/api/alert"
@@ -35,7 +34,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	defer srv.Close()
 	n := cfg.Kafka.Names
 	base := append(cfg.Kafka.ClientOpts(), kgo.ClientID("webhooks-api"),
-		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))))
+		kafka.Logger(log))
 	cl, err := kgo.NewClient(append(append(base, ops.KafkaMetrics(reg)), producerOpts(n)...)...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)

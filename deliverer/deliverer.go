@@ -20,7 +20,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/deliverer/internal/lanes"
@@ -211,7 +210,7 @@ func newLanes(cfg Config) *lanes.Lanes {
 func baseOpts(cfg Config, log *zap.Logger) []kgo.Opt {
 	opts := append(cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
 		kgo.ClientID("webhooks-deliverer"),
-		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
+		kafka.Logger(log),
 	)
 	if cfg.dial != nil { // tests only, never with TLS (kgo refuses Dialer with DialTLSConfig)
 		opts = append(opts, kgo.Dialer(cfg.dial))

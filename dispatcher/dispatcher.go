@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kzap"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -121,7 +120,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 // group consumer.
 func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
 	base = append(cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
-		kgo.WithLogger(kzap.New(log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
+		kafka.Logger(log),
 	)
 	// Stable offset fetches (KIP-447) need no option: franz-go always
 	// requires them, so a new owner of a partition waits for a crashed
@@ -136,6 +135,7 @@ func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
 		// that wait, at the cost of one empty fetch per second when idle.
 		kgo.FetchMaxWait(time.Second),
 		kgo.TransactionalID(cfg.TransactionalID),
+		kafka.TransactionsV1(),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(topics.Partitioner()),
 	)

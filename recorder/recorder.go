@@ -21,7 +21,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
@@ -152,7 +151,7 @@ func openClickHouse(cfg Config) (driver.Conn, error) { return cfg.Open(cfg.Inser
 func (r *recorder) opts() []kgo.Opt {
 	return append(r.cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
 		kgo.ClientID("webhooks-recorder"),
-		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))),
+		kafka.Logger(r.log),
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(r.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

@@ -21,7 +21,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kzap"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -132,7 +131,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 // baseOpts connect to the brokers: what the cancellations table gets.
 func (r *retrier) baseOpts() []kgo.Opt {
 	opts := append(r.cfg.Kafka.ClientOpts(), // brokers, TLS, SASL
-		kgo.WithLogger(kzap.New(r.log.Named("kafka"), kzap.Level(kgo.LogLevelWarn))))
+		kafka.Logger(r.log))
 	if r.cfg.dial != nil { // tests only, never with TLS (kgo refuses Dialer with DialTLSConfig)
 		opts = append(opts, kgo.Dialer(r.cfg.dial))
 	}

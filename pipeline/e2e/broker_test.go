@@ -169,7 +169,9 @@ func brokerRestartedMidStream(t *testing.T, stop string) {
 // with a transaction open; afterwards every event published is fanned out
 // to both subscriptions, once. A dispatcher that rewinds wrongly after a
 // transaction the outage aborted loses events; one that commits them twice
-// duplicates them.
+// duplicates them; one whose next transaction can write before the last
+// one's markers loses the committed one to its abort and stalls its group
+// (docs/adr/0043-transactions-v1.md).
 func TestDispatcherThroughBrokerKills(t *testing.T) {
 	if _, ok := testkit.ApacheKafka(t); !ok {
 		t.Skip("kills and restarts a broker on its data, which kfake cannot: runs on Apache Kafka (WEBHOOKS_TEST_KAFKA=apache)")
@@ -195,7 +197,11 @@ func TestDispatcherThroughBrokerKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := int(published.Load())
-	wait(t, 120*time.Second, "every event dispatched", func() bool { return caughtUp(e, topics.GroupDispatcher, e.names.Events()) })
+	// A stalled group is reported, not fatal: what follows says what the
+	// stall left undispatched and how it was written.
+	if !testkit.Within(2*time.Minute, func() bool { return caughtUp(e, topics.GroupDispatcher, e.names.Events()) }) {
+		t.Errorf("the dispatcher group did not catch up with the events in 2m0s")
+	}
 	fanned, total := fannedOut(t, e)
 	var missing []string
 	for i := range n {

@@ -122,3 +122,68 @@ func TestAuthOnApacheKafka(t *testing.T) {
 		}
 	}
 }
+
+// TestTransactionsV1OnApacheKafka (docs/adr/0043-transactions-v1.md): a
+// transactional producer made by NewTx keeps its epoch from one committed
+// transaction to the next, which only the first transaction protocol does;
+// a client without TransactionsV1 on the same broker bumps it on every
+// commit (the second protocol, which the broker offers), so the test is
+// about the cap, not the broker.
+func TestTransactionsV1OnApacheKafka(t *testing.T) {
+	brokers := apacheKafka(t)
+	topic := testkit.Namespace(t) + "tx"
+	conn := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	adm, err := kgo.NewClient(conn...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ctx := testCtx(t, time.Minute)
+	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	epochs := func(commit func() error, producerID func() (int64, int16, error)) []int16 {
+		var out []int16
+		for range 3 {
+			if err := commit(); err != nil {
+				t.Fatal(err)
+			}
+			_, epoch, err := producerID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, epoch)
+		}
+		return out
+	}
+	tx, err := NewTx(ctx, conn, topic+"-v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	v1 := epochs(func() error { return tx.Commit(ctx, &kgo.Record{Topic: topic, Value: []byte("v1")}) },
+		func() (int64, int16, error) { return tx.cl.ProducerID(ctx) })
+
+	v2, err := kgo.NewClient(append(conn, kgo.TransactionalID(topic+"-v2"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v2.Close()
+	bumped := epochs(func() error {
+		if err := v2.BeginTransaction(); err != nil {
+			return err
+		}
+		if err := v2.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v2")}).FirstErr(); err != nil {
+			return err
+		}
+		return v2.EndTransaction(ctx, kgo.TryCommit)
+	}, func() (int64, int16, error) { return v2.ProducerID(ctx) })
+
+	if v1[0] != v1[2] {
+		t.Errorf("NewTx's producer epochs after three commits: %v; want one epoch throughout (transactions v1)", v1)
+	}
+	if bumped[0] == bumped[2] {
+		t.Errorf("an uncapped client's epochs after three commits: %v; the broker does not speak transactions v2, so this test proves nothing", bumped)
+	}
+	t.Logf("epochs after each commit: NewTx %v, uncapped %v", v1, bumped)
+}

@@ -8,7 +8,32 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
+
+// TransactionsV1 keeps a transactional client on the first transaction
+// protocol (KIP-98, with the brokers' verification of KIP-890 part 1)
+// where the brokers offer the second (transaction.version 2, the default
+// of Kafka 4): the requests that would switch it (Produce v12, EndTxn v5,
+// TxnOffsetCommit v5) are capped below, so franz-go adds partitions to a
+// transaction itself and keeps the producer epoch across transactions.
+//
+// Why (docs/adr/0043-transactions-v1.md): on Apache Kafka 4.4.0 under the
+// second protocol, a broker SIGKILLed after acknowledging a commit and
+// before writing its markers had let the producer's next transaction
+// append to the same partitions first; after the restart the committed
+// transaction's markers never landed, the next transaction's abort marker
+// aborted both, and the committed offsets stayed unstable, stalling the
+// consumer group. Under the first protocol the next transaction cannot add
+// a partition before the previous one completed.
+func TransactionsV1() kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	v.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 4)
+	return kgo.MaxVersions(v)
+}
 
 // Tx is a transactional producer that commits batches of records: every
 // record of a batch is written, or none is.
@@ -25,7 +50,7 @@ type Tx struct {
 func NewTx(ctx context.Context, conn []kgo.Opt, id string, opts ...kgo.Opt) (*Tx, error) {
 	// Not bound to ctx (no kgo.WithContext): an interrupted batch must
 	// still be able to abort its transaction.
-	all := append(conn[:len(conn):len(conn)], kgo.ProducerLinger(0), kgo.TransactionalID(id))
+	all := append(conn[:len(conn):len(conn)], kgo.ProducerLinger(0), kgo.TransactionalID(id), TransactionsV1())
 	cl, err := kgo.NewClient(append(all, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)

@@ -50,6 +50,17 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 // waits poll sparingly.
 func WaitEvery(tb testing.TB, period, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
+	if !holdsWithin(period, timeout, cond) {
+		tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// Within polls cond until it holds, for at most timeout, and says whether
+// it did: for a test that goes on to explain a timeout rather than stop at
+// it.
+func Within(timeout time.Duration, cond func() bool) bool { return holdsWithin(poll, timeout, cond) }
+
+func holdsWithin(period, timeout time.Duration, cond func() bool) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(period)
@@ -57,10 +68,11 @@ func WaitEvery(tb testing.TB, period, timeout time.Duration, what string, cond f
 	for !cond() {
 		select {
 		case <-deadline.C:
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return false
 		case <-tick.C:
 		}
 	}
+	return true
 }
 
 // KeepsHolding checks that cond stays true for the whole of d: for
