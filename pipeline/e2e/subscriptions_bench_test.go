@@ -176,9 +176,9 @@ func subscriptionsOn(b *testing.B, e *env, bin string, n int) (rows [][2]string)
 	// Warm up: a broker just started runs its request paths interpreted
 	// until the JVM compiled them, which on two busy cores takes tens of
 	// thousands of requests (in-process creates on a new broker: 500 a
-	// second in its first 4,000, 1,900 after about 40,000 creates and as
-	// many plain listings and produces), while the brokers users run are
-	// warm. The rate of each round is reported.
+	// second in its first 4,000; on another, 1,900 after 48,000 plain
+	// listings and produces and 24,000 creates), while the brokers users
+	// run are warm. The rate of each round is reported.
 	var rates []string
 	for round := range subsWarmRounds {
 		took := create("warm"+strconv.Itoa(round)+"_", subsWarm)
