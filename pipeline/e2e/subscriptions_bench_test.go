@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
@@ -22,13 +24,14 @@ import (
 
 // Sizes of BenchmarkSubscriptions.
 const (
-	subsBig        = 1000 // subscriptions of tenant "big", all on invoice.paid
-	subsTenants    = 5000 // tenants of the others
-	subsWarm       = 2000 // subscriptions created through the API in one round of warming up
-	subsWarmRounds = 16   // rounds of warming up
-	subsCreate     = 4000 // subscriptions created through the API, measured
-	subsCreators   = 16   // clients creating them at once
-	subsPageLimit  = 1000 // the API's largest page
+	subsBig        = 1000  // subscriptions of tenant "big", all on invoice.paid
+	subsTenants    = 5000  // tenants of the others
+	subsWarm       = 2000  // subscriptions created through the API in one round of warming up
+	subsWarmRounds = 8     // rounds of warming up
+	subsWarmRaw    = 60000 // produce and listing round trips that warm the broker up
+	subsCreate     = 4000  // subscriptions created through the API, measured
+	subsCreators   = 16    // clients creating them at once
+	subsPageLimit  = 1000  // the API's largest page
 )
 
 // envBenchSubscriptions sizes BenchmarkSubscriptions (default 100,000).
@@ -42,8 +45,9 @@ const envBenchSubscriptions = "WEBHOOKS_BENCH_SUBSCRIPTIONS"
 // until its table holds every subscription (webhooks_subscriptions) and its
 // resident memory. Then the dispatcher's fan-out rate for events matching
 // 1 and 1,000 subscriptions, subscriptions created through the API by 16
-// clients (after rounds of 2,000 that warm the broker up, reported apart), and the
-// API's list paged through every subscription. On Apache
+// clients (after 60,000 produces and listings, then rounds of 2,000
+// creates, that warm the broker up, reported apart), and the API's list
+// paged through every subscription. On Apache
 // Kafka with WEBHOOKS_BENCH_APACHE (as make bench runs it), else on kfake
 // in a process of its own.
 func BenchmarkSubscriptions(b *testing.B) {
@@ -178,7 +182,9 @@ func subscriptionsOn(b *testing.B, e *env, bin string, n int) (rows [][2]string)
 	// thousands of requests (in-process creates on a new broker: 500 a
 	// second in its first 4,000; on another, 1,900 after 48,000 plain
 	// listings and produces and 24,000 creates), while the brokers users
-	// run are warm. The rate of each round is reported.
+	// run are warm. First the broker alone, with the requests a create
+	// makes, then the API. The rate of each round is reported.
+	warmBroker(b, e, row)
 	var rates []string
 	for round := range subsWarmRounds {
 		took := create("warm"+strconv.Itoa(round)+"_", subsWarm)
@@ -244,4 +250,43 @@ func memoryOf(tb testing.TB, pid int) (rss, hwm float64) {
 		}
 	}
 	return rss, hwm
+}
+
+// warmBroker makes subsWarmRaw round trips of the requests a create makes
+// (a produce of one record, acknowledged by all replicas, then a listing
+// of the topic's last stable offsets: metadata and list offsets) from
+// subsCreators clients at once, to a topic of its own.
+func warmBroker(b *testing.B, e *env, row func(name, format string, args ...any)) {
+	b.Helper()
+	topic := e.names.Subscriptions() + ".warm"
+	adm := kadm.NewClient(e.cl)
+	if _, err := adm.CreateTopic(e.base, 1, -1, nil, topic); err != nil {
+		b.Fatalf("creating %s: %v", topic, err)
+	}
+	start := time.Now()
+	var left atomic.Int64
+	left.Store(subsWarmRaw)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for range subsCreators {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := e.cl.ProduceSync(e.base, &kgo.Record{Topic: topic, Value: []byte("warm")}).FirstErr(); err != nil {
+					failed.Store(err)
+					return
+				}
+				if _, err := adm.ListCommittedOffsets(e.base, topic); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatalf("warming the broker up: %v", err)
+	}
+	took := time.Since(start)
+	row(fmt.Sprintf("broker warmed up: produces and listings by %d clients", subsCreators), "%d in %s (%.0f/s)",
+		subsWarmRaw, took.Round(time.Millisecond), subsWarmRaw/took.Seconds())
 }
