@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -109,7 +110,8 @@ type metric struct {
 // writing every attempt into ClickHouse; each burst's CPU is counted until
 // ClickHouse holds its attempts, the recorder's and (with
 // WEBHOOKS_BENCH_CLICKHOUSE_PID, which make bench sets) the ClickHouse
-// server's included.
+// server's included; the latency runs start once the server has no merge
+// running (settled).
 func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string, whole bool) (table [][2]string, metrics []metric) {
 	b.Helper()
 	var e *env
@@ -142,6 +144,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
 
 	chPid := 0
+	var ch driver.Conn
 	components := []string{"dispatcher", "deliverer", "retrier"}
 	var rtls *receiverProcess
 	var tlsSub []topics.Subscription
@@ -153,7 +156,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		s := e.subscribe(topics.Subscription{ID: "tls-one", URL: rtls.url("tls-one"), EventTypes: []string{"dep.tls"}, Enabled: true})
 		rtls.trust(s)
 		tlsSub = append(tlsSub, s)
-		e.clickhouseDB()
+		ch, _ = e.clickhouseDB()
 		components = append(components, "recorder")
 		chPid, _ = strconv.Atoi(os.Getenv("WEBHOOKS_BENCH_CLICKHOUSE_PID"))
 	}
@@ -233,6 +236,9 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 
 	var drained time.Duration // from the storm's due time to its last delivery
 	latency := func(withStorm bool) []request {
+		if ch != nil {
+			settled(b, ch)
+		}
 		before, base := r.count(), count("four-")
 		due := time.Now().Add(time.Second)
 		if withStorm {
@@ -504,4 +510,16 @@ func redisCommands(tb testing.TB, url string) int64 {
 	}
 	tb.Fatalf("no total_commands_processed in INFO stats of %s", url)
 	return 0
+}
+
+// settled waits (at most a minute) until the ClickHouse server has no
+// merge running: the bursts before a latency run leave parts to merge that
+// a steady rate at half the maximum would not.
+func settled(b *testing.B, ch driver.Conn) {
+	b.Helper()
+	testkit.Within(time.Minute, func() bool {
+		var n uint64
+		err := ch.QueryRow(context.Background(), "SELECT count() FROM system.merges").Scan(&n)
+		return err == nil && n == 0
+	})
 }

@@ -214,9 +214,10 @@ func startSelf(t testing.TB, name, envVar string, env ...string) (p *stack.Proce
 	if err != nil {
 		t.Fatal(err)
 	}
+	kept := keptName(name)
 	stop = func() {
 		_ = p.Stop(30 * time.Second)
-		keepLog(t, p, name)
+		keepLog(t, p, kept)
 	}
 	t.Cleanup(func() {
 		stop()

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,9 +34,10 @@ func (e *env) startProcWith(bin, name string, vars map[string]string) *stack.Pro
 	for k, v := range vars {
 		environ = append(environ, k+"="+v)
 	}
+	kept := keptName(name)
 	if profiles := os.Getenv("WEBHOOKS_BENCH_PROFILES"); profiles != "" {
 		// Each process profiles its whole run (docs/testing.md).
-		environ = append(environ, "WEBHOOKS_CPU_PROFILE="+filepath.Join(profiles, name+".prof"))
+		environ = append(environ, "WEBHOOKS_CPU_PROFILE="+filepath.Join(profiles, kept+".prof"))
 	}
 	p, err := stack.Start(name, bin, nil, environ, dir)
 	if err != nil {
@@ -42,7 +45,7 @@ func (e *env) startProcWith(bin, name string, vars map[string]string) *stack.Pro
 	}
 	e.t.Cleanup(func() {
 		_ = p.Stop(30 * time.Second)
-		keepLog(e.t, p, name)
+		keepLog(e.t, p, kept)
 		if e.t.Failed() {
 			b, _ := os.ReadFile(p.LogPath)
 			e.t.Logf("--- %s log ---\n%s", name, tail(b, 4000))
@@ -51,8 +54,27 @@ func (e *env) startProcWith(bin, name string, vars map[string]string) *stack.Pro
 	return p
 }
 
+var (
+	keptMu    sync.Mutex
+	keptNames = map[string]int{}
+)
+
+// keptName is the name a process's profile and log are kept under in
+// WEBHOOKS_BENCH_PROFILES: its name, then <name>-2, <name>-3 for the next
+// processes of that name in the test binary (a benchmark's columns each
+// run a deliverer, all stopped at its end).
+func keptName(name string) string {
+	keptMu.Lock()
+	defer keptMu.Unlock()
+	keptNames[name]++
+	if n := keptNames[name]; n > 1 {
+		return name + "-" + strconv.Itoa(n)
+	}
+	return name
+}
+
 // keepLog copies, with WEBHOOKS_BENCH_PROFILES set, a stopped process's
-// log there, as <name>.log.
+// log there, as <name>.log (name from keptName).
 func keepLog(t testing.TB, p *stack.Process, name string) {
 	dir := os.Getenv("WEBHOOKS_BENCH_PROFILES")
 	if dir == "" {
