@@ -518,8 +518,10 @@ func redisCommands(tb testing.TB, url string) int64 {
 func settled(b *testing.B, ch driver.Conn) {
 	b.Helper()
 	testkit.Within(time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		var n uint64
-		err := ch.QueryRow(context.Background(), "SELECT count() FROM system.merges").Scan(&n)
+		err := ch.QueryRow(ctx, "SELECT count() FROM system.merges").Scan(&n)
 		return err == nil && n == 0
 	})
 }
