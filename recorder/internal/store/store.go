@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
@@ -76,51 +77,75 @@ func (w *Writer) Write(ctx context.Context, rows []batch.Row) (Result, error) {
 	return res, nil
 }
 
-// lookupChunk bounds the ids per lookup query (max_query_size is 256 KiB).
-const lookupChunk = 1000
+// One look-up sends at most lookupIDs attempt ids, as an external table
+// (not in the query's text), and names at most about lookupKeys distinct
+// tenants and subscriptions in its text (max_query_size is 256 KiB): a
+// batch of suspect rows is one query, or a few, each reading the range of
+// the sort key its rows span once.
+const (
+	lookupIDs  = 20000
+	lookupKeys = 2000
+)
 
 // present returns the attempt ids of suspect rows already in the table.
 func (w *Writer) present(ctx context.Context, rows []batch.Row) (map[string]bool, error) {
-	var suspect []*batch.Row
-	for i := range rows {
-		if rows[i].Suspect {
-			suspect = append(suspect, &rows[i])
-		}
-	}
 	found := map[string]bool{}
-	for len(suspect) > 0 {
-		chunk := suspect[:min(lookupChunk, len(suspect))]
-		suspect = suspect[len(chunk):]
-		ids, tenants, subs := map[string]bool{}, map[string]bool{}, map[string]bool{}
-		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-		for _, r := range chunk {
-			ids[r.AttemptID], tenants[r.Tenant], subs[r.SubscriptionID] = true, true, true
-			ts := clampTime(r.TS).Unix()
-			lo, hi = min(lo, ts), max(hi, ts)
+	var chunk []*batch.Row
+	tenants, subs := map[string]bool{}, map[string]bool{}
+	for i := range rows {
+		r := &rows[i]
+		if !r.Suspect {
+			continue
 		}
-		// The sort key is (tenant, subscription_id, ts, attempt_id): the
-		// first three bound the range read.
-		q := "SELECT attempt_id FROM " + w.db + "." + schema.TableAttempts +
-			" WHERE tenant IN ? AND subscription_id IN ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND attempt_id IN ?"
-		res, err := w.conn.Query(ctx, q, set(tenants), set(subs), lo, hi+1, set(ids))
-		if err != nil {
-			return nil, err
-		}
-		for res.Next() {
-			var id string
-			if err := res.Scan(&id); err != nil {
-				res.Close()
+		chunk = append(chunk, r)
+		tenants[r.Tenant], subs[r.SubscriptionID] = true, true
+		if len(chunk) == lookupIDs || len(tenants)+len(subs) >= lookupKeys {
+			if err := w.lookUp(ctx, chunk, tenants, subs, found); err != nil {
 				return nil, err
 			}
-			found[id] = true
+			chunk, tenants, subs = chunk[:0], map[string]bool{}, map[string]bool{}
 		}
-		err = res.Err()
-		res.Close()
-		if err != nil {
+	}
+	if len(chunk) > 0 {
+		if err := w.lookUp(ctx, chunk, tenants, subs, found); err != nil {
 			return nil, err
 		}
 	}
 	return found, nil
+}
+
+// lookUp adds to found the ids of chunk's rows already in the table; its
+// rows have the given tenants and subscriptions.
+func (w *Writer) lookUp(ctx context.Context, chunk []*batch.Row, tenants, subs map[string]bool, found map[string]bool) error {
+	ids, err := ext.NewTable("suspect_ids", ext.Column("attempt_id", "String"))
+	if err != nil {
+		return err
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, r := range chunk {
+		if err := ids.Append(r.AttemptID); err != nil {
+			return err
+		}
+		ts := clampTime(r.TS).Unix()
+		lo, hi = min(lo, ts), max(hi, ts)
+	}
+	// The sort key is (tenant, subscription_id, ts, attempt_id): the
+	// first three bound the range read.
+	q := "SELECT attempt_id FROM " + w.db + "." + schema.TableAttempts +
+		" WHERE tenant IN ? AND subscription_id IN ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND attempt_id IN suspect_ids"
+	res, err := w.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids)), q, set(tenants), set(subs), lo, hi+1)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	for res.Next() {
+		var id string
+		if err := res.Scan(&id); err != nil {
+			return err
+		}
+		found[id] = true
+	}
+	return res.Err()
 }
 
 func set(m map[string]bool) clickhouse.GroupSet {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -91,7 +92,8 @@ func TestWriteSkipsWhatIsThere(t *testing.T) {
 		t.Errorf("out-of-range values stored as attempt %d, status %d, ts %v", attempt, status, ts)
 	}
 
-	// Many suspect rows: the lookup goes in chunks.
+	// Many suspect rows of many subscriptions: the look-up is split by
+	// the subscriptions its text names.
 	var ids []string
 	for i := range 2500 {
 		ids = append(ids, "many_"+string(rune('a'+i%26))+"_"+time.Duration(i).String())
@@ -101,5 +103,22 @@ func TestWriteSkipsWhatIsThere(t *testing.T) {
 	}
 	if res, err := w.Write(ctx, rows(true, ids...).Rows()); err != nil || res.Inserted != 0 || res.Present != len(ids) {
 		t.Fatalf("2500 suspect rows again: %+v, %v; want all present", res, err)
+	}
+
+	// More suspect rows of one subscription than one look-up sends.
+	one := func(suspect bool) *batch.Batch {
+		b := batch.New(lookupIDs + 1)
+		for i := range lookupIDs + 1 {
+			a := topics.Attempt{AttemptID: "one_" + strconv.Itoa(i), EventID: "evt", SubscriptionID: "sub_one", Tenant: "acme",
+				Attempt: 1, Outcome: topics.OutcomeSuccess, HTTPStatus: 200, TS: base.Add(time.Duration(i) * time.Millisecond)}
+			b.Add(&kgo.Record{Topic: "t", Offset: int64(i)}, &a, suspect, time.Now())
+		}
+		return b
+	}
+	if res, err := w.Write(ctx, one(false).Rows()); err != nil || res.Inserted != lookupIDs+1 {
+		t.Fatalf("%d rows: %+v, %v", lookupIDs+1, res, err)
+	}
+	if res, err := w.Write(ctx, one(true).Rows()); err != nil || res.Inserted != 0 || res.Present != lookupIDs+1 {
+		t.Fatalf("%d suspect rows again: %+v, %v; want all present", lookupIDs+1, res, err)
 	}
 }
