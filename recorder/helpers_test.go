@@ -36,6 +36,7 @@ const partitions = 3
 // fresh ClickHouse database on the test server.
 type harness struct {
 	t     testing.TB
+	kfake *kfake.Cluster
 	cl    *kgo.Client
 	adm   *kadm.Client
 	names topics.Names
@@ -52,7 +53,7 @@ func newHarness(t testing.TB) *harness {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	h := &harness{t: t, ch: ch, db: db, env: map[string]string{
+	h := &harness{t: t, kfake: c, ch: ch, db: db, env: map[string]string{
 		kafka.EnvBrokers:                   c.ListenAddrs()[0],
 		kafka.EnvSessionTimeout:            "2s",
 		schema.EnvClickHouseAddr:           addr,

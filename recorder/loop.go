@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/hookpipe/hookpipe/recorder/internal/batch"
@@ -138,9 +138,15 @@ func (r *recorder) add(rec *kgo.Record, now time.Time) {
 		return
 	}
 	k := tp{rec.Topic, rec.Partition}
-	suspect := r.fresh[k] > 0
-	if suspect {
-		r.fresh[k]--
+	suspect := false
+	if w, ok := r.fresh[k]; ok {
+		var more bool
+		suspect, more = w.suspect(rec.Offset)
+		if more {
+			r.fresh[k] = w
+		} else {
+			delete(r.fresh, k)
+		}
 	}
 	r.b.Add(rec, &a, suspect, now)
 }
@@ -154,12 +160,15 @@ func (r *recorder) handOver() {
 }
 
 // insert is one insert of flight running in the background; done is
-// closed when it finished, and then res, err and took are set.
+// closed when it finished, and then res, err, unmarked and took are set.
 type insert struct {
 	done chan struct{}
 	res  store.Result
 	err  error
-	took time.Duration
+	// unmarked: the batch could not be marked in flight, so nothing was
+	// inserted.
+	unmarked bool
+	took     time.Duration
 }
 
 // launch inserts flight in the background and wakes the loop when done.
@@ -177,7 +186,11 @@ func (r *recorder) launch() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.InsertTimeout)
 		defer cancel()
 		start := time.Now()
-		ins.res, ins.err = r.w.Write(ctx, f.Rows())
+		if err := r.mark(ctx, f); err != nil {
+			ins.err, ins.unmarked = fmt.Errorf("marking the batch in flight in the group's commits: %w", err), true
+		} else {
+			ins.res, ins.err = r.w.Write(ctx, f.Rows())
+		}
 		ins.took = time.Since(start)
 		close(ins.done)
 		if c := r.pollCancel.Load(); c != nil {
@@ -195,13 +208,15 @@ func (r *recorder) landed(ctx context.Context, now time.Time) {
 	r.running = nil
 	f := r.flight
 	if res.err != nil {
-		// It may have landed: look before inserting again.
-		f.MarkSuspect()
+		if !res.unmarked {
+			// It may have landed: look before inserting again.
+			f.MarkSuspect()
+		}
 		r.failed(now, len(f.Rows()), res.err)
 		return
 	}
 	if len(f.Rows()) > 0 {
-		r.m.insert(res.res.Inserted, res.res.Present, res.took)
+		r.m.insert(res.res, res.took)
 	}
 	if r.down {
 		r.log.Info("ClickHouse is back: inserted the held batch, fetching resumed",
@@ -210,9 +225,9 @@ func (r *recorder) landed(ctx context.Context, now time.Time) {
 		r.downGauge.Store(false)
 	}
 	r.inserted.Add(int64(res.res.Inserted))
-	r.log.Debug("inserted", zap.Int("rows", res.res.Inserted), zap.Int("already_present", res.res.Present),
+	r.log.Debug("inserted", zap.Int("rows", res.res.Inserted), zap.Int("looked_up", res.res.LookedUp), zap.Int("already_present", res.res.Present),
 		zap.Int("records", f.Records()), zap.Duration("took", res.took))
-	r.commit(ctx, f.Offsets())
+	r.commit(ctx, f)
 	f.Reset()
 	r.flight, r.spare = nil, f
 }
@@ -263,28 +278,33 @@ func backoff(n int, limit time.Duration, u float64) time.Duration {
 // the loop.
 const commitTimeout = 15 * time.Second
 
-// commit commits offsets after their records were inserted, also while
-// shutting down. A failed commit is logged and left to the next one: the
-// records it covered are inserted, so reading them again (after a crash)
-// is harmless.
-func (r *recorder) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) {
-	if len(offsets) == 0 {
+// mark commits, before f's insert, the offset of f's first record of each
+// partition marked in flight up to f's end (ADR 0044): a recorder that
+// takes a partition over after a crash looks up exactly those records.
+func (r *recorder) mark(ctx context.Context, f *batch.Batch) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	start, marks := map[tp]kgo.EpochOffset{}, map[tp]string{}
+	f.Partitions(func(t string, p int32, first, next kgo.EpochOffset) {
+		start[tp{t, p}] = first
+		marks[tp{t, p}] = markInFlight + strconv.FormatInt(next.Offset, 10)
+	})
+	return r.commitMarked(ctx, start, func(k tp) string { return marks[k] })
+}
+
+// commit commits f's offsets, marked clean, after its records were
+// inserted, also while shutting down. A failed commit is logged and left
+// to the next one: the mark before the insert still names the records, so
+// the next owner looks them up.
+func (r *recorder) commit(ctx context.Context, f *batch.Batch) {
+	if f.Empty() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err == nil {
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if p.ErrorCode != 0 && err == nil {
-						err = fmt.Errorf("partition %d: error code %d", p.Partition, p.ErrorCode)
-					}
-				}
-			}
-		}
-		if err != nil {
-			r.log.Warn("commit failed; the records are inserted and are read again only after a restart", zap.Error(err))
-		}
-	})
+	next := map[tp]kgo.EpochOffset{}
+	f.Partitions(func(t string, p int32, _, n kgo.EpochOffset) { next[tp{t, p}] = n })
+	if err := r.commitMarked(ctx, next, func(tp) string { return markClean }); err != nil {
+		r.log.Warn("commit failed; the records are inserted, and looked up before they are inserted again", zap.Error(err))
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookpipe/hookpipe/recorder/internal/store"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 )
 
@@ -12,6 +13,7 @@ import (
 // nothing.
 type metrics struct {
 	inserted    prometheus.Counter
+	lookedUp    prometheus.Counter
 	present     prometheus.Counter
 	undecodable prometheus.Counter
 	failures    prometheus.Counter
@@ -22,6 +24,8 @@ func newMetrics(reg prometheus.Registerer, r *recorder) *metrics {
 	m := &metrics{
 		inserted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "recorder",
 			Name: "rows_inserted_total", Help: "Attempt rows inserted into ClickHouse (acknowledged)."}),
+		lookedUp: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "recorder",
+			Name: "rows_looked_up_total", Help: "Attempt records looked up in ClickHouse before their insert: those the previous owner of their partition marked in flight, and those of an insert that failed in a way that may have landed."}),
 		present: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "recorder",
 			Name: "rows_already_present_total", Help: "Attempt records read again (after a rebalance, restart or failed insert) and found already inserted: skipped."}),
 		undecodable: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "recorder",
@@ -35,7 +39,7 @@ func newMetrics(reg prometheus.Registerer, r *recorder) *metrics {
 			Name: "insert_duration_seconds", Help: "Duration of successful inserts, lookup of possible copies included.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
 	}
-	reg.MustRegister(m.inserted, m.present, m.undecodable, m.failures, m.insertTime,
+	reg.MustRegister(m.inserted, m.lookedUp, m.present, m.undecodable, m.failures, m.insertTime,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ops.Namespace, Subsystem: "recorder",
 			Name: "clickhouse_up", Help: "1 while inserts succeed, 0 from a failed insert until one succeeds again."},
 			func() float64 {
@@ -51,10 +55,11 @@ func newMetrics(reg prometheus.Registerer, r *recorder) *metrics {
 	return m
 }
 
-func (m *metrics) insert(inserted, present int, took time.Duration) {
+func (m *metrics) insert(res store.Result, took time.Duration) {
 	if m != nil {
-		m.inserted.Add(float64(inserted))
-		m.present.Add(float64(present))
+		m.inserted.Add(float64(res.Inserted))
+		m.lookedUp.Add(float64(res.LookedUp))
+		m.present.Add(float64(res.Present))
 		m.insertTime.Observe(took.Seconds())
 	}
 }

@@ -2,22 +2,23 @@ package recorder
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
-// assigned marks the first batch of records of each new partition as
-// suspect: the previous owner may have inserted them without committing.
-func (r *recorder) assigned(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+// assigned reads, for each new partition, which of its records the
+// previous owner may have inserted without committing (the mark of the
+// group's last commit, ADR 0044): they are read as suspect.
+func (r *recorder) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	windows := r.windows(ctx, cl, parts)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for t, ps := range parts {
-		for _, p := range ps {
-			r.fresh[tp{t, p}] = r.cfg.BatchRows
-		}
-	}
+	maps.Copy(r.fresh, windows)
 }
 
 // revoked inserts and commits what was read from the partitions before

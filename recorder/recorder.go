@@ -3,7 +3,9 @@
 // within Config.BatchWait), inserts each batch with one native-protocol
 // INSERT while the next one fills, and commits a batch's offsets only
 // after ClickHouse acknowledged its insert: a crash or an outage loses
-// nothing. While ClickHouse is down or too slow, the batches are held
+// nothing. Before the insert it commits the batch's first offsets marked
+// in flight, so the next owner of a partition looks up, against copies,
+// only what a crash may have left (ADR 0044, marks.go). While ClickHouse is down or too slow, the batches are held
 // (fetching paused, so memory stays bounded by two batches) and the insert
 // retried with backoff; the recorder catches up when ClickHouse is back.
 // Undecodable records are counted, logged once per thousand and skipped.
@@ -55,10 +57,13 @@ type recorder struct {
 	b, flight, spare *batch.Batch
 	running          *insert // the insert of flight in progress
 	paused           bool
-	// fresh counts, per partition, the records still to be read as suspect
-	// since it was assigned: up to one batch past the committed offset may
-	// already have been inserted by the previous owner.
-	fresh     map[tp]int
+	// fresh holds, per partition assigned, the records still to be read
+	// as suspect: those the previous owner may have inserted without
+	// committing (ADR 0044).
+	fresh map[tp]window
+	// topicID is the attempts topic's ID (commitMarked); only the insert
+	// in flight and the callbacks it blocks use it, never at once.
+	topicID   [16]byte
 	down      bool // the last insert of flight failed
 	downSince time.Time
 	failures  int // consecutive failed inserts
@@ -87,7 +92,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		log:   log.Named("recorder"),
 		b:     batch.New(cfg.BatchRows),
 		spare: batch.New(cfg.BatchRows),
-		fresh: map[tp]int{},
+		fresh: map[tp]window{},
 	}
 	reg := ops.NewRegistry()
 	srv, err := ops.Start(ctx, cfg.HTTPAddr, reg, r.log, ops.WithPprof(cfg.Pprof))

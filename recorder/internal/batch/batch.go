@@ -35,12 +35,14 @@ type Batch struct {
 	rows    []Row
 	skipped map[tp]int
 	next    map[tp]kgo.EpochOffset
+	start   map[tp]kgo.EpochOffset // the offset of the first record of every partition
 	first   time.Time
 }
 
 // New returns an empty batch with room for capacity rows.
 func New(capacity int) *Batch {
-	return &Batch{rows: make([]Row, 0, capacity), skipped: map[tp]int{}, next: map[tp]kgo.EpochOffset{}}
+	return &Batch{rows: make([]Row, 0, capacity), skipped: map[tp]int{}, next: map[tp]kgo.EpochOffset{},
+		start: map[tp]kgo.EpochOffset{}}
 }
 
 // Add appends a decoded record.
@@ -60,7 +62,11 @@ func (b *Batch) advance(rec *kgo.Record, now time.Time) {
 	if len(b.next) == 0 {
 		b.first = now
 	}
-	b.next[tp{rec.Topic, rec.Partition}] = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
+	k := tp{rec.Topic, rec.Partition}
+	if _, ok := b.start[k]; !ok {
+		b.start[k] = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset}
+	}
+	b.next[k] = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
 }
 
 // Records is the number of records in the batch, skipped ones included.
@@ -88,16 +94,12 @@ func (b *Batch) MarkSuspect() {
 	}
 }
 
-// Offsets are the offsets to commit once the rows are inserted.
-func (b *Batch) Offsets() map[string]map[int32]kgo.EpochOffset {
-	out := map[string]map[int32]kgo.EpochOffset{}
-	for k, o := range b.next {
-		if out[k.topic] == nil {
-			out[k.topic] = map[int32]kgo.EpochOffset{}
-		}
-		out[k.topic][k.partition] = o
+// Partitions calls f with every partition of the batch, the offset of its
+// first record and the offset after its last.
+func (b *Batch) Partitions(f func(topic string, partition int32, start, next kgo.EpochOffset)) {
+	for k, n := range b.next {
+		f(k.topic, k.partition, b.start[k], n)
 	}
-	return out
 }
 
 // Has reports whether the batch holds records of any of the partitions.
@@ -121,6 +123,7 @@ func (b *Batch) Drop(parts map[string][]int32) {
 			if _, ok := b.next[tp{t, p}]; ok {
 				gone[tp{t, p}] = true
 				delete(b.next, tp{t, p})
+				delete(b.start, tp{t, p})
 				delete(b.skipped, tp{t, p})
 			}
 		}
@@ -148,5 +151,6 @@ func (b *Batch) Reset() {
 	b.rows = b.rows[:0]
 	clear(b.skipped)
 	clear(b.next)
+	clear(b.start)
 	b.first = time.Time{}
 }

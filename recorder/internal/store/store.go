@@ -33,6 +33,7 @@ func New(conn driver.Conn, db string) *Writer {
 // Result says what one Write did.
 type Result struct {
 	Inserted int // rows written
+	LookedUp int // suspect rows looked up
 	Present  int // suspect rows found already written, skipped
 }
 
@@ -44,11 +45,11 @@ type Result struct {
 // then fold the copy.) An error means nothing is known to be written.
 func (w *Writer) Write(ctx context.Context, rows []batch.Row) (Result, error) {
 	var res Result
-	present, err := w.present(ctx, rows)
+	present, looked, err := w.present(ctx, rows)
 	if err != nil {
 		return res, fmt.Errorf("looking up rows that may be written: %w", err)
 	}
-	res.Present = len(present)
+	res.LookedUp, res.Present = looked, len(present)
 	w.cols.reset()
 	for i := range rows {
 		if present[rows[i].AttemptID] {
@@ -88,8 +89,8 @@ const (
 )
 
 // present returns the attempt ids of suspect rows already in the table.
-func (w *Writer) present(ctx context.Context, rows []batch.Row) (map[string]bool, error) {
-	found := map[string]bool{}
+func (w *Writer) present(ctx context.Context, rows []batch.Row) (found map[string]bool, looked int, err error) {
+	found = map[string]bool{}
 	var chunk []*batch.Row
 	tenants, subs := map[string]bool{}, map[string]bool{}
 	for i := range rows {
@@ -97,21 +98,22 @@ func (w *Writer) present(ctx context.Context, rows []batch.Row) (map[string]bool
 		if !r.Suspect {
 			continue
 		}
+		looked++
 		chunk = append(chunk, r)
 		tenants[r.Tenant], subs[r.SubscriptionID] = true, true
 		if len(chunk) == lookupIDs || len(tenants)+len(subs) >= lookupKeys {
 			if err := w.lookUp(ctx, chunk, tenants, subs, found); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			chunk, tenants, subs = chunk[:0], map[string]bool{}, map[string]bool{}
 		}
 	}
 	if len(chunk) > 0 {
 		if err := w.lookUp(ctx, chunk, tenants, subs, found); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return found, nil
+	return found, looked, nil
 }
 
 // lookUp adds to found the ids of chunk's rows already in the table; its

@@ -54,14 +54,14 @@ func TestWriteSkipsWhatIsThere(t *testing.T) {
 	}
 	w := New(conn, db)
 	res, err := w.Write(ctx, rows(false, "a", "b").Rows())
-	if err != nil || res.Inserted != 2 || res.Present != 0 {
+	if err != nil || res.Inserted != 2 || res.LookedUp != 0 || res.Present != 0 {
 		t.Fatalf("first write: %+v, %v", res, err)
 	}
 	// The same two plus a new one, all suspect: only the new one goes in.
 	b := rows(true, "a", "b", "c")
 	res, err = w.Write(ctx, b.Rows())
-	if err != nil || res.Inserted != 1 || res.Present != 2 {
-		t.Fatalf("suspect write: %+v, %v; want 1 inserted, 2 present", res, err)
+	if err != nil || res.Inserted != 1 || res.LookedUp != 3 || res.Present != 2 {
+		t.Fatalf("suspect write: %+v, %v; want 1 inserted, 3 looked up, 2 present", res, err)
 	}
 	// Not suspect: written again without a look (the table folds them).
 	res, err = w.Write(ctx, rows(false, "a").Rows())
