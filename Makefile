@@ -122,6 +122,7 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParseKeyring$$' ./topics
 	$(FUZZ) -fuzz '^FuzzDecodeDelivery$$' ./topics
 	$(FUZZ) -fuzz '^FuzzAttemptEncode$$' ./topics
+	$(FUZZ) -fuzz '^FuzzDeliveryEncode$$' ./topics
 	$(FUZZ) -fuzz '^FuzzValidJSON$$' ./topics
 	$(FUZZ) -fuzz '^FuzzRetryAfter$$' ./deliverer/internal/backoff
 	$(FUZZ) -fuzz '^FuzzFastPathAgrees$$' ./runtime/catalog

@@ -52,9 +52,43 @@ type Delivery struct {
 	DeliverAt time.Time `json:"deliver_at,omitzero"`
 }
 
-// Encode renders the record value.
+// Encode renders the record value: what json.Marshal renders, written
+// field by field (one of these per delivery and per retry; reflection was
+// about a twelfth of the dispatcher's CPU). Strings are quoted without
+// json.Marshal's HTML escapes, which decodeDeliveryFast then reads too.
 func (d *Delivery) Encode() []byte {
-	return encodeRecord(d)
+	b := make([]byte, 0, 256+base64.StdEncoding.EncodedLen(len(d.Data)))
+	b = appendField(b, `{"subscription_id":`, d.SubscriptionID)
+	b = appendField(b, `,"event_id":`, d.EventID)
+	b = appendField(b, `,"event_type":`, d.EventType)
+	if d.Tenant != "" {
+		b = appendField(b, `,"tenant":`, d.Tenant)
+	}
+	if d.Key != "" {
+		b = appendField(b, `,"key":`, d.Key)
+	}
+	b = appendField(b, `,"timestamp":`, d.Timestamp)
+	b = append(b, `,"data":`...)
+	if d.Data == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(base64.StdEncoding.AppendEncode(append(b, '"'), d.Data), '"')
+	}
+	b = strconv.AppendInt(append(b, `,"attempt":`...), int64(d.Attempt), 10)
+	b = appendTime(append(b, `,"published_at":`...), d.PublishedAt)
+	if !d.FirstAttemptAt.IsZero() {
+		b = appendTime(append(b, `,"first_attempt_at":`...), d.FirstAttemptAt)
+	}
+	if !d.NotBefore.IsZero() {
+		b = appendTime(append(b, `,"not_before":`...), d.NotBefore)
+	}
+	if d.Priority != "" {
+		b = appendField(b, `,"priority":`, d.Priority)
+	}
+	if !d.DeliverAt.IsZero() {
+		b = appendTime(append(b, `,"deliver_at":`...), d.DeliverAt)
+	}
+	return append(b, '}')
 }
 
 // DecodeDelivery decodes and validates a delivery value: what Encode
