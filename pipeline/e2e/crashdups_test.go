@@ -3,9 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,22 +94,40 @@ func TestKilledOrderedDuplicatesBounded(t *testing.T) {
 // batches the records it redoes as it finds them ready, so a repeat may
 // come in a batch with another webhook-id: repeats are grouped by the
 // batch that carried them first. An ordered subscription's batches also
-// keep each key's first arrivals in publish order across the kill.
+// keep each key's first arrivals in publish order across the kill; with
+// the endpoint failing a tenth of the batches (key-failing), the kill also
+// meets batches whose records are being retried, their keys held and the
+// keys' later deliveries parked or being released (ADR 0040).
 func TestKilledBatchDuplicatesBounded(t *testing.T) {
-	for _, ordering := range []string{topics.OrderingNone, topics.OrderingKey} {
-		t.Run(ordering, func(t *testing.T) { killMidBatches(t, ordering) })
+	for _, tc := range []struct {
+		name, ordering string
+		failing        bool
+	}{{topics.OrderingNone, topics.OrderingNone, false}, {topics.OrderingKey, topics.OrderingKey, false}, {"key-failing", topics.OrderingKey, true}} {
+		t.Run(tc.name, func(t *testing.T) { killMidBatches(t, tc.ordering, tc.failing) })
 	}
 }
 
-func killMidBatches(t *testing.T, ordering string) {
+func killMidBatches(t *testing.T, ordering string, failing bool) {
 	bin := filepath.Join(binaries(t), "deliverer")
 	e := newEnv(t)
 	const inFlight, maxEvents = 4, 20
 	e.vars["WEBHOOKS_DELIVERER_MAX_IN_FLIGHT"] = strconv.Itoa(inFlight)
 	r := newReceiver(t)
 	r.delay = 4 * time.Millisecond
+	var schedule []string
+	var failed atomic.Int64 // batches answered 503: the first, then a tenth
+	if failing {
+		r.answer(func(request, http.ResponseWriter) int {
+			if failed.Load() == 0 || rand.N(10) == 0 {
+				failed.Add(1)
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusNoContent
+		})
+		schedule = []string{"1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s", "1s"}
+	}
 	r.trust(e.subscribe(topics.Subscription{ID: "batched", URL: r.url("batched"), EventTypes: []string{"*"},
-		Enabled: true, Ordering: ordering, Batch: &topics.Batch{MaxEvents: maxEvents, MaxWaitMS: 50}}))
+		Enabled: true, Ordering: ordering, Batch: &topics.Batch{MaxEvents: maxEvents, MaxWaitMS: 50}, RetrySchedule: schedule}))
 	e.startDispatcher()
 	e.startRetrier()
 	a := e.startProc(bin, "deliverer-a")
