@@ -212,7 +212,7 @@ func (r *recorder) landed(ctx context.Context, now time.Time) {
 			// It may have landed: look before inserting again.
 			f.MarkSuspect()
 		}
-		r.failed(now, len(f.Rows()), res.err)
+		r.failed(now, len(f.Rows()), res.err, res.unmarked)
 		return
 	}
 	if len(f.Rows()) > 0 {
@@ -249,7 +249,10 @@ func (r *recorder) wait(ctx context.Context, limit time.Duration) bool {
 	}
 }
 
-func (r *recorder) failed(now time.Time, rows int, err error) {
+// failed holds the batch and schedules its retry after a failed insert, or
+// a failed mark before it (unmarked: Kafka's group coordinator, not
+// ClickHouse, refused).
+func (r *recorder) failed(now time.Time, rows int, err error, unmarked bool) {
 	r.failures++
 	r.m.failed()
 	r.retryAt = now.Add(backoff(r.failures, r.cfg.RetryMax, rand.Float64()))
@@ -259,6 +262,11 @@ func (r *recorder) failed(now time.Time, rows int, err error) {
 	}
 	r.down, r.downSince = true, now
 	r.downGauge.Store(true)
+	if unmarked {
+		r.log.Warn("could not mark the batch in flight in the group's commits, so not inserting it: holding the batch, fetching paused, retrying with backoff",
+			zap.Int("rows", rows), zap.String("group", r.cfg.Group), zap.Error(err))
+		return
+	}
 	r.log.Warn("ClickHouse insert failed: holding the batch, fetching paused, retrying with backoff",
 		zap.Int("rows", rows), zap.Strings("addr", r.cfg.ClickHouse), zap.Error(err))
 }

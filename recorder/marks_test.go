@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bufio"
+	"context"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookpipe/hookpipe/recorder/chtest"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
@@ -56,17 +60,18 @@ func TestWindowOf(t *testing.T) {
 	}
 }
 
-// refuseCleanCommits makes the broker fail, while on is set, every commit
-// the recorder makes after an insert (marked clean): the recorder inserts
-// and never commits, as if it died right after each insert.
-func (h *harness) refuseCleanCommits(on *atomic.Bool, refused *atomic.Int64) {
+// refuseCommits makes the broker fail, while on is set, every commit of
+// the recorder whose mark starts with prefix: markClean, the commits after
+// inserts (the recorder inserts and never commits, as if it died right
+// after each insert); markInFlight, the marks before inserts.
+func (h *harness) refuseCommits(prefix string, on *atomic.Bool, refused *atomic.Int64) {
 	h.kfake.ControlKey(kmsg.OffsetCommit.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		h.kfake.KeepControl()
 		req := kr.(*kmsg.OffsetCommitRequest)
 		if !on.Load() || len(req.Topics) == 0 || len(req.Topics[0].Partitions) == 0 {
 			return nil, nil, false
 		}
-		if m := req.Topics[0].Partitions[0].Metadata; m == nil || *m != markClean {
+		if m := req.Topics[0].Partitions[0].Metadata; m == nil || !strings.HasPrefix(*m, prefix) {
 			return nil, nil, false
 		}
 		refused.Add(1)
@@ -111,7 +116,7 @@ func TestCrashBetweenInsertAndCommit(t *testing.T) {
 	var refuse atomic.Bool
 	var refused atomic.Int64
 	refuse.Store(true)
-	h.refuseCleanCommits(&refuse, &refused)
+	h.refuseCommits(markClean, &refuse, &refused)
 	lost := attempts(40, "lost")
 	h.produce(lost...)
 	h.waitRows(60*time.Second, len(first)+len(lost))
@@ -173,6 +178,38 @@ func TestHandOverLooksUpNothing(t *testing.T) {
 	}
 	if got := h.count(false); got != uint64(len(first)+len(second)) {
 		t.Errorf("count() without FINAL = %d, want %d", got, len(first)+len(second))
+	}
+}
+
+// TestNoInsertWithoutMark (ADR 0044): while the broker refuses the mark
+// before an insert, the batch is not inserted (a crash after it would
+// leave rows no mark names): it is held, and inserted once a mark is
+// accepted.
+func TestNoInsertWithoutMark(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var refuse atomic.Bool
+	var refused atomic.Int64
+	refuse.Store(true)
+	h.refuseCommits(markInFlight, &refuse, &refused)
+	core, logs := observer.New(zapcore.InfoLevel)
+	log := zap.New(zapcore.NewTee(testLogger(t).Core(), core))
+	cfg := h.config()
+	testkit.Go(t, func(ctx context.Context) error { return Run(ctx, cfg, log) })
+	as := attempts(20, "held")
+	h.produce(as...)
+	waitFor(t, 30*time.Second, "two refused marks", func() bool { return refused.Load() >= 2 })
+	if got := h.count(false); got != 0 {
+		t.Fatalf("%d rows inserted while the marks were refused, want 0", got)
+	}
+	if n := logs.FilterMessageSnippet("could not mark the batch in flight").Len(); n != 1 {
+		t.Errorf("logged the refused marks %d times, want once", n)
+	}
+	refuse.Store(false)
+	h.waitRows(60*time.Second, len(as))
+	waitFor(t, 30*time.Second, "the group to commit to the end", func() bool { return h.committedAll(topics.GroupRecorder) })
+	if got := h.count(false); got != uint64(len(as)) {
+		t.Errorf("count() without FINAL = %d, want %d", got, len(as))
 	}
 }
 
