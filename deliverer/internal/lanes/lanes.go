@@ -137,6 +137,9 @@ type partition struct {
 	detached bool
 	items    int   // records held: waiting, ready or running
 	started  int64 // highest offset started; -1 before any
+	// lastDone is the highest offset finished: no entry after it is done,
+	// so Finished stops there instead of reading every record held.
+	lastDone int64
 }
 
 // watermark is the offset to commit: the first unfinished record, or the one
@@ -384,7 +387,7 @@ func (l *Lanes) Add(r *kgo.Record, sub string, shape Shape) {
 	tp := TPOf(r)
 	p := l.parts[tp]
 	if p == nil {
-		p = &partition{tp: tp, started: -1}
+		p = &partition{tp: tp, started: -1, lastDone: -1}
 		l.parts[tp] = p
 	}
 	e := &entry{offset: r.Offset, epoch: r.LeaderEpoch}
@@ -392,6 +395,7 @@ func (l *Lanes) Add(r *kgo.Record, sub string, shape Shape) {
 	p.next, p.epoch = r.Offset+1, r.LeaderEpoch
 	if l.finishedBefore(tp, r.Offset) {
 		e.done = true
+		p.lastDone = max(p.lastDone, e.offset)
 		p.advance()
 		return
 	}
@@ -694,6 +698,7 @@ func (l *Lanes) Done(it *Item, committed bool) {
 		p.inflight--
 		if committed && !p.detached {
 			m.entry.done = true
+			p.lastDone = max(p.lastDone, m.entry.offset)
 			p.advance()
 		}
 	}
@@ -1155,6 +1160,9 @@ func (l *Lanes) Finished(parts []TP) map[TP][]kafka.Run {
 			runs = append(runs, r)
 		}
 		for i, e := range p.ledger {
+			if e.offset > p.lastDone {
+				break
+			}
 			if e.done && i > 0 && p.ledger[i-1].done {
 				runs[len(runs)-1].To = e.offset
 			} else if e.done {

@@ -804,6 +804,29 @@ func BenchmarkAddNextDone(b *testing.B) {
 	}
 }
 
+// BenchmarkFinished is a commit's read of the runs finished above the
+// watermark with a full buffer: 8,192 records held in one partition, the
+// first 256 handed out and every other one of those finished.
+func BenchmarkFinished(b *testing.B) {
+	l := New(256, 1<<20, 0, 0)
+	for off := range int64(8192) {
+		l.Add(rec(0, off, fmt.Sprintf("s%d/k%d", off%8, off)), subOf(fmt.Sprintf("s%d/k%d", off%8, off)), Shape{})
+	}
+	for i := range 256 {
+		it, _ := l.Next()
+		if i%2 == 1 {
+			l.Done(it, true)
+		}
+	}
+	parts := []TP{{Topic: "deliveries", Partition: 0}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(l.Finished(parts)) != 1 {
+			b.Fatal("no runs")
+		}
+	}
+}
+
 // TestSpillBeyondQueueLimit: a subscription's records beyond its queue
 // limit are handed out as spill items, ahead of ordinary work, outside the
 // in-flight cap, and still one at a time per key in offset order.
@@ -1176,6 +1199,12 @@ func TestFinishedAboveTheWatermark(t *testing.T) {
 	l.Done(items[6], false)
 	if got, want := runs(), []kafka.Run{{From: 1, To: 4}, {From: 7, To: 8}}; !slices.Equal(got, want) {
 		t.Fatalf("runs = %v, want %v", got, want)
+	}
+	for off := int64(9); off < 40; off++ { // held, not started
+		add(l, 0, off, fmt.Sprintf("B/k%d", off))
+	}
+	if got, want := runs(), []kafka.Run{{From: 1, To: 4}, {From: 7, To: 8}}; !slices.Equal(got, want) {
+		t.Fatalf("runs with records held after them = %v, want %v", got, want)
 	}
 	l.Done(items[0], true)
 	if w := wm(t, l, 0); w != 5 {
