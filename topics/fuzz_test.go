@@ -221,18 +221,24 @@ func FuzzAttemptEncode(f *testing.F) {
 		if err != nil {
 			return // a time json.Marshal cannot write (no year 10000 here)
 		}
-		got := a.Encode()
-		var g, w any
-		if err := json.Unmarshal(got, &g); err != nil {
-			t.Fatalf("Encode() = %s: not JSON: %v", got, err)
-		}
-		if err := json.Unmarshal(want, &w); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(g, w) {
-			t.Fatalf("Encode() =\n%s\njson.Marshal =\n%s", got, want)
-		}
+		sameJSON(t, a.Encode(), want)
 	})
+}
+
+// sameJSON fails t unless got (an Encode) and want (json.Marshal's) are
+// the same JSON once decoded.
+func sameJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("Encode() = %s: not JSON: %v", got, err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("Encode() =\n%s\njson.Marshal =\n%s", got, want)
+	}
 }
 
 // FuzzDeliveryEncode: Delivery.Encode, written by hand, says what
@@ -253,16 +259,7 @@ func FuzzDeliveryEncode(f *testing.F) {
 			return // a time json.Marshal cannot write (no year 10000 here)
 		}
 		got := d.Encode()
-		var g, w any
-		if err := json.Unmarshal(got, &g); err != nil {
-			t.Fatalf("Encode() = %s: not JSON: %v", got, err)
-		}
-		if err := json.Unmarshal(want, &w); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(g, w) {
-			t.Fatalf("Encode() =\n%s\njson.Marshal =\n%s", got, want)
-		}
+		sameJSON(t, got, want)
 		back, err := DecodeDelivery(got)
 		if err != nil {
 			return // not a valid delivery (Validate), which Encode does not judge
