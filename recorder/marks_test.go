@@ -104,6 +104,21 @@ func recordedFirst(t *testing.T) (*harness, *testkit.Running, []topics.Attempt) 
 	return h, a, first
 }
 
+// takeOver starts a recorder that serves its metrics (at addr), produces
+// n more attempts and waits until ClickHouse holds them after the before
+// already there and the group committed to the end.
+func (h *harness) takeOver(t *testing.T, n int, prefix string, before int) (addr string, more []topics.Attempt) {
+	t.Helper()
+	cfg := h.config()
+	cfg.HTTPAddr = freeAddr(t)
+	h.start(cfg)
+	more = attempts(n, prefix)
+	h.produce(more...)
+	h.waitRows(60*time.Second, before+n)
+	waitFor(t, 30*time.Second, "the group to commit to the end", func() bool { return h.committedAll(topics.GroupRecorder) })
+	return cfg.HTTPAddr, more
+}
+
 // TestCrashBetweenInsertAndCommit (ADR 0044): a recorder that inserted a
 // batch and died before committing it leaves its mark; the next owner
 // looks up exactly the records the mark names, finds them, and inserts
@@ -140,19 +155,13 @@ func TestCrashBetweenInsertAndCommit(t *testing.T) {
 	}
 
 	refuse.Store(false)
-	cfg := h.config()
-	cfg.HTTPAddr = freeAddr(t)
-	h.start(cfg)
-	after := attempts(20, "after")
-	h.produce(after...)
+	addr, after := h.takeOver(t, 20, "after", len(first)+len(lost))
 	all := len(first) + len(lost) + len(after)
-	h.waitRows(60*time.Second, all)
-	waitFor(t, 30*time.Second, "the group to commit to the end", func() bool { return h.committedAll(topics.GroupRecorder) })
 	if got := h.count(false); got != uint64(all) {
 		t.Errorf("count() without FINAL = %d, want %d: the records in flight were inserted again", got, all)
 	}
-	lookedUp := metric(t, cfg.HTTPAddr, "webhooks_recorder_rows_looked_up_total")
-	present := metric(t, cfg.HTTPAddr, "webhooks_recorder_rows_already_present_total")
+	lookedUp := metric(t, addr, "webhooks_recorder_rows_looked_up_total")
+	present := metric(t, addr, "webhooks_recorder_rows_already_present_total")
 	if present == 0 || lookedUp != present {
 		t.Errorf("looked up %v records and found %v: want only the records in flight looked up, all found", lookedUp, present)
 	}
@@ -166,14 +175,8 @@ func TestHandOverLooksUpNothing(t *testing.T) {
 	h, a, first := recordedFirst(t)
 	a.StopOK(t)
 
-	cfg := h.config()
-	cfg.HTTPAddr = freeAddr(t)
-	h.start(cfg)
-	second := attempts(30, "second")
-	h.produce(second...)
-	h.waitRows(60*time.Second, len(first)+len(second))
-	waitFor(t, 30*time.Second, "the group to commit to the end", func() bool { return h.committedAll(topics.GroupRecorder) })
-	if n := metric(t, cfg.HTTPAddr, "webhooks_recorder_rows_looked_up_total"); n != 0 {
+	addr, second := h.takeOver(t, 30, "second", len(first))
+	if n := metric(t, addr, "webhooks_recorder_rows_looked_up_total"); n != 0 {
 		t.Errorf("looked up %v records after a clean hand-over, want 0", n)
 	}
 	if got := h.count(false); got != uint64(len(first)+len(second)) {
