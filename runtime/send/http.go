@@ -37,6 +37,7 @@ type Sender struct {
 	// transport.
 	plain, secure *http1.Transport
 	keys          keyCache
+	urls          urlCache
 	auth          *endpointAuth
 	requireHTTPS  bool
 	maxBody       int64
@@ -167,9 +168,13 @@ func appendJSONString(b []byte, s string) []byte {
 // fetches a new one and sends again, once.
 func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.Delivery,
 	traced []kgo.RecordHeader) (Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
-	defer cancel()
 	start := time.Now()
+	deadline := start.Add(sub.Timeout())
+	if sub.Transformation != "" || !sub.Destination.IsHTTP() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	req, err := s.prepare(ctx, sub, d)
 	if err != nil {
 		return Response{Duration: time.Since(start)}, err
@@ -177,7 +182,7 @@ func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	if !sub.Destination.IsHTTP() {
 		return s.publish(ctx, req, d, traced)
 	}
-	return s.sendHTTP(ctx, req, traced)
+	return s.sendHTTP(ctx, deadline, req, traced)
 }
 
 // HeaderBatch lists the ids of a batch's events, space-separated (ids
@@ -196,8 +201,7 @@ func (s *Sender) SendBatch(ctx context.Context, sub *topics.Subscription, ds []*
 	if !sub.Destination.IsHTTP() || sub.Transformation != "" {
 		return Response{}, fmt.Errorf("%w: batches are for HTTP endpoints without a transformation", classify.ErrRefused)
 	}
-	ctx, cancel := context.WithTimeout(ctx, sub.Timeout())
-	defer cancel()
+	deadline := time.Now().Add(sub.Timeout())
 	ids := make([]string, len(ds))
 	b := []byte{'['}
 	for i, d := range ds {
@@ -208,13 +212,16 @@ func (s *Sender) SendBatch(ctx context.Context, sub *topics.Subscription, ds []*
 		ids[i] = d.EventID
 	}
 	b = append(b, ']')
-	return s.sendHTTP(ctx, request{sub: sub, body: b, method: http.MethodPost, id: topics.BatchID(ids), batch: strings.Join(ids, " ")}, traced)
+	return s.sendHTTP(ctx, deadline, request{sub: sub, body: b, method: http.MethodPost, id: topics.BatchID(ids), batch: strings.Join(ids, " ")}, traced)
 }
 
-// sendHTTP makes the request of an HTTP endpoint.
-func (s *Sender) sendHTTP(ctx context.Context, req request, traced []kgo.RecordHeader) (Response, error) {
+// sendHTTP makes the request of an HTTP endpoint, answered by deadline.
+// A request through the HTTP/1.1 pool takes the deadline as its own (the
+// connection's deadline: no timer of its own); the others, and the OAuth
+// token's, are made under a context that ends at it.
+func (s *Sender) sendHTTP(ctx context.Context, deadline time.Time, req request, traced []kgo.RecordHeader) (Response, error) {
 	sub := req.sub
-	u, err := url.Parse(sub.URL)
+	u, err := s.urls.parse(sub.URL)
 	if err != nil {
 		return Response{}, err
 	}
@@ -228,6 +235,11 @@ func (s *Sender) sendHTTP(ctx context.Context, req request, traced []kgo.RecordH
 	keys := s.keys.of(sub, time.Now())
 	authz := authorization(sub.Auth)
 	oauth := sub.Auth != nil && sub.Auth.Type == topics.AuthOAuth2
+	if oauth || s.pool(client, u) == nil || req.method != http.MethodPost {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	var token string
 	for try := 0; ; try++ {
 		if oauth {
@@ -237,7 +249,7 @@ func (s *Sender) sendHTTP(ctx context.Context, req request, traced []kgo.RecordH
 			}
 			authz = "Bearer " + token
 		}
-		resp, err := s.post(ctx, client, u, req, keys, authz, traced)
+		resp, err := s.post(ctx, deadline, client, u, req, keys, authz, traced)
 		if oauth {
 			resp.Sample = strings.ReplaceAll(resp.Sample, token, "[redacted]")
 		}
@@ -268,7 +280,7 @@ func (s *Sender) pool(client *http.Client, u *url.URL) *http1.Transport {
 }
 
 // post makes one request.
-func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, r request,
+func (s *Sender) post(ctx context.Context, deadline time.Time, client *http.Client, u *url.URL, r request,
 	keys []*sign.Key, authz string, traced []kgo.RecordHeader) (Response, error) {
 	now := time.Now()
 	b := r.body
@@ -277,7 +289,7 @@ func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, r re
 	var err error
 	if pool := s.pool(client, u); pool != nil && r.method == http.MethodPost {
 		// As client.Do, which never follows a redirect here either.
-		if resp, err = pool.Post(ctx, &http1.Request{URL: u, Header: header, Body: b}); err != nil {
+		if resp, err = pool.Post(ctx, &http1.Request{URL: u, Header: header, Body: b, Deadline: deadline}); err != nil {
 			err = &url.Error{Op: "Post", URL: u.Redacted(), Err: err}
 		}
 	} else {
@@ -295,7 +307,10 @@ func (s *Sender) post(ctx context.Context, client *http.Client, u *url.URL, r re
 	}
 	// Read at most maxBody, then close: an endpoint that streams forever
 	// costs one connection, not memory or time. The first bytes are kept.
-	head := make([]byte, min(sampleBytes, s.maxBody))
+	var head []byte
+	if resp.ContentLength != 0 {
+		head = make([]byte, min(sampleBytes, s.maxBody))
+	}
 	n, _ := io.ReadFull(resp.Body, head)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.maxBody-int64(n)))
 	resp.Body.Close()
@@ -339,6 +354,38 @@ func subscriptionHeader(sub *topics.Subscription, traced []kgo.RecordHeader, spa
 		h = append(h, http1.Field{Name: http.CanonicalHeaderKey(t.Key), Value: string(t.Value)})
 	}
 	return h
+}
+
+// urlCache holds the parsed URL of each endpoint in use, so that a
+// delivery does not parse its subscription's URL anew. The URLs it returns
+// are shared: read only.
+type urlCache struct {
+	mu sync.RWMutex
+	m  map[string]*url.URL
+}
+
+// maxURLs bounds a urlCache: past it, it starts over.
+const maxURLs = 1 << 14
+
+// parse is raw parsed, as url.Parse.
+func (c *urlCache) parse(raw string) (*url.URL, error) {
+	c.mu.RLock()
+	u := c.m[raw]
+	c.mu.RUnlock()
+	if u != nil {
+		return u, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxURLs {
+		c.m = map[string]*url.URL{}
+	}
+	c.m[raw] = u
+	c.mu.Unlock()
+	return u, nil
 }
 
 // keyCache holds the signing key of each secret in use, so that a

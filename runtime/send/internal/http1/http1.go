@@ -54,6 +54,10 @@ type conn struct {
 	// timer closes the connection once idle for IdleTimeout; stopped
 	// while it is in use.
 	timer *time.Timer
+	// watched is the Done channel of the context whose end ends the
+	// connection's request (watch); unwatch stops watching it.
+	watched <-chan struct{}
+	unwatch func() bool
 }
 
 // Field is one header line. Its name is a valid token (the caller's to
@@ -61,12 +65,25 @@ type conn struct {
 type Field struct{ Name, Value string }
 
 // Request is one POST of Body to URL (http:// or, with TLS, https://; an
-// ASCII host), with
-// Header after Host and Content-Length.
+// ASCII host), with Header after Host and Content-Length, to be answered
+// by Deadline (none when zero) or the context's deadline, the earlier. A
+// deadline of the request's own costs no timer: the connection's deadline
+// is the one timer.
 type Request struct {
-	URL    *url.URL
-	Header []Field
-	Body   []byte
+	URL      *url.URL
+	Header   []Field
+	Body     []byte
+	Deadline time.Time
+}
+
+// deadline is the earlier of r's deadline and ctx's, zero when neither
+// has one.
+func (r *Request) deadline(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok || !r.Deadline.IsZero() && r.Deadline.Before(d) {
+		return r.Deadline
+	}
+	return d
 }
 
 // asPost is what the answers' parser is told was sent: a POST.
@@ -135,12 +152,13 @@ func (t *Transport) Post(ctx context.Context, r *Request) (*http.Response, error
 	if r.URL.Port() == "" {
 		addr = net.JoinHostPort(r.URL.Hostname(), port)
 	}
+	deadline := r.deadline(ctx)
 	for fresh := false; ; fresh = true {
-		c, reused, err := t.get(ctx, addr, fresh)
+		c, reused, err := t.get(ctx, addr, deadline, fresh)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := c.roundTrip(ctx, r)
+		resp, err := c.roundTrip(ctx, r, deadline)
 		if err == nil {
 			return resp, nil
 		}
@@ -149,6 +167,9 @@ func (t *Transport) Post(ctx context.Context, r *Request) (*http.Response, error
 		if !reused || !errors.As(err, &cp) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("http1: %w", ctx.Err())
+			}
+			if !deadline.IsZero() && !time.Now().Before(deadline) {
+				return nil, fmt.Errorf("http1: %w", context.DeadlineExceeded)
 			}
 			return nil, err
 		}
@@ -163,15 +184,14 @@ func (t *Transport) CloseIdle() {
 	t.mu.Unlock()
 	for _, cs := range idle {
 		for _, c := range cs {
-			c.timer.Stop()
-			c.nc.Close()
+			c.close()
 		}
 	}
 }
 
 // get is the connection used last to addr, or (fresh, or none idle) a new
-// one.
-func (t *Transport) get(ctx context.Context, addr string, fresh bool) (c *conn, reused bool, err error) {
+// one, dialed by deadline.
+func (t *Transport) get(ctx context.Context, addr string, deadline time.Time, fresh bool) (c *conn, reused bool, err error) {
 	t.mu.Lock()
 	if cs := t.idle[addr]; len(cs) > 0 && !fresh {
 		c = cs[len(cs)-1]
@@ -183,6 +203,11 @@ func (t *Transport) get(ctx context.Context, addr string, fresh bool) (c *conn, 
 		return c, true, nil
 	}
 	// A connection whose timer had fired is being closed by it: dial.
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	nc, err := t.dial(ctx, addr)
 	if err != nil {
 		return nil, false, err
@@ -246,13 +271,51 @@ func (c *conn) expire() {
 		delete(t.idle, c.addr)
 	}
 	t.mu.Unlock()
-	c.nc.Close()
+	c.close()
 }
 
 func (c *conn) close() {
 	c.timer.Stop()
+	if c.unwatch != nil {
+		c.unwatch()
+	}
 	c.nc.Close()
 }
+
+// watch makes the end of ctx (shutdown) end the connection's request: it
+// sets the connection's deadline in the past. The watch stays while the
+// connection is idle, for its next request: the deliverer's contexts all
+// end with its one, so a connection registers once, not once a request.
+// False when the context watched before has ended (the deadline may be in
+// the past at any moment), and the connection is of no more use.
+func (c *conn) watch(ctx context.Context) bool {
+	done := ctx.Done()
+	if done == c.watched {
+		return true
+	}
+	if c.unwatch != nil && !c.unwatch() {
+		return false
+	}
+	c.watched, c.unwatch = done, nil
+	if done != nil {
+		c.unwatch = context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(past) })
+	}
+	return true
+}
+
+// ended reports whether the watched context has ended.
+func (c *conn) ended() bool {
+	select {
+	case <-c.watched:
+		return true
+	default:
+		return false
+	}
+}
+
+// errWatchEnded is a reused connection whose last request's context ended
+// while it was idle: its deadline may be set in the past at any moment.
+var errWatchEnded = closedByPeer{errors.New("http1: the connection's last context ended")}
 
 // past is a deadline that has passed: set, it ends any read or write.
 var past = time.Unix(1, 0)
@@ -260,39 +323,40 @@ var past = time.Unix(1, 0)
 // roundTrip writes r and reads the answer's headers, skipping 1xx
 // answers. The connection's deadline is the request's; the context ending
 // earlier (shutdown) ends the request too.
-func (c *conn) roundTrip(ctx context.Context, r *Request) (*http.Response, error) {
-	deadline, _ := ctx.Deadline()
+func (c *conn) roundTrip(ctx context.Context, r *Request, deadline time.Time) (*http.Response, error) {
+	if !c.watch(ctx) {
+		return nil, errWatchEnded
+	}
 	if err := c.nc.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(past) })
+	// Past this check an end of ctx comes after the deadline was set, and
+	// its watch sets it in the past.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := c.write(r); err != nil {
-		stop()
 		return nil, peerClosed(err)
 	}
 	c.in.n = maxHeadBytes
 	for informational := 0; ; informational++ {
 		if _, err := c.br.Peek(1); err != nil {
-			stop()
 			return nil, peerClosed(err)
 		}
 		resp, err := http.ReadResponse(c.br, asPost)
 		if err != nil {
-			stop()
 			return nil, err
 		}
 		switch {
 		case resp.StatusCode == http.StatusSwitchingProtocols:
-			stop()
 			return nil, errors.New("http1: the server switched protocols (101) on a webhook request")
 		case resp.StatusCode >= 100 && resp.StatusCode < 200 && informational < max1xx:
 			continue
 		case resp.StatusCode >= 100 && resp.StatusCode < 200:
-			stop()
 			return nil, fmt.Errorf("http1: more than %d informational (1xx) answers", max1xx)
 		}
 		c.in.n = -1 // the body: the caller bounds what it reads
-		resp.Body = &body{ReadCloser: resp.Body, c: c, stop: stop, keep: !resp.Close, eof: resp.Body == http.NoBody}
+		resp.Body = &body{ReadCloser: resp.Body, c: c, keep: !resp.Close, eof: resp.Body == http.NoBody}
 		return resp, nil
 	}
 }
@@ -351,7 +415,6 @@ func peerClosed(err error) error {
 type body struct {
 	io.ReadCloser
 	c    *conn
-	stop func() bool
 	keep bool
 	eof  bool
 	done bool
@@ -370,10 +433,9 @@ func (b *body) Close() error {
 		return nil
 	}
 	b.done = true
-	// stop is false when the context ended meanwhile: the connection's
-	// deadline is in the past, of no more use.
-	live := b.stop()
-	if !b.eof || !b.keep || !live {
+	// With the context ended the connection's deadline is in the past, of
+	// no more use.
+	if !b.eof || !b.keep || b.c.ended() {
 		b.c.close()
 		_ = b.ReadCloser.Close()
 		return nil

@@ -306,15 +306,84 @@ func TestDeadlineAndCancel(t *testing.T) {
 	// No deadline: only the cancel can end it.
 	c, cancel = context.WithCancel(context.Background())
 	go func() { <-arrived; cancel() }()
+	endsWith(t, context.Canceled, "canceled", func() error { _, _, err := post(c, tr, s.url(), "e"); return err })
+}
+
+// endsWith fails the test unless req, which the server does not answer,
+// ends within 20 s with an error that is want.
+func endsWith(t *testing.T, want error, what string, req func() error) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { _, _, err := post(c, tr, s.url(), "e"); done <- err }()
+	go func() { done <- req() }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("canceled: %v, want context.Canceled", err)
+		if !errors.Is(err, want) {
+			t.Fatalf("%s: %v, want %v", what, err, want)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("the request outlived its canceled context")
+		t.Fatalf("%s: the request did not end", what)
+	}
+}
+
+// TestRequestDeadline: a request's own Deadline ends it under a context
+// without one, and says so as a deadline; a context's earlier deadline
+// wins over it.
+func TestRequestDeadline(t *testing.T) {
+	hold, arrived := make(chan struct{}), make(chan struct{}, 2)
+	s := newServer(t, func(int, *http.Request) (string, bool) { arrived <- struct{}{}; <-hold; return "", true })
+	t.Cleanup(func() { close(hold) })
+	tr := newTransport()
+	defer tr.CloseIdle()
+	u, err := url.Parse(s.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ended := func(c context.Context, r *Request, which string) {
+		t.Helper()
+		endsWith(t, context.DeadlineExceeded, "past the "+which+" deadline", func() error { _, err := tr.Post(c, r); return err })
+		<-arrived
+	}
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended(c, &Request{URL: u, Body: []byte("e"), Deadline: time.Now().Add(100 * time.Millisecond)}, "request's")
+	c, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	ended(c, &Request{URL: u, Body: []byte("e"), Deadline: time.Now().Add(time.Hour)}, "context's")
+}
+
+// TestCancelOnReusedConnection: a connection keeps watching the context
+// of its requests while idle, so a request of the same context on it
+// later ends when that context is canceled; a request of another context
+// after the first one ended goes out and is answered.
+func TestCancelOnReusedConnection(t *testing.T) {
+	hold, arrived := make(chan struct{}), make(chan struct{}, 4)
+	s := newServer(t, func(n int, _ *http.Request) (string, bool) {
+		if n == 2 {
+			arrived <- struct{}{}
+			<-hold
+		}
+		return ok, false
+	})
+	t.Cleanup(func() { close(hold) })
+	tr := newTransport()
+	defer tr.CloseIdle()
+
+	c, cancel := context.WithCancel(context.Background())
+	if status, _, err := post(c, tr, s.url(), "first"); err != nil || status != 200 {
+		t.Fatalf("first request: %d %v", status, err)
+	}
+	go func() { <-arrived; cancel() }()
+	endsWith(t, context.Canceled, "canceled on a reused connection", func() error {
+		_, _, err := post(c, tr, s.url(), "second")
+		return err
+	})
+	if n := s.conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want the first one reused", n)
+	}
+
+	if status, _, err := post(ctx(t), tr, s.url(), "third"); err != nil || status != 200 {
+		t.Fatalf("a request after the canceled one: %d %v", status, err)
 	}
 }
 
