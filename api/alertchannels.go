@@ -26,6 +26,11 @@ type updateAlertChannelInput struct {
 	Body service.AlertChannelBody
 }
 
+type changeAlertChannelInput struct {
+	ID   string `path:"id" doc:"The channel's id."`
+	Body service.AlertChannelFields
+}
+
 func (s *Server) registerAlertChannels() {
 	tags := []string{"Alert channels"}
 	huma.Register(s.api, huma.Operation{OperationID: "list-alert-channels", Method: http.MethodGet, Path: "/v1/alert-channels",
@@ -52,6 +57,13 @@ func (s *Server) registerAlertChannels() {
 			"A digest in progress is sent with the new settings.", Tags: tags, Security: secured},
 		func(ctx context.Context, in *updateAlertChannelInput) (*alertChannelOutput, error) {
 			return s.alertChannelAnswer(s.alertChannels.Update(ctx, principalOf(ctx), in.ID, &in.Body))
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "change-alert-channel", Method: http.MethodPatch, Path: "/v1/alert-channels/{id}",
+		Summary: "Change the given settings of an alert channel", Description: "The settings given replace the channel's, the others " +
+			"stay: its URL too, shown masked, need not be given again. Its tenant stays. A digest in progress is sent with the new settings.",
+		Tags: tags, Security: secured},
+		func(ctx context.Context, in *changeAlertChannelInput) (*alertChannelOutput, error) {
+			return s.alertChannelAnswer(s.alertChannels.Change(ctx, principalOf(ctx), in.ID, &in.Body))
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "get-alert-channel", Method: http.MethodGet, Path: "/v1/alert-channels/{id}",
 		Summary: "Get an alert channel", Tags: tags, Security: secured},

@@ -2,7 +2,6 @@ package api
 
 import (
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/hookpipe/hookpipe/api/internal/service"
-	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -26,9 +24,7 @@ func TestAlertChannels(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	acme, globex := r.tenantKey("acme"), r.tenantKey("globex")
 
 	var ch service.AlertChannel
@@ -119,6 +115,39 @@ func TestAlertChannels(t *testing.T) {
 	r.must(http.StatusUnprocessableEntity, "PUT", "/v1/alert-channels/"+ch.ID, adminKey, map[string]any{"kind": "webhook", "url": hook.URL, "tenant": "globex"}, nil)
 	r.must(http.StatusNotFound, "PUT", "/v1/alert-channels/"+ch.ID, globex, map[string]any{"kind": "webhook", "url": hook.URL}, nil)
 
+	// A change keeps what it does not give: the URL, seen masked only.
+	var patched service.AlertChannel
+	r.must(http.StatusOK, "PATCH", "/v1/alert-channels/"+ch.ID, acme, map[string]any{"kind": "slack", "types": []string{}, "digest_ms": 120000}, &patched)
+	if patched.Kind != topics.AlertSlack || len(patched.Types) != 0 || patched.DigestMS != 120000 || patched.URL != changed.URL ||
+		patched.Tenant != "acme" || !patched.CreatedAt.Equal(ch.CreatedAt) {
+		t.Errorf("patched %+v", patched)
+	}
+	// {} rewrites it as it is (under the first secrets key, say).
+	var rewritten service.AlertChannel
+	r.must(http.StatusOK, "PATCH", "/v1/alert-channels/"+ch.ID, acme, map[string]any{}, &rewritten)
+	if rewritten.Kind != patched.Kind || rewritten.URL != patched.URL || rewritten.DigestMS != patched.DigestMS || !rewritten.UpdatedAt.After(patched.UpdatedAt) {
+		t.Errorf("rewritten %+v, was %+v", rewritten, patched)
+	}
+	r.must(http.StatusOK, "POST", "/v1/alert-channels/"+ch.ID+"/test", acme, nil, &sent)
+	if body := <-got; !sent.Sent || !strings.Contains(body, `"text"`) {
+		t.Errorf("test message after a change that kept the URL: %v %s", sent, body)
+	}
+	for _, bad := range []struct {
+		body     map[string]any
+		location string
+	}{
+		{map[string]any{"digest_ms": 5}, "body.digest_ms"},
+		{map[string]any{"url": "ftp://example.com/x"}, "body.url"},
+		{map[string]any{"kind": "email"}, "body.to"}, // the URL goes, recipients are needed
+	} {
+		var p problem
+		r.must(http.StatusUnprocessableEntity, "PATCH", "/v1/alert-channels/"+ch.ID, acme, bad.body, &p)
+		if len(p.Errors) != 1 || p.Errors[0].Location != bad.location {
+			t.Errorf("change %v: %+v, want one error at %s", bad.body, p.Errors, bad.location)
+		}
+	}
+	r.must(http.StatusNotFound, "PATCH", "/v1/alert-channels/"+ch.ID, globex, map[string]any{"digest_ms": 60000}, nil)
+
 	r.must(http.StatusNoContent, "DELETE", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
 	r.must(http.StatusNotFound, "GET", "/v1/alert-channels/"+ch.ID, acme, nil, nil)
 }
@@ -131,9 +160,7 @@ func TestAlertPages(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(hook.Close)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	var theirs service.AlertChannel
 	r.must(http.StatusCreated, "POST", "/v1/alert-channels", adminKey, map[string]any{"tenant": "globex", "kind": "slack", "url": hook.URL}, &theirs)
 
@@ -158,6 +185,41 @@ func TestAlertPages(t *testing.T) {
 	if status, body := u.post(portal+"/alerts", url.Values{"_csrf": {token}, "kind": {"slack"}}); status != http.StatusOK || !strings.Contains(body, "Not added") ||
 		!strings.Contains(body, "url: required") {
 		t.Errorf("a bad channel from the portal: %d %.500s", status, body)
+	}
+	// Changed from its page: what the form leaves empty (the URL, shown
+	// masked) is kept.
+	if status, body := u.get(portal + "/alerts/" + mine); status != http.StatusOK || !strings.Contains(body, hook.URL+"/…") ||
+		strings.Contains(body, "s3cret") || !strings.Contains(body, `value="10"`) {
+		t.Errorf("a channel's page in the portal: %d %.800s", status, body)
+	}
+	if status, body := u.post(portal+"/alerts/"+mine+"/edit", url.Values{"_csrf": {token}, "kind": {"slack"}, "url": {""},
+		"types": {topics.NoticeFailing}, "digest_minutes": {"2"}}); status != http.StatusOK || !strings.Contains(body, "Saved alert channel") {
+		t.Fatalf("changing a channel from the portal: %d %.800s", status, body)
+	}
+	var changed service.AlertChannel
+	r.must(http.StatusOK, "GET", "/v1/alert-channels/"+mine, r.tenantKey("acme"), nil, &changed)
+	if changed.Kind != topics.AlertSlack || len(changed.Types) != 1 || changed.Types[0] != topics.NoticeFailing || changed.DigestMS != 120000 ||
+		changed.URL != hook.URL+"/…" {
+		t.Errorf("changed from the portal: %+v", changed)
+	}
+	if status, body := u.post(portal+"/alerts/"+mine+"/test", url.Values{"_csrf": {token}}); status != http.StatusOK || !strings.Contains(body, "Sent a test message") {
+		t.Errorf("test after a change that kept the URL: %d %.500s", status, body)
+	}
+	for _, bad := range []struct{ field, value, says string }{
+		{"digest_minutes", "soon", "the digest window is a number of minutes"},
+		{"types", "order.created", "types:"},
+	} {
+		form := url.Values{"_csrf": {token}, "kind": {"slack"}, bad.field: {bad.value}}
+		if status, body := u.post(portal+"/alerts/"+mine+"/edit", form); status != http.StatusOK || !strings.Contains(body, "Not saved: ") ||
+			!strings.Contains(body, bad.says) || !strings.Contains(body, `id="alert-form"`) {
+			t.Errorf("a bad change (%s) from the portal: %d %.800s", bad.field, status, body)
+		}
+	}
+	if status, _ := u.get(portal + "/alerts/" + theirs.ID); status != http.StatusNotFound {
+		t.Errorf("globex's channel's page in acme's portal: %d", status)
+	}
+	if _, body := u.post(portal+"/alerts/"+theirs.ID+"/edit", url.Values{"_csrf": {token}, "kind": {"webhook"}}); strings.Contains(body, "Saved") {
+		t.Errorf("changing globex's channel from acme's portal: %.300s", body)
 	}
 	if status, body := u.post(portal+"/alerts/"+theirs.ID+"/delete", url.Values{"_csrf": {token}}); !strings.Contains(body, "Not deleted") {
 		t.Errorf("deleting globex's channel from acme's portal: %d %.300s", status, body)

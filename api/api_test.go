@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/ops"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/table"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
@@ -88,6 +90,15 @@ func (c *cluster) replica() *replica {
 }
 
 // replicaWith is a replica configured by env (Redis when it names one).
+// loopbackReplica is a replica whose test sends, verification requests
+// and alert channels may reach 127.0.0.1, where the tests' endpoints are.
+func (c *cluster) loopbackReplica() *replica {
+	c.t.Helper()
+	env := maps.Clone(c.env)
+	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
+	return c.replicaWith(env)
+}
+
 func (c *cluster) replicaWith(env map[string]string) *replica {
 	c.t.Helper()
 	cfg, err := LoadConfig(func(k string) string { return env[k] })

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/hookpipe/hookpipe/api/internal/service"
-	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 )
 
@@ -30,9 +28,7 @@ func TestKafkaDestinationThroughTheAPI(t *testing.T) {
 	}
 	t.Cleanup(customer.Close)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 
 	dest := map[string]any{"type": "kafka", "brokers": customer.ListenAddrs(), "topic": "acme-hooks", "sasl": "plain",
 		"username": "hooks", "password": "pw-7f3a9c"}

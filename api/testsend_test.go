@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/hookpipe/hookpipe/api/internal/service"
-	"github.com/hookpipe/hookpipe/runtime/send"
 )
 
 // TestTestSend: test-send posts a signed webhook.test event to the
@@ -37,9 +35,7 @@ func TestTestSend(t *testing.T) {
 	}))
 	t.Cleanup(endpoint.Close)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": endpoint.URL + "/hooks", "event_types": []string{"*"}, "tenant": "acme"}, &sub)
 	verified = sub.Secret
@@ -118,9 +114,7 @@ func TestVerifyOnCreate(t *testing.T) {
 	}))
 	t.Cleanup(echo.Close)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"id": "sub_echo", "url": echo.URL + "/echo",
 		"event_types": []string{"*"}, "verify": true}, nil)
 	before := len(c.records(c.names.Subscriptions()))

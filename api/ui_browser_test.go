@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/api/internal/service"
-	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/browsertest"
 )
@@ -36,9 +34,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Cleanup(endpoint.Close)
 	ctx := browsertest.New(t)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	var theirs service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "globex", "url": endpoint.URL + "/g",
 		"event_types": []string{"*"}}, &theirs)
@@ -168,9 +164,7 @@ func TestEventCatalogInBrowser(t *testing.T) {
 	t.Cleanup(endpoint.Close)
 	ctx := browsertest.New(t)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed", "description": "An order was placed.",
 		"schema": json.RawMessage(shopSchema), "examples": []any{map[string]any{"id": "ord_1", "lines": []any{map[string]any{"sku": "X"}}}}}, nil)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "invoice.paid"}, nil)
@@ -275,9 +269,7 @@ func TestPortalKafkaDestinationInBrowser(t *testing.T) {
 	t.Cleanup(customer.Close)
 	ctx := browsertest.New(t)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	portal := r.srv.URL + r.portalLink("acme")
 	brokers := strings.Join(customer.ListenAddrs(), ",")
 	visible := func(sel string) bool {
@@ -335,5 +327,67 @@ func TestPortalKafkaDestinationInBrowser(t *testing.T) {
 	fs := reader.PollFetches(testkit.Ctx(t, 30*time.Second))
 	if err := fs.Err0(); err != nil || fs.NumRecords() != 1 {
 		t.Fatalf("the customer's topic has %d records (%v), want the test event", fs.NumRecords(), err)
+	}
+}
+
+// TestPortalAlertChannelInBrowser: in a real browser, a tenant adds a
+// Slack channel in the portal, opens it from the list, finds its settings
+// filled in (the URL masked, not in the field), changes its types and
+// window leaving the URL empty, and the list shows the change while a
+// test message still reaches the URL kept. Every page keeps to its
+// Content-Security-Policy, at 360 px wide too.
+func TestPortalAlertChannelInBrowser(t *testing.T) {
+	got := make(chan string, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.URL.Path }))
+	t.Cleanup(hook.Close)
+	ctx := browsertest.New(t)
+	c := newCluster(t)
+	r := c.loopbackReplica()
+	portal := r.srv.URL + r.portalLink("acme")
+
+	browsertest.Do(ctx, t, "adding a Slack channel",
+		chromedp.EmulateViewport(360, 740),
+		chromedp.Navigate(portal+"/alerts"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="url"]`)),
+		chromedp.SetValue(chromedp.CSS(`select[name="kind"]`), "slack"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="url"]`), hook.URL+"/services/T0/B0/s3cret"),
+		chromedp.Submit(chromedp.CSS(`input[name="url"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	)
+	browsertest.Do(ctx, t, "opening it",
+		chromedp.Click(chromedp.CSS(`tbody a[href*="/alerts/ach_"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#alert-form`)),
+	)
+	form := browsertest.Eval[string](ctx, t, `[...document.querySelectorAll('#alert-form select, #alert-form input:not([type=hidden])')].map(e => e.name + "=" + e.value).join(" ")`)
+	if form != "kind=slack url= types= digest_minutes=5" || strings.Contains(browsertest.Text(ctx, t, "main"), "s3cret") ||
+		!strings.Contains(browsertest.Text(ctx, t, "main"), hook.URL+"/…") {
+		t.Fatalf("the channel's form: %q; page %q", form, browsertest.Text(ctx, t, "main"))
+	}
+	browsertest.Screenshot(ctx, t, "portal-alert-channel")
+	browsertest.NoCSPViolations(ctx, t, "the portal's alert channel")
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+	if err != nil || width > 360 {
+		t.Errorf("the alert channel's page is %d px wide at a 360 px viewport (%v)", width, err)
+	}
+	browsertest.Do(ctx, t, "changing its types and window",
+		chromedp.SendKeys(chromedp.CSS(`input[name="types"]`), "webhook.endpoint.disabled"),
+		chromedp.SetValue(chromedp.CSS(`input[name="digest_minutes"]`), "1.5"),
+		chromedp.Click(chromedp.CSS(`#save-alert`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	)
+	if row := browsertest.Text(ctx, t, "tbody tr"); !strings.Contains(row, "webhook.endpoint.disabled") || !strings.Contains(row, "90000 ms") {
+		t.Fatalf("the list after the change: %q", row)
+	}
+	browsertest.Do(ctx, t, "testing it",
+		chromedp.Click(chromedp.CSS(`form[action$="/test"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	)
+	select {
+	case p := <-got:
+		if p != "/services/T0/B0/s3cret" {
+			t.Errorf("the test message went to %s, want the URL kept", p)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no test message; the page says %q", browsertest.Text(ctx, t, "main"))
 	}
 }

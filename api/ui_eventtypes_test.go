@@ -17,7 +17,6 @@ import (
 	"github.com/hookpipe/hookpipe/api/internal/service"
 	"github.com/hookpipe/hookpipe/runtime/catalog"
 	"github.com/hookpipe/hookpipe/runtime/redisstate"
-	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
 )
 
@@ -266,9 +265,7 @@ func TestEndpointFormsOfferTheCatalog(t *testing.T) {
 	}))
 	t.Cleanup(endpoint.Close)
 	c := newCluster(t)
-	env := maps.Clone(c.env)
-	env[send.EnvAllowCIDRs] = "127.0.0.0/8"
-	r := c.replicaWith(env)
+	r := c.loopbackReplica()
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed",
 		"examples": []any{map[string]any{"id": "ord_1"}, map[string]any{"id": "ord_2"}}}, nil)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "invoice.paid", "deprecated": true,

@@ -70,6 +70,21 @@ func (c *AlertChannel) Digest() time.Duration {
 	return time.Duration(c.DigestMS) * time.Millisecond
 }
 
+// SetKind makes c a channel of kind, dropping what that kind has no use
+// for: the URL of a channel made email, the recipients of one made slack
+// or webhook. A change that gives the new kind's settings sets them after.
+func (c *AlertChannel) SetKind(kind string) {
+	if kind == c.Kind {
+		return
+	}
+	c.Kind = kind
+	if kind == AlertEmail {
+		c.URL = ""
+	} else {
+		c.To = nil
+	}
+}
+
 // MaskedURL is the channel's URL as readers show it: the scheme and host
 // only, since an incoming webhook's path is its credential; "" without a
 // URL.

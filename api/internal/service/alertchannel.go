@@ -12,6 +12,17 @@ type AlertChannelBody struct {
 	DigestMS int64    `json:"digest_ms,omitempty" doc:"The digest window in milliseconds (1000 to 86400000): the notices of a window are sent as one message at its end. Absent: 300000 (5 minutes)."`
 }
 
+// AlertChannelFields are the settings a change of an alert channel
+// gives: each one given replaces the channel's, the others stay. A URL,
+// shown masked, need not be given again.
+type AlertChannelFields struct {
+	Kind     *string   `json:"kind,omitempty" enum:"email,slack,webhook" doc:"A new kind drops the settings of the old one it has no use for: the URL of a slack or webhook channel made email, the recipients of an email channel made slack or webhook."`
+	To       *[]string `json:"to,omitempty" maxItems:"20" doc:"The recipients of an email channel (replaces them all)."`
+	URL      *string   `json:"url,omitempty" doc:"Where a slack or webhook channel POSTs; absent: the one it has."`
+	Types    *[]string `json:"types,omitempty" doc:"The operational event types heard of (replaces them); empty: all."`
+	DigestMS *int64    `json:"digest_ms,omitempty" doc:"The digest window in milliseconds (1000 to 86400000)."`
+}
+
 // AlertChannel is an alert channel as the API shows it.
 type AlertChannel struct {
 	ID       string   `json:"id"`

@@ -202,6 +202,7 @@ func (s *Pages) Register(mux *http.ServeMux) {
 			"GET /event-types/{name}":           s.eventTypePage,
 			"GET /alerts":                       s.alertsPage,
 			"POST /alerts":                      s.createAlertChannel,
+			"GET /alerts/{id}":                  s.alertChannelPage,
 			"POST /alerts/{id}/{action}":        s.alertChannelAction,
 		} {
 			method, path, _ := strings.Cut(pattern, " ")

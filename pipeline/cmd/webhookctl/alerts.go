@@ -50,6 +50,51 @@ func alertChannelsAddCmd(fs *flag.FlagSet) runFunc {
 	}
 }
 
+func alertChannelsUpdateCmd(fs *flag.FlagSet) runFunc {
+	kind := fs.String("kind", "", "email, slack or webhook; a new kind drops what it has no use for (a URL, recipients)")
+	to := fs.StringArray("to", nil, "a recipient of an email channel; repeatable, replaces them all")
+	url := fs.String("url", "", "where a slack or webhook channel POSTs")
+	types := fs.StringSlice("types", nil, "operational event types heard of, comma-separated (replaces them; empty: all)")
+	digest := fs.Duration("digest", topics.DefaultDigestWindow, "the digest window")
+	return func(ctx context.Context, c *cli, args []string) error {
+		k, err := c.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		cur, err := k.alertChannel(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		// What is not given stays; with nothing given, the channel is
+		// written again as it is (under the first WEBHOOKS_SECRETS_KEY).
+		ch := *cur
+		if fs.Changed("kind") {
+			ch.SetKind(*kind)
+		}
+		if fs.Changed("to") {
+			ch.To = *to
+		}
+		if fs.Changed("url") {
+			ch.URL = *url
+		}
+		if fs.Changed("types") {
+			ch.Types = *types
+		}
+		if fs.Changed("digest") {
+			ch.DigestMS = digest.Milliseconds()
+		}
+		ch.UpdatedAt = time.Now().UTC()
+		if err := ch.Validate(); err != nil {
+			return usagef("%v", err)
+		}
+		if _, err := k.produce(ctx, &kgo.Record{Topic: k.names.AlertChannels(), Key: []byte(ch.ID), Value: ch.EncodeWith(k.keys)}); err != nil {
+			return err
+		}
+		return c.printAlertChannels([]*topics.AlertChannel{&ch})
+	}
+}
+
 func alertChannelsListCmd(fs *flag.FlagSet) runFunc {
 	tenant := fs.String("tenant", "", "only this tenant's channels")
 	return func(ctx context.Context, c *cli, _ []string) error {

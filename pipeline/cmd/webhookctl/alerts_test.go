@@ -12,7 +12,7 @@ import (
 
 // TestAlertChannels: add writes a channel (a tenant's or the operators'),
 // its URL sealed with WEBHOOKS_SECRETS_KEY; list shows it with its URL masked, bad settings are a usage error naming
-// the field, test sends an email channel's test message through
+// the field, update changes the settings given and keeps the rest, test sends an email channel's test message through
 // WEBHOOKS_SMTP_* (STARTTLS and AUTH), delete removes it.
 func TestAlertChannels(t *testing.T) {
 	h := newHarness(t, true)
@@ -60,6 +60,26 @@ func TestAlertChannels(t *testing.T) {
 		if msg := h.fails(2, append([]string{"alert-channels", "add"}, bad.args...)...); !strings.Contains(msg, bad.says) {
 			t.Errorf("add %v: %q does not name %s", bad.args, msg, bad.says)
 		}
+	}
+
+	// update changes what it is given and keeps the rest: the URL too.
+	var updated []topics.AlertChannel
+	h.json(&updated, "alert-channels", "update", "ach_ops", "--digest", "15m", "--types", topics.NoticeFailing)
+	if len(updated) != 1 || updated[0].Kind != topics.AlertSlack || updated[0].URL != "https://hooks.example.com/…" || updated[0].DigestMS != 900000 ||
+		len(updated[0].Types) != 1 || updated[0].Types[0] != topics.NoticeFailing {
+		t.Fatalf("updated %+v", updated)
+	}
+	h.json(&list, "alert-channels", "list")
+	for _, ch := range list {
+		if ch.ID == "ach_ops" && (ch.URL != "https://hooks.example.com/…" || ch.DigestMS != 900000) {
+			t.Fatalf("listed after the update: %+v", ch)
+		}
+	}
+	if msg := h.fails(2, "alert-channels", "update", "ach_ops", "--kind", "email"); !strings.Contains(msg, "to") {
+		t.Errorf("made email without recipients: %q does not name to", msg)
+	}
+	if msg := h.fails(1, "alert-channels", "update", "ach_none", "--digest", "1m"); !strings.Contains(msg, "alert channel ach_none not found") {
+		t.Errorf("update of no channel: %q", msg)
 	}
 
 	if out := h.ok("alert-channels", "test", "ach_mail"); !strings.Contains(out, "sent a test message") {

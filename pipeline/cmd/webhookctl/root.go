@@ -91,6 +91,8 @@ var commands = []command{
 	{name: "alert-channels add", summary: "add a channel told of operational events in digests: email, slack or webhook", setup: alertChannelsAddCmd,
 		example: "webhookctl alert-channels add --tenant acme --kind email --to ops@acme.example --digest 10m\n" +
 			"webhookctl alert-channels add --kind slack --url https://hooks.slack.com/services/T0/B0/XXXX --types webhook.endpoint.disabled"},
+	{name: "alert-channels update", args: []string{"ID"}, summary: "change the settings given of an alert channel, keeping the others (its URL too)",
+		setup: alertChannelsUpdateCmd, example: "webhookctl alert-channels update ach_0123456789abcdefghij --types webhook.endpoint.disabled --digest 15m"},
 	{name: "alert-channels delete", args: []string{"ID"}, summary: "delete an alert channel (tombstone)", setup: alertChannelsDeleteCmd,
 		example: "webhookctl alert-channels delete ach_0123456789abcdefghij"},
 	{name: "alert-channels test", args: []string{"ID"}, summary: "send a test message to an alert channel (email through WEBHOOKS_SMTP_*)",

@@ -191,10 +191,13 @@ func TestSecretsKeyRequired(t *testing.T) {
 
 // TestSecretsKeyRotation: with the new key first and the old one second,
 // records sealed with the old key still read, and any change reseals them
-// with the new key, after which the old key can go.
+// with the new key (an alert channel's, an update giving nothing), after
+// which the old key can go.
 func TestSecretsKeyRotation(t *testing.T) {
 	h := newHarness(t, true)
 	s := h.create("--id", "sub_k", "--url", "https://a.example/", "--events", "a")
+	const hook = "https://hooks.example.com/services/T0/B0/s3cret"
+	h.ok("alert-channels", "add", "--id", "ach_k", "--kind", "slack", "--url", hook)
 
 	h.env[config.EnvSecretsKey] = otherSecretsKey
 	h.fails(1, "subscriptions", "get", "sub_k") // sealed with a key it does not hold: ignored
@@ -205,6 +208,8 @@ func TestSecretsKeyRotation(t *testing.T) {
 	if v, _ := h.rawSubscription("sub_k")["secret"].(string); !strings.HasPrefix(v, "enc:v1:new:") {
 		t.Errorf("after update, stored secret %q, want sealed with key new", v)
 	}
+
+	h.ok("alert-channels", "update", "ach_k")
 
 	h.env[config.EnvSecretsKey] = "new:" + otherSecretsKey
 	var got topics.Subscription
@@ -220,5 +225,11 @@ func TestSecretsKeyRotation(t *testing.T) {
 	stored, err := topics.DecodeSubscriptionWith(last, k)
 	if err != nil || stored.PreviousSecret != s.Secret || stored.Secret != got.Secret {
 		t.Errorf("after rotation under the new key only: %v; secrets do not match", err)
+	}
+	for _, r := range h.records(h.names.AlertChannels()) {
+		last = r.Value
+	}
+	if ch, err := topics.DecodeAlertChannelWith(last, k); err != nil || ch.URL != hook {
+		t.Errorf("the alert channel rewritten by an update giving nothing, under the new key only: %v, URL kept: %v", err, ch.URL == hook)
 	}
 }
