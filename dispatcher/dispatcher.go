@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -110,6 +111,13 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		log:    log.With(zap.String("transactional_id", cfg.TransactionalID))}
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
 		zap.String("deliveries", cfg.Kafka.Names.Deliveries()), zap.String("group", cfg.Group))
+	mk := &markers{cl: sess.Client(), adm: kadm.NewClient(sess.Client()), txnID: cfg.TransactionalID, group: cfg.Group,
+		log: d.log, mu: &d.txMu, seen: -1, repaired: m.repaired}
+	var repairs sync.WaitGroup
+	mctx, stopMarkers := context.WithCancel(ctx)
+	repairs.Go(func() { mk.run(mctx) })
+	defer repairs.Wait()
+	defer stopMarkers()
 	err = d.run(ctx)
 	d.log.Info("stopping")
 	return err
@@ -156,6 +164,8 @@ type dispatcher struct {
 	dedup   *dedup // nil without Redis
 	filters *filter.Cache
 	tracer  tracing.Tracer
+	// txMu is held through each transaction (see markers).
+	txMu sync.Mutex
 }
 
 // run is the poll loop. Work on a polled batch runs under a context that
@@ -186,7 +196,10 @@ func (d *dispatcher) run(ctx context.Context) error {
 		if !d.catchUp(ctx) {
 			return nil
 		}
-		if err := d.transact(ctx, work, fs); err != nil {
+		d.txMu.Lock()
+		err := d.transact(ctx, work, fs)
+		d.txMu.Unlock()
+		if err != nil {
 			return err
 		}
 	}

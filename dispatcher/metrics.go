@@ -85,6 +85,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 // transaction records how a transaction ended.
+// repaired counts a transaction ended again to write its marker on the
+// group's offsets (markers).
+func (m *metrics) repaired() {
+	if m != nil {
+		m.transactions.WithLabelValues("repaired").Inc()
+	}
+}
+
 func (m *metrics) transaction(committed bool, events, deliveries int, dead dead, filterErrors int, took time.Duration) {
 	if m == nil {
 		return
