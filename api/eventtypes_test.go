@@ -159,6 +159,7 @@ func TestEventTypeFaults(t *testing.T) {
 	url, prefix := redistest.Shared(t)
 	env := maps.Clone(c.env)
 	env[redisstate.EnvURL], env[redisstate.EnvKeyPrefix], env["WEBHOOKS_UNKNOWN_EVENT_TYPES"] = url, prefix, catalog.UnknownWarn
+	env[redisstate.EnvTimeout] = "2s" // the default 100 ms fails open under -race on a loaded machine
 	r := c.replicaWith(env)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.created", "schema": orderSchema, "validation": "enforce"}, nil)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.noted", "schema": orderSchema}, nil)

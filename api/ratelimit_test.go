@@ -81,6 +81,7 @@ func TestBreakerControl(t *testing.T) {
 	c := newCluster(t)
 	env := maps.Clone(c.env)
 	env[redisstate.EnvURL], env[redisstate.EnvKeyPrefix], env["WEBHOOKS_API_RATE_LIMIT"] = url, prefix, "0"
+	env[redisstate.EnvTimeout] = "2s" // the default 100 ms fails open under -race on a loaded machine
 	r := c.replicaWith(env)
 	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"url": "https://a.example/", "event_types": []string{"*"}, "tenant": "acme"}, &sub)

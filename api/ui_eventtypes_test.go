@@ -219,6 +219,7 @@ func TestEventTypeCounts(t *testing.T) {
 	redisURL, prefix := redistest.Shared(t)
 	env := maps.Clone(c.env)
 	env[redisstate.EnvURL], env[redisstate.EnvKeyPrefix], env["WEBHOOKS_UNKNOWN_EVENT_TYPES"] = redisURL, prefix, catalog.UnknownWarn
+	env[redisstate.EnvTimeout] = "2s" // the default 100 ms fails open under -race on a loaded machine
 	r := c.replicaWith(env)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed", "schema": json.RawMessage(shopSchema)}, nil)
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.paid"}, nil)

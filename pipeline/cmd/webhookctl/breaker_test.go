@@ -22,6 +22,7 @@ func TestGetShowsBreaker(t *testing.T) {
 	s := h.create("--id", "sub_br", "--url", "https://hooks.example/in", "--events", "*")
 	h.env[redisstate.EnvURL] = url
 	h.env[redisstate.EnvKeyPrefix] = prefix
+	h.env[redisstate.EnvTimeout] = "2s" // the default 100 ms fails open under -race on a loaded machine
 
 	if out := h.ok("subscriptions", "get", s.ID); !strings.Contains(out, "breaker:") || !strings.Contains(out, "closed") {
 		t.Fatalf("get with no breaker state:\n%s\nwant a closed breaker row", out)
