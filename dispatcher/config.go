@@ -141,6 +141,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
+// txnIDPrefix begins every default transactional id: the dispatcher ends
+// transactions of producers with such ids left open by a broker (ADR 0045).
+const txnIDPrefix = "webhooks-dispatcher-"
+
 // defaultTransactionalID is unique per call: the hostname says where a
 // transaction came from, the random suffix keeps two processes on one host
 // (or one pod restarted quickly) from fencing each other.
@@ -151,5 +155,5 @@ func defaultTransactionalID() string {
 	}
 	b := make([]byte, 4)
 	rand.Read(b) // never returns an error since Go 1.24
-	return "webhooks-dispatcher-" + host + "-" + hex.EncodeToString(b)
+	return txnIDPrefix + host + "-" + hex.EncodeToString(b)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf16"
@@ -16,14 +17,18 @@ import (
 	"go.uber.org/zap"
 )
 
-// markers finds and ends a transaction of this dispatcher that its
+// markers finds and ends a transaction of a dispatcher that its
 // transaction coordinator has completed but whose marker never reached the
 // group's offsets partition (ADR 0045). Apache Kafka 4.4 leaves one so
 // after a broker restart: the group's offsets stay pending, every offset
 // fetch answers UNSTABLE_OFFSET_COMMIT, and the group dispatches nothing
-// until a marker of this producer lands there. Ending an empty transaction
+// until a marker of that producer lands there. Ending an empty transaction
 // of the producer that holds the group's offsets partition writes one,
 // with the outcome the coordinator recorded.
+//
+// It ends transactions of this dispatcher's producer, and of dispatchers
+// gone since (their transactional ids have the default prefix, and no one
+// else ends them: a restarted dispatcher has a new id).
 type markers struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
@@ -31,19 +36,31 @@ type markers struct {
 	group string
 	log   *zap.Logger
 	// mu is held by every transaction of the dispatcher: none begins
-	// while markers ends one.
+	// while markers ends one of its producer.
 	mu *sync.Mutex
-	// seen is the start offset of the transaction of this producer the
-	// last check found open on the group's offsets partition, -1 for none.
-	seen int64
+	// seen holds the transactions open on the group's offsets partition
+	// at the last check, by producer id.
+	seen map[int64]openTxn
 	// repaired counts the transactions ended.
 	repaired func()
 }
 
-// markerCheck is how often markers looks: a transaction found open at two
-// checks in a row, while its coordinator calls it complete, is repaired;
-// a marker on its way takes milliseconds.
-const markerCheck = 10 * time.Second
+// openTxn is a transaction found open on the group's offsets partition.
+type openTxn struct {
+	kadm.DescribedProducer
+	looks int // checks in a row that found it open at the same offset
+}
+
+// markerCheck is how often markers looks: a marker on its way takes
+// milliseconds, so a transaction found open at ownLooks checks in a row
+// while its coordinator calls it complete has lost its marker. Another
+// dispatcher's transaction waits a look more, so that a dispatcher still
+// running ends its own.
+const (
+	markerCheck = 10 * time.Second
+	ownLooks    = 2
+	otherLooks  = 3
+)
 
 // run checks every markerCheck until ctx is done.
 func (m *markers) run(ctx context.Context) {
@@ -63,76 +80,176 @@ func (m *markers) run(ctx context.Context) {
 	}
 }
 
-// check looks once, and repairs a transaction left open twice in a row.
+// check looks once, and ends the transactions left open long enough.
 func (m *markers) check(ctx context.Context) error {
+	part, err := m.offsetsPartition(ctx)
+	if err != nil {
+		return err
+	}
+	open, err := m.openOn(ctx, part)
+	if err != nil {
+		return err
+	}
+	m.seen = track(m.seen, open)
 	pid, epoch, err := m.cl.ProducerID(ctx)
 	if err != nil {
 		return err
 	}
-	start, err := m.openAt(ctx, pid)
-	if err != nil {
-		return err
+	var errs []error
+	for id, o := range m.seen {
+		switch {
+		case id == pid && o.looks >= ownLooks:
+			errs = append(errs, m.endOwn(ctx, part, o, epoch))
+		case id != pid && o.looks >= otherLooks:
+			errs = append(errs, m.endOther(ctx, o))
+		}
 	}
-	if start < 0 || start != m.seen {
-		m.seen = start
-		return nil
+	return errors.Join(errs...)
+}
+
+// track is what seen becomes after a check found open: each transaction
+// open, with the checks in a row that found it open at the same offset.
+func track(seen map[int64]openTxn, open map[int64]kadm.DescribedProducer) map[int64]openTxn {
+	next := make(map[int64]openTxn, len(open))
+	for id, pr := range open {
+		o := openTxn{DescribedProducer: pr, looks: 1}
+		if prev, ok := seen[id]; ok && prev.CurrentTxnStartOffset == pr.CurrentTxnStartOffset {
+			o.looks = prev.looks + 1
+		}
+		next[id] = o
 	}
+	return next
+}
+
+// endOwn ends a transaction of this dispatcher's producer left open on the
+// group's offsets partition, epoch being the producer's now.
+func (m *markers) endOwn(ctx context.Context, part int32, o openTxn, epoch int16) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// Again with no transaction of ours under way: one may have ended
 	// since, with its marker.
-	if start, err = m.openAt(ctx, pid); err != nil || start != m.seen {
-		m.seen = start
-		return err
-	}
-	state, err := m.coordinatorState(ctx)
+	open, err := m.openOn(ctx, part)
 	if err != nil {
 		return err
 	}
-	var commit bool
-	switch state {
-	case "CompleteCommit":
-		commit = true
-	case "CompleteAbort":
-	default:
+	if again, ok := open[o.ProducerID]; !ok || again.CurrentTxnStartOffset != o.CurrentTxnStartOffset {
+		delete(m.seen, o.ProducerID)
+		return nil
+	}
+	d, err := m.describe(ctx, m.txnID)
+	if err != nil {
+		return err
+	}
+	commit, ok := ownOutcome(o.DescribedProducer, d, epoch)
+	if !ok {
 		return nil // the coordinator is still at it
 	}
-	if err := m.end(ctx, pid, epoch, commit); err != nil {
-		return fmt.Errorf("ending the transaction left open on the group's offsets: %w", err)
+	return m.ended(o, d.State, m.end(ctx, m.txnID, o.ProducerID, epoch, commit))
+}
+
+// endOther ends the transaction of another dispatcher's producer left open
+// on the group's offsets partition, when its coordinator holds it
+// complete.
+func (m *markers) endOther(ctx context.Context, o openTxn) error {
+	listed, err := m.adm.ListTransactions(ctx, []int64{o.ProducerID}, nil)
+	if err != nil {
+		return err
 	}
-	m.seen = -1
-	m.repaired()
-	m.log.Warn("a transaction the coordinator completed was still open on the group's offsets partition; wrote its marker again",
-		zap.Int64("producer_id", pid), zap.Int64("open_since_offset", start), zap.String("coordinator_state", state))
+	for id, l := range listed {
+		if l.ProducerID != o.ProducerID || !strings.HasPrefix(id, txnIDPrefix) {
+			continue
+		}
+		d, err := m.describe(ctx, id)
+		if err != nil {
+			return err
+		}
+		commit, ok := outcome(o.DescribedProducer, d)
+		if !ok {
+			continue
+		}
+		err = m.end(ctx, id, o.ProducerID, o.ProducerEpoch, commit)
+		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			m.log.Error("a transaction the coordinator completed is still open on the group's offsets partition, "+
+				"and the dispatcher may not end it (no WRITE on its transactional id): the group's partitions it holds dispatch nothing "+
+				"until an operator ends it with kafka-transactions.sh abort (operations.md)",
+				zap.String("of_transactional_id", id), zap.Int64("producer_id", o.ProducerID),
+				zap.String("partition", fmt.Sprintf("%s-%d", offsetsTopic, o.Partition)), zap.Int64("open_since_offset", o.CurrentTxnStartOffset))
+		}
+		return m.ended(o, d.State, err, zap.String("of_transactional_id", id))
+	}
 	return nil
 }
 
-// openAt is the offset at which a transaction of producer pid opened on
-// the group's offsets partition, -1 when none is open there.
-func (m *markers) openAt(ctx context.Context, pid int64) (int64, error) {
-	part, err := m.offsetsPartition(ctx)
+// ended records a transaction ended by end, which returned err.
+func (m *markers) ended(o openTxn, state string, err error, fields ...zap.Field) error {
 	if err != nil {
-		return -1, err
+		return fmt.Errorf("ending the transaction left open on the group's offsets: %w", err)
 	}
+	delete(m.seen, o.ProducerID)
+	m.repaired()
+	m.log.Warn("a transaction the coordinator completed was still open on the group's offsets partition; wrote its marker again",
+		append(fields, zap.Int64("producer_id", o.ProducerID), zap.Int64("open_since_offset", o.CurrentTxnStartOffset),
+			zap.String("coordinator_state", state))...)
+	return nil
+}
+
+// outcome is how the transaction open on the partition ended, by its
+// coordinator d: ok only when d is the same producer at the same epoch
+// (under the first transaction protocol, which dispatchers use, the epoch
+// of every transaction of a producer) and holds its last transaction
+// complete. A dispatcher's every transaction writes to the group's
+// offsets partition, and the marker of a later one would have closed the
+// one still open there, so that last one is it.
+func outcome(open kadm.DescribedProducer, d kadm.DescribedTransaction) (commit, ok bool) {
+	if d.ProducerID != open.ProducerID || d.ProducerEpoch != open.ProducerEpoch {
+		return false, false
+	}
+	switch d.State {
+	case "CompleteCommit":
+		return true, true
+	case "CompleteAbort":
+		return false, true
+	}
+	return false, false
+}
+
+// ownOutcome is outcome for a transaction of this dispatcher's producer,
+// now at epoch. One opened before the producer was initialized again (a
+// process restarted with the same WEBHOOKS_DISPATCHER_TXN_ID) ended then,
+// and its outcome is not kept: it is aborted, its offsets dropped, its
+// events dispatched again, which loses none.
+func ownOutcome(open kadm.DescribedProducer, d kadm.DescribedTransaction, epoch int16) (commit, ok bool) {
+	if commit, ok = outcome(open, d); ok {
+		return commit, ok
+	}
+	reinitialized := d.ProducerID == open.ProducerID && open.ProducerEpoch < epoch && d.ProducerEpoch == epoch
+	settled := d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort"
+	return false, reinitialized && settled
+}
+
+// openOn describes the transactions open on the group's offsets
+// partition part, by producer id.
+func (m *markers) openOn(ctx context.Context, part int32) (map[int64]kadm.DescribedProducer, error) {
 	set := kadm.TopicsSet{}
 	set.Add(offsetsTopic, part)
 	described, err := m.adm.DescribeProducers(ctx, set)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	p, ok := described[offsetsTopic].Partitions[part]
 	if !ok {
-		return -1, fmt.Errorf("no answer for %s/%d", offsetsTopic, part)
+		return nil, fmt.Errorf("no answer for %s/%d", offsetsTopic, part)
 	}
 	if p.Err != nil {
-		return -1, p.Err
+		return nil, p.Err
 	}
-	for _, pr := range p.ActiveProducers.Sorted() {
-		if pr.ProducerID == pid && pr.CurrentTxnStartOffset >= 0 {
-			return pr.CurrentTxnStartOffset, nil
+	open := map[int64]kadm.DescribedProducer{}
+	for _, pr := range p.ActiveProducers {
+		if pr.CurrentTxnStartOffset >= 0 {
+			open[pr.ProducerID] = pr
 		}
 	}
-	return -1, nil
+	return open, nil
 }
 
 // offsetsTopic holds the consumer groups' offsets.
@@ -167,28 +284,28 @@ func groupPartition(group string, n int) int32 {
 	return h % int32(n)
 }
 
-// coordinatorState is the state the transaction coordinator holds for this
-// dispatcher's transactional id.
-func (m *markers) coordinatorState(ctx context.Context) (string, error) {
-	described, err := m.adm.DescribeTransactions(ctx, m.txnID)
+// describe is what the transaction coordinator holds for the
+// transactional id.
+func (m *markers) describe(ctx context.Context, txnID string) (kadm.DescribedTransaction, error) {
+	described, err := m.adm.DescribeTransactions(ctx, txnID)
 	if err != nil {
-		return "", err
+		return kadm.DescribedTransaction{}, err
 	}
-	d, ok := described[m.txnID]
+	d, ok := described[txnID]
 	if !ok {
-		return "", errors.New("the transaction coordinator did not describe it")
+		return kadm.DescribedTransaction{}, errors.New("the transaction coordinator did not describe it")
 	}
-	return d.State, d.Err
+	return d, d.Err
 }
 
 // end adds the group's offsets partition to a transaction of the producer
-// and ends that transaction as commit says: the coordinator writes a
+// (txnID, pid, epoch) and ends that transaction as commit says: the coordinator writes a
 // marker there, which settles the offsets left pending. A coordinator
 // still busy with the producer (CONCURRENT_TRANSACTIONS) is asked again
 // until ctx is done.
-func (m *markers) end(ctx context.Context, pid int64, epoch int16, commit bool) error {
+func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16, commit bool) error {
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = m.txnID, pid, epoch, m.group
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, m.group
 	if err := retryBusy(ctx, func() (int16, error) {
 		resp, err := add.RequestWith(ctx, m.cl)
 		if err != nil {
@@ -199,7 +316,7 @@ func (m *markers) end(ctx context.Context, pid int64, epoch int16, commit bool) 
 		return fmt.Errorf("add offsets: %w", err)
 	}
 	end := kmsg.NewPtrEndTxnRequest()
-	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = m.txnID, pid, epoch, commit
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, commit
 	return retryBusy(ctx, func() (int16, error) {
 		resp, err := end.RequestWith(ctx, m.cl)
 		if err != nil {

@@ -61,7 +61,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	repaired := 0
-	m := &markers{cl: cl, adm: adm, txnID: txnID, group: group, log: testkit.Logger(t), mu: &sync.Mutex{}, seen: -1,
+	m := &markers{cl: cl, adm: adm, txnID: txnID, group: group, log: testkit.Logger(t), mu: &sync.Mutex{},
 		repaired: func() { repaired++ }}
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
@@ -92,46 +92,24 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 
 	for i, commit := range []bool{false, true} {
 		offset := int64(10 + i)
-		add := kmsg.NewPtrAddOffsetsToTxnRequest()
-		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
-		if err := retryBusy(ctx, func() (int16, error) {
-			resp, err := add.RequestWith(ctx, cl)
-			if err != nil {
-				return 0, err
-			}
-			return resp.ErrorCode, nil
-		}); err != nil {
-			t.Fatalf("add offsets: %v", err)
-		}
-		tc := kmsg.NewPtrTxnOffsetCommitRequest()
-		tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = txnID, group, pid, epoch, -1
-		ct := kmsg.NewTxnOffsetCommitRequestTopic()
-		ct.Topic = topic
-		cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		cp.Partition, cp.Offset, cp.LeaderEpoch = 0, offset, -1
-		ct.Partitions = append(ct.Partitions, cp)
-		tc.Topics = append(tc.Topics, ct)
-		if resp, err := tc.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Fatalf("transactional offset commit: %v %+v", err, resp)
-		}
+		holdOffsets(t, cl, txnID, pid, epoch, group, topic, offset)
 		if _, err := fetch(); !errors.Is(err, kerr.UnstableOffsetCommit) {
 			t.Fatalf("a stable fetch during the transaction: %v, want UNSTABLE_OFFSET_COMMIT", err)
 		}
-		start, err := m.openAt(ctx, pid)
-		if err != nil || start < 0 {
-			t.Fatalf("the open transaction not found on the group's partition: %d %v", start, err)
+		if open := openAt(t, m, pid); open.ProducerEpoch != epoch {
+			t.Fatalf("the open transaction found on the group's partition at epoch %d, want %d", open.ProducerEpoch, epoch)
 		}
 		// Under way for its coordinator: looked at twice, left alone.
-		for range 2 {
+		for range ownLooks {
 			if err := m.check(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if state, err := m.coordinatorState(ctx); err != nil || state != "Ongoing" || repaired != 0 {
-			t.Fatalf("coordinator state %q (%v), %d repaired: want Ongoing and none", state, err, repaired)
+		if d, err := m.describe(ctx, txnID); err != nil || d.State != "Ongoing" || repaired != 0 {
+			t.Fatalf("coordinator state %q (%v), %d repaired: want Ongoing and none", d.State, err, repaired)
 		}
 
-		if err := m.end(ctx, pid, epoch, commit); err != nil {
+		if err := m.end(ctx, txnID, pid, epoch, commit); err != nil {
 			t.Fatal(err)
 		}
 		want := int64(-1) // dropped with the abort: nothing committed yet
@@ -142,8 +120,149 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 			got, err := fetch()
 			return err == nil && got == want
 		})
-		if start, err := m.openAt(ctx, pid); err != nil || start >= 0 {
-			t.Fatalf("still open on the group's partition after the marker: %d %v", start, err)
+		if open, err := m.openOn(ctx, offsetsPart(t, m)); err != nil || open[pid].CurrentTxnStartOffset >= 0 && open[pid].ProducerID == pid {
+			t.Fatalf("still open on the group's partition after the marker: %+v %v", open[pid], err)
+		}
+	}
+
+	// Another dispatcher's transaction holding the group's offsets, under
+	// way for its coordinator: found by its producer, left alone at every
+	// look, then ended as that producer.
+	otherID := txnIDPrefix + ns + "gone"
+	other, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(otherID), kafka.TransactionsV1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	opid, oepoch, err := other.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdOffsets(t, other, otherID, opid, oepoch, group, topic, 20)
+	if _, err := fetch(); !errors.Is(err, kerr.UnstableOffsetCommit) {
+		t.Fatalf("a stable fetch during the other's transaction: %v, want UNSTABLE_OFFSET_COMMIT", err)
+	}
+	openAt(t, m, opid)
+	for range otherLooks + 1 {
+		if err := m.check(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.seen[opid].looks; got != otherLooks+1 || repaired != 0 {
+		t.Fatalf("the other's transaction at %d looks, %d repaired: want %d and none", got, repaired, otherLooks+1)
+	}
+	listed, err := adm.ListTransactions(ctx, []int64{opid}, nil)
+	if err != nil || listed[otherID].State != "Ongoing" {
+		t.Fatalf("the other's transaction listed by its producer: %+v %v", listed, err)
+	}
+	if err := m.end(ctx, otherID, opid, oepoch, false); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, time.Minute, "the group's offsets settled by the other's marker", func() bool {
+		got, err := fetch()
+		return err == nil && got == 11
+	})
+}
+
+// holdOffsets has producer pid (of txnID, at epoch) commit offset for
+// the topic's partition 0 in group, in a transaction it leaves open.
+func holdOffsets(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch int16, group, topic string, offset int64) {
+	t.Helper()
+	ctx := testkit.Ctx(t, time.Minute)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
+	if err := retryBusy(ctx, func() (int16, error) {
+		resp, err := add.RequestWith(ctx, cl)
+		if err != nil {
+			return 0, err
+		}
+		return resp.ErrorCode, nil
+	}); err != nil {
+		t.Fatalf("add offsets: %v", err)
+	}
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = txnID, group, pid, epoch, -1
+	ct := kmsg.NewTxnOffsetCommitRequestTopic()
+	ct.Topic = topic
+	cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	cp.Partition, cp.Offset, cp.LeaderEpoch = 0, offset, -1
+	ct.Partitions = append(ct.Partitions, cp)
+	tc.Topics = append(tc.Topics, ct)
+	if resp, err := tc.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("transactional offset commit: %v %+v", err, resp)
+	}
+}
+
+// offsetsPart is the group's partition of __consumer_offsets.
+func offsetsPart(t *testing.T, m *markers) int32 {
+	t.Helper()
+	part, err := m.offsetsPartition(testkit.Ctx(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return part
+}
+
+// openAt is the transaction of producer pid open on the group's offsets
+// partition, failing t when there is none.
+func openAt(t *testing.T, m *markers, pid int64) kadm.DescribedProducer {
+	t.Helper()
+	open, err := m.openOn(testkit.Ctx(t, time.Minute), offsetsPart(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, ok := open[pid]
+	if !ok {
+		t.Fatalf("no transaction of producer %d open on the group's partition: %+v", pid, open)
+	}
+	return pr
+}
+
+// TestMarkerDecisions: a transaction found open on the group's offsets
+// partition is counted at each look in a row that finds it at the same
+// offset, and ended only with the outcome its coordinator holds for that
+// producer and epoch; one of this dispatcher's producer opened before the
+// producer was initialized again is aborted once its coordinator has
+// settled.
+func TestMarkerDecisions(t *testing.T) {
+	open := func(pid, start int64) map[int64]kadm.DescribedProducer {
+		return map[int64]kadm.DescribedProducer{pid: {ProducerID: pid, CurrentTxnStartOffset: start}}
+	}
+	seen := track(nil, open(7, 100))
+	seen = track(seen, open(7, 100))
+	if seen[7].looks != 2 {
+		t.Fatalf("open at the same offset twice: %d looks, want 2", seen[7].looks)
+	}
+	if seen = track(seen, open(7, 140)); seen[7].looks != 1 {
+		t.Fatalf("open at another offset: %d looks, want 1 (a new transaction)", seen[7].looks)
+	}
+	if seen = track(seen, open(8, 140)); len(seen) != 1 || seen[8].looks != 1 {
+		t.Fatalf("a producer no longer open is forgotten: %+v", seen)
+	}
+
+	at := kadm.DescribedProducer{ProducerID: 7, ProducerEpoch: 3, CurrentTxnStartOffset: 100}
+	for _, c := range []struct {
+		name          string
+		d             kadm.DescribedTransaction
+		epoch         int16 // of this dispatcher's producer now
+		commit, ok    bool
+		own, ownCommt bool
+	}{
+		{"aborted", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "CompleteAbort"}, 3, false, true, true, false},
+		{"committed", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "CompleteCommit"}, 3, true, true, true, true},
+		{"under way", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "Ongoing"}, 3, false, false, false, false},
+		{"being committed", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "PrepareCommit"}, 3, false, false, false, false},
+		{"another producer now", kadm.DescribedTransaction{ProducerID: 9, ProducerEpoch: 3, State: "CompleteCommit"}, 3, false, false, false, false},
+		{"initialized again", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "Empty"}, 4, false, false, true, false},
+		{"initialized again, committed since", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "CompleteCommit"}, 4, false, false, true, false},
+		{"initialized again, under way", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "Ongoing"}, 4, false, false, false, false},
+		{"initialized again by another process", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 5, State: "Empty"}, 4, false, false, false, false},
+	} {
+		if commit, ok := outcome(at, c.d); commit != c.commit || ok != c.ok {
+			t.Errorf("%s: outcome = %v, %v; want %v, %v", c.name, commit, ok, c.commit, c.ok)
+		}
+		if commit, ok := ownOutcome(at, c.d, c.epoch); commit != c.ownCommt || ok != c.own {
+			t.Errorf("%s: ownOutcome = %v, %v; want %v, %v", c.name, commit, ok, c.ownCommt, c.own)
 		}
 	}
 }
