@@ -21,7 +21,7 @@ func TestReferencePageInBrowser(t *testing.T) {
 	if _, err := assets.Open(swaggerUI + "/swagger-ui-bundle.js"); err != nil {
 		testkit.NeedService(t, "the API was built without its assets (make assets)")
 	}
-	ctx := browsertest.New(t)
+	ctx := browsertest.New(t, "assets/dist")
 	s := New(Options{Registerer: ops.NewRegistry(), Log: testkit.Logger(t)})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

@@ -32,7 +32,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		_, _ = w.Write([]byte(`{"received":true}`))
 	}))
 	t.Cleanup(endpoint.Close)
-	ctx := browsertest.New(t)
+	ctx := browsertest.New(t, "assets/dist")
 	c := newCluster(t)
 	r := c.loopbackReplica()
 	var theirs service.Subscription
@@ -162,7 +162,7 @@ func TestEventCatalogInBrowser(t *testing.T) {
 		got <- string(b)
 	}))
 	t.Cleanup(endpoint.Close)
-	ctx := browsertest.New(t)
+	ctx := browsertest.New(t, "assets/dist")
 	c := newCluster(t)
 	r := c.loopbackReplica()
 	r.must(http.StatusCreated, "POST", "/v1/event-types", adminKey, map[string]any{"name": "order.placed", "description": "An order was placed.",
@@ -267,7 +267,7 @@ func TestPortalKafkaDestinationInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(customer.Close)
-	ctx := browsertest.New(t)
+	ctx := browsertest.New(t, "assets/dist")
 	c := newCluster(t)
 	r := c.loopbackReplica()
 	portal := r.srv.URL + r.portalLink("acme")
@@ -340,7 +340,7 @@ func TestPortalAlertChannelInBrowser(t *testing.T) {
 	got := make(chan string, 4)
 	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.URL.Path }))
 	t.Cleanup(hook.Close)
-	ctx := browsertest.New(t)
+	ctx := browsertest.New(t, "assets/dist")
 	c := newCluster(t)
 	r := c.loopbackReplica()
 	portal := r.srv.URL + r.portalLink("acme")

@@ -17,7 +17,7 @@ import (
 // path the script chose), then saves it, and the script is the
 // subscription's. The page keeps to its Content-Security-Policy.
 func TestPortalTransformationInBrowser(t *testing.T) {
-	ctx := browsertest.New(t)
+	ctx := browsertest.New(t, "assets/dist")
 	r := newCluster(t).replica()
 	var sub service.Subscription
 	r.must(http.StatusCreated, "POST", "/v1/subscriptions", adminKey, map[string]any{"tenant": "acme", "url": "https://hooks.acme.example/in",

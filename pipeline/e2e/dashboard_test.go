@@ -77,7 +77,7 @@ func TestDashboardOverPipeline(t *testing.T) {
 		return dead > 0
 	})
 
-	ctx := browsertest.New(t)
+	ctx := browsertest.New(t, "../../api/assets/dist")
 	browsertest.Do(ctx, t, "signing in",
 		chromedp.Navigate(base+"/ui/login"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name="key"]`)),

@@ -22,12 +22,18 @@ import (
 // New starts a headless Chromium for tb's lifetime (90 s at most) and
 // returns its context, every page it opens recording what its
 // Content-Security-Policy refused (see NoCSPViolations). Without chromium
-// on PATH, tb is skipped, or failed under make test.
-func New(tb testing.TB) context.Context {
+// on PATH, tb is skipped, or failed under make test. assets is the
+// directory of the front-end assets the pages embed (api/assets/dist);
+// without them (never built: `make assets`) tb fails at once, where the
+// pages would load without their scripts and a wait time out.
+func New(tb testing.TB, assets string) context.Context {
 	tb.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		testkit.NeedService(tb, "no chromium on PATH (make deps installs it)")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "htmx.org")); err != nil {
+		tb.Fatalf("the pages' front-end assets are not built (%v): run `make assets` (make test does), then test again", err)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(tb.TempDir()))
