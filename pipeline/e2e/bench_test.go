@@ -1,18 +1,22 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,4 +224,89 @@ func percentiles(ls []time.Duration) (p50, p99 time.Duration) {
 	}
 	ls = slices.Sorted(slices.Values(ls))
 	return ls[len(ls)*50/100], ls[len(ls)*99/100]
+}
+
+// floorLimit is the least an HTTP/1.1 request costs a client here: a
+// minimal one (no HTTP library; every request signed and rendered before
+// the clock starts, written whole, its answer read up to the blank line
+// that ends its head) posts n requests to r over conc kept-alive
+// connections. It returns requests per second and this process's CPU per
+// request. r must answer without a body, as the receiver process does.
+func floorLimit(b *testing.B, r endpoint, subs []topics.Subscription, data string, n, conc int) (float64, time.Duration) {
+	b.Helper()
+	reqs := make([][]byte, n)
+	var host string
+	for i := range reqs {
+		s := subs[i%len(subs)]
+		wh, err := standardwebhooks.NewWebhook(s.Secret)
+		if err != nil {
+			b.Fatal(err)
+		}
+		u, err := url.Parse(r.url(s.ID))
+		if err != nil || u.Scheme != "http" {
+			b.Fatalf("floor client: %q is not an http URL (%v)", r.url(s.ID), err)
+		}
+		host = u.Host
+		id, now := fmt.Sprintf("floor_%d", i), time.Now()
+		body := `{"id":"` + id + `","type":"bench.raw","timestamp":"` + now.UTC().Format(time.RFC3339Nano) + `","data":` + data + `}`
+		sig, _ := wh.Sign(id, now, []byte(body))
+		reqs[i] = fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nwebhook-id: %s\r\n"+
+			"webhook-timestamp: %d\r\nwebhook-signature: %s\r\nContent-Length: %d\r\n\r\n%s",
+			u.RequestURI(), u.Host, id, now.Unix(), sig, len(body), body)
+	}
+	conns := make([]net.Conn, conc)
+	for i := range conns {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	var next, failed atomic.Int64
+	base := r.count()
+	cpu, start := processCPU(b), time.Now()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			br := bufio.NewReader(c)
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if _, err := c.Write(reqs[i]); err != nil {
+					failed.Add(1)
+					return
+				}
+				status, err := br.ReadSlice('\n')
+				if err != nil || !bytes.HasPrefix(status, []byte("HTTP/1.1 2")) {
+					failed.Add(1)
+					return
+				}
+				for {
+					line, err := br.ReadSlice('\n')
+					if err != nil {
+						failed.Add(1)
+						return
+					}
+					if len(line) <= 2 {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed, used := time.Since(start), processCPU(b)-cpu
+	if failed.Load() > 0 || r.count()-base != n {
+		b.Fatalf("floor client: %d connections failed, %d received of %d", failed.Load(), r.count()-base, n)
+	}
+	return float64(n) / elapsed.Seconds(), used / time.Duration(n)
+}
+
+// processCPU is the CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -47,9 +47,11 @@ const (
 // (subscription_busy); p50 and p99 publish-to-receipt at half the
 // four-subscription rate; that p99 while 20,000 due retries of five other
 // subscriptions are released at once, against the same run without them,
-// each split at the dispatcher's write and the attempt's start; and each
+// each split at the dispatcher's write and the attempt's start; each
 // process's CPU per delivery in the bursts, and per request of the raw
-// limits measured before them.
+// limits measured before them; and the floor: what a request costs a
+// minimal HTTP/1.1 client (floorLimit), the least a delivery's request
+// can cost the deliverer.
 func BenchmarkDeployed(b *testing.B) {
 	bin := binaries(b)
 	redis := redistest.Start(b)
@@ -219,6 +221,8 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	burst := func(prefix string, ev func(int) topics.Event) (rate, raw float64, rawCPU, cpu []time.Duration) {
 		return burstTo(r, four, prefix, ev)
 	}
+	// The least a request costs a client here, for the CPU rows.
+	floorRate, floorCPU := floorLimit(b, r, four, data, depBurst, 64)
 	oneRate, oneRaw, oneRawCPU, oneCPU := burst("one", toOne)
 	spilled := spills(b, e, "one", 100+depBurst)
 	fourRate, fourRaw, fourRawCPU, fourCPU := burst("four-", toFour)
@@ -299,6 +303,8 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	row("  the pipeline (all but the receiver and this process; target <= 40µs)", fmt.Sprintf("%v / %v",
 		pipeline[0].Round(time.Microsecond), pipeline[1].Round(time.Microsecond)))
 	row("Redis commands per delivery in the bursts (one / four subscriptions)", fmt.Sprintf("%.2f / %.2f", redisPerDelivery[0], redisPerDelivery[1]))
+	row("floor: a minimal HTTP/1.1 client, 64 connections (req/s)", fmt.Sprintf("%.0f", floorRate))
+	row("  its CPU per request (the least a delivery's request costs)", floorCPU.Round(time.Microsecond).String())
 	row("CPU per request of the raw limits before them", "")
 	for i, p := range procs {
 		row("  "+p.name, cpuCell(p, oneRawCPU[i], fourRawCPU[i]))
@@ -315,6 +321,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	metrics = append(metrics, metric{float64(p99.Microseconds()) / 1000, "p99-ms"})
 	metrics = append(metrics, metric{float64(p99Storm) / float64(p99), "storm-p99-ratio"})
 	metrics = append(metrics, metric{float64(pipeline[1].Nanoseconds()) / 1000, "pipeline-cpu-us"})
+	metrics = append(metrics, metric{float64(floorCPU.Nanoseconds()) / 1000, "floor-cpu-us"})
 	e.close()
 	return table, metrics
 }
