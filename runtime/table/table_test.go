@@ -22,8 +22,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// catchUpTimeout bounds every WaitCaughtUp that is expected to succeed.
-const catchUpTimeout = 5 * time.Second
+// catchUpTimeout bounds every WaitCaughtUp that is expected to succeed:
+// only a failure takes it all (5 s was once too short in CI, under -race
+// beside the other packages' tests).
+const catchUpTimeout = 30 * time.Second
 
 // tableEnv is a kfake cluster with a compacted subscriptions topic and a
 // producer on it.
