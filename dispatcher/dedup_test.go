@@ -175,7 +175,7 @@ func testDedupWindowExpires(t *testing.T, rc redisstate.Config) {
 	if !d.duplicates(context.Background(), polledBatch(fs))[r] {
 		t.Fatal("second use within the window is not a duplicate")
 	}
-	wait(t, 5*time.Second, func() bool {
+	wait(t, 30*time.Second, func() bool {
 		fs, r := batch(3, "c")
 		return !d.duplicates(context.Background(), polledBatch(fs))[r]
 	})

@@ -633,7 +633,7 @@ func TestTableWaitCaughtUpAfterTransactionalWrite(t *testing.T) {
 	tbl := e.startTable(t)
 	s := sub(t, "sub_tx", "*")
 	e.putInTransaction(t, s, kgo.TryCommit)
-	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	waitCtx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
 	defer cancel()
 	if err := tbl.WaitCaughtUp(waitCtx); err != nil {
 		t.Fatalf("WaitCaughtUp after a committed transactional write: %v", err)
@@ -706,7 +706,7 @@ func TestTableOpenTransaction(t *testing.T) {
 	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: e.topic, Key: []byte(open.ID), Value: subValue(t, open)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	waitCtx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
 	defer cancel()
 	if err := tbl.WaitCaughtUp(waitCtx); err != nil {
 		t.Fatalf("WaitCaughtUp with an open transaction on the topic: %v", err)
