@@ -91,7 +91,7 @@ func (m *markers) check(ctx context.Context) error {
 		return err
 	}
 	m.seen = track(m.seen, open)
-	pid, epoch, err := m.cl.ProducerID(ctx)
+	pid, _, err := m.producer(ctx)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (m *markers) check(ctx context.Context) error {
 	for id, o := range m.seen {
 		switch {
 		case id == pid && o.looks >= ownLooks:
-			errs = append(errs, m.endOwn(ctx, part, o, epoch))
+			errs = append(errs, m.endOwn(ctx, part, o))
 		case id != pid && o.looks >= otherLooks:
 			errs = append(errs, m.endOther(ctx, o))
 		}
@@ -121,13 +121,27 @@ func track(seen map[int64]openTxn, open map[int64]kadm.DescribedProducer) map[in
 	return next
 }
 
-// endOwn ends a transaction of this dispatcher's producer left open on the
-// group's offsets partition, epoch being the producer's now.
-func (m *markers) endOwn(ctx context.Context, part int32, o openTxn, epoch int16) error {
+// producer is this dispatcher's producer id and epoch, read with no
+// transaction of its own under way: reading them may initialize the
+// producer, which must not happen in the middle of one.
+func (m *markers) producer(ctx context.Context) (int64, int16, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// Again with no transaction of ours under way: one may have ended
-	// since, with its marker.
+	return m.cl.ProducerID(ctx)
+}
+
+// endOwn ends a transaction of this dispatcher's producer left open on the
+// group's offsets partition.
+func (m *markers) endOwn(ctx context.Context, part int32, o openTxn) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The producer's epoch now, and the partition again, with no
+	// transaction of ours under way: one may have ended since, with its
+	// marker, or initialized the producer again.
+	pid, epoch, err := m.cl.ProducerID(ctx)
+	if err != nil || pid != o.ProducerID {
+		return err
+	}
 	open, err := m.openOn(ctx, part)
 	if err != nil {
 		return err
