@@ -101,7 +101,7 @@ func (m *markers) check(ctx context.Context) error {
 		case id == pid && o.looks >= ownLooks:
 			errs = append(errs, m.endOwn(ctx, part, o))
 		case id != pid && o.looks >= otherLooks:
-			errs = append(errs, m.endOther(ctx, o))
+			errs = append(errs, m.endOther(ctx, part, o))
 		}
 	}
 	return errors.Join(errs...)
@@ -142,14 +142,6 @@ func (m *markers) endOwn(ctx context.Context, part int32, o openTxn) error {
 	if err != nil || pid != o.ProducerID {
 		return err
 	}
-	open, err := m.openOn(ctx, part)
-	if err != nil {
-		return err
-	}
-	if again, ok := open[o.ProducerID]; !ok || again.CurrentTxnStartOffset != o.CurrentTxnStartOffset {
-		delete(m.seen, o.ProducerID)
-		return nil
-	}
 	d, err := m.describe(ctx, m.txnID)
 	if err != nil {
 		return err
@@ -158,13 +150,33 @@ func (m *markers) endOwn(ctx context.Context, part int32, o openTxn) error {
 	if !ok {
 		return nil // the coordinator is still at it
 	}
+	if still, err := m.stillOpen(ctx, part, o); !still || err != nil {
+		return err
+	}
 	return m.ended(o, d.State, m.end(ctx, m.txnID, o.ProducerID, epoch, commit))
+}
+
+// stillOpen looks at the partition again after the coordinator was
+// described: a coordinator holds a transaction complete only once its
+// markers are written, so the transaction still open at the same offset
+// after that has lost its marker, where one open before it may only have
+// had its marker on the way. Closed since, it is no longer tracked.
+func (m *markers) stillOpen(ctx context.Context, part int32, o openTxn) (bool, error) {
+	open, err := m.openOn(ctx, part)
+	if err != nil {
+		return false, err
+	}
+	if again, ok := open[o.ProducerID]; !ok || again.CurrentTxnStartOffset != o.CurrentTxnStartOffset {
+		delete(m.seen, o.ProducerID)
+		return false, nil
+	}
+	return true, nil
 }
 
 // endOther ends the transaction of another dispatcher's producer left open
 // on the group's offsets partition, when its coordinator holds it
 // complete.
-func (m *markers) endOther(ctx context.Context, o openTxn) error {
+func (m *markers) endOther(ctx context.Context, part int32, o openTxn) error {
 	listed, err := m.adm.ListTransactions(ctx, []int64{o.ProducerID}, nil)
 	if err != nil {
 		return err
@@ -180,6 +192,9 @@ func (m *markers) endOther(ctx context.Context, o openTxn) error {
 		commit, ok := outcome(o.DescribedProducer, d)
 		if !ok {
 			continue
+		}
+		if still, err := m.stillOpen(ctx, part, o); !still || err != nil {
+			return err
 		}
 		err = m.end(ctx, id, o.ProducerID, o.ProducerEpoch, commit)
 		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {

@@ -110,7 +110,7 @@ func recordedFirst(t *testing.T) (*harness, *testkit.Running, []topics.Attempt) 
 func (h *harness) takeOver(t *testing.T, n int, prefix string, before int) (addr string, more []topics.Attempt) {
 	t.Helper()
 	cfg := h.config()
-	cfg.HTTPAddr = freeAddr(t)
+	cfg.HTTPAddr = testkit.FreeAddr(t)
 	h.start(cfg)
 	more = attempts(n, prefix)
 	h.produce(more...)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -256,7 +255,7 @@ func TestClickHouseOutage(t *testing.T) {
 	p := newProxy(t, h.env[schema.EnvClickHouseAddr])
 	h.env[schema.EnvClickHouseAddr] = p.addr()
 	h.env["WEBHOOKS_RECORDER_BATCH_ROWS"] = "20"
-	h.env[config.EnvHTTPAddr] = freeAddr(t)
+	h.env[config.EnvHTTPAddr] = testkit.FreeAddr(t)
 	cfg := h.config()
 	var o observed
 	cfg.observe = o.hook
@@ -582,17 +581,6 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%s=%q accepted", kv[0], kv[1])
 		}
 	}
-}
-
-// freeAddr returns a 127.0.0.1 address with a port free right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // httpGet returns the status and body, or status 0 when nothing answers.

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func newClickHouseServer(t *testing.T) *clickHouseServer {
 			testkit.NeedService(t, "clickhouse-server is not installed")
 		}
 	}
-	s := &clickHouseServer{t: t, tcp: freePort(t), http: freePort(t), dir: t.TempDir()}
+	s := &clickHouseServer{t: t, tcp: strconv.Itoa(testkit.FreePort(t)), http: strconv.Itoa(testkit.FreePort(t)), dir: t.TempDir()}
 	s.script("start", "clickhouse", s.tcp, s.http, s.dir)
 	t.Cleanup(s.stop)
 	return s
@@ -46,15 +47,6 @@ func (s *clickHouseServer) script(args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		s.t.Fatalf("services.sh %v: %v\n%s", args, err, out)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	_, port, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
 }
 
 // TestClickHouseServerRestarted stops the real server mid-run and starts

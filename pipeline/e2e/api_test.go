@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/hookpipe/hookpipe/api"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -22,12 +22,7 @@ const apiAdminKey = "hpk_e2e-admin-key-0123456789abcdefghijklmnopqrs"
 // its base URL once it answers.
 func (e *env) startAPI() string {
 	e.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(e.t)
 	e.vars["WEBHOOKS_API_ADDR"], e.vars["WEBHOOKS_API_ADMIN_KEY"] = addr, apiAdminKey
 	cfg, err := api.LoadConfig(e.getenv)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,21 +40,7 @@ type ownKafka struct {
 func startOwnKafka(t testing.TB) *ownKafka {
 	t.Helper()
 	// Three ports in a row (PLAINTEXT, SASL_SSL, controller), free now.
-	var port int
-	for try := 0; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port+2 <= 65535 && free(port+1) && free(port+2) {
-			break
-		}
-		if try == 20 {
-			t.Fatal("no three free ports in a row")
-		}
-	}
+	port := testkit.FreePorts(t, 3)
 	k := &ownKafka{t: t, port: port, dir: t.TempDir()}
 	k.run("start", "kafka", strconv.Itoa(port), k.dir)
 	t.Cleanup(func() {
@@ -66,15 +51,6 @@ func startOwnKafka(t testing.TB) *ownKafka {
 		}
 	})
 	return k
-}
-
-func free(port int) bool {
-	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }
 
 func (k *ownKafka) brokers() []string { return []string{"127.0.0.1:" + strconv.Itoa(k.port)} }

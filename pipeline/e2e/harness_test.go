@@ -203,14 +203,9 @@ func newEnvBrokerProcess(t testing.TB) (*env, *stack.Process) {
 // prints the log's end.
 func startSelf(t testing.TB, name, envVar string, env ...string) (p *stack.Process, addr string, stop func()) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	p, err = stack.Start(name, os.Args[0], nil, append(append(os.Environ(), envVar+"="+port), env...), t.TempDir())
+	port := testkit.FreePort(t)
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p, err := stack.Start(name, os.Args[0], nil, append(append(os.Environ(), envVar+"="+strconv.Itoa(port)), env...), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,13 @@
 package e2e
 
 import (
+	"github.com/hookpipe/hookpipe/runtime/testkit"
+
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -32,12 +33,7 @@ func BenchmarkIngest(b *testing.B) {
 	)
 	for b.Loop() {
 		e := newEnv(b)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := testkit.FreeAddr(b)
 		e.vars["WEBHOOKS_API_ADDR"], e.vars["WEBHOOKS_API_ADMIN_KEY"], e.vars["WEBHOOKS_API_RATE_LIMIT"] = addr, apiAdminKey, "0"
 		e.startProc(filepath.Join(binaries(b), "api"), "api")
 		base := "http://" + addr

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,19 +15,9 @@ import (
 	"github.com/hookpipe/hookpipe/dispatcher"
 	"github.com/hookpipe/hookpipe/retrier"
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
-
-// freeAddr returns a 127.0.0.1 address with a port free right now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // getenvWith is the env's getenv with WEBHOOKS_HTTP_ADDR set to addr.
 func (e *env) getenvWith(addr string) func(string) string {
@@ -85,7 +74,7 @@ func scrape(t testing.TB, addr string) (map[string]float64, string) {
 func (e *env) startServing() (addrs map[string]string, stopDeliverer func()) {
 	t := e.t
 	t.Helper()
-	addrs = map[string]string{"dispatcher": freeAddr(t), "deliverer": freeAddr(t), "retrier": freeAddr(t)}
+	addrs = map[string]string{"dispatcher": testkit.FreeAddr(t), "deliverer": testkit.FreeAddr(t), "retrier": testkit.FreeAddr(t)}
 	dcfg, err := dispatcher.LoadConfig(e.getenvWith(addrs["dispatcher"]))
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -104,14 +103,7 @@ func (e *env) attemptRecords() []topics.Attempt {
 func TestRecorderEndToEnd(t *testing.T) {
 	e := newEnv(t)
 	conn, db := e.clickhouseDB()
-	metricsAddr := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}()
+	metricsAddr := testkit.FreeAddr(t)
 	r := newReceiver(t)
 	var mu sync.Mutex
 	calls := map[string]int{} // flaky: event id -> requests

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -63,7 +64,7 @@ func hotRun(b *testing.B, bin string, partitions, deliverers int) (rate float64,
 		e.startProc(filepath.Join(bin, "retrier"), "retrier")}
 	for i := range deliverers {
 		procs = append(procs, e.startProcWith(filepath.Join(bin, "deliverer"), fmt.Sprintf("deliverer-%d", i),
-			map[string]string{config.EnvHTTPAddr: freeAddr(b)}))
+			map[string]string{config.EnvHTTPAddr: testkit.FreeAddr(b)}))
 	}
 	defer func() { // before the broker closes, so the next row has the machine
 		for _, p := range procs {

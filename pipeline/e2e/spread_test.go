@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookpipe/hookpipe/runtime/config"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -47,7 +48,7 @@ func TestHotSubscriptionSpreads(t *testing.T) {
 		Ordering: topics.OrderingKey, RetrySchedule: fast, Partitions: 4}))
 	e.startDispatcher()
 	e.startRetrier()
-	addrs := map[string]string{"deliverer-a": freeAddr(t), "deliverer-b": freeAddr(t)}
+	addrs := map[string]string{"deliverer-a": testkit.FreeAddr(t), "deliverer-b": testkit.FreeAddr(t)}
 	for name, addr := range addrs {
 		e.startProcWith(bin, name, map[string]string{config.EnvHTTPAddr: addr})
 	}

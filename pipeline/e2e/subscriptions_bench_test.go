@@ -121,10 +121,10 @@ func subscriptionsOn(b *testing.B, e *env, bin string, n int) (rows [][2]string)
 	}
 	var replicas []replica
 	for _, name := range []string{"dispatcher", "deliverer", "api"} {
-		ops := freeAddr(b)
+		ops := testkit.FreeAddr(b)
 		vars := map[string]string{"WEBHOOKS_HTTP_ADDR": ops}
 		if name == "api" {
-			vars["WEBHOOKS_API_ADDR"] = freeAddr(b)
+			vars["WEBHOOKS_API_ADDR"] = testkit.FreeAddr(b)
 			e.vars["WEBHOOKS_API_ADDR"] = vars["WEBHOOKS_API_ADDR"]
 		}
 		start := time.Now()

@@ -14,16 +14,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // TestStartClickHouse: the generated configuration starts a server that
 // answers on its port with everything under its directory; the progress
 // counter reads the attempts table once it exists; Stop ends the server.
@@ -34,7 +24,7 @@ func TestStartClickHouse(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	tcp, http := freePort(t), freePort(t)
+	tcp, http := testkit.FreePort(t), testkit.FreePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := StartClickHouse(ctx, tcp, http, filepath.Join(dir, "clickhouse"), filepath.Join(dir, "logs"))

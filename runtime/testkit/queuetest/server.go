@@ -2,14 +2,11 @@ package queuetest
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/hookpipe/hookpipe/runtime/testkit"
@@ -55,7 +52,7 @@ func Start(tb testing.TB, k Kind) *Server {
 		testkit.NeedService(tb, fmt.Sprintf("%s is not installed: run `bash pipeline/scripts/services.sh install` "+
 			"(and install-elasticmq for elasticmq)", k))
 	}
-	s := &Server{tb: tb, Kind: k, Port: freePorts(tb, k.ports()), Dir: tb.TempDir()}
+	s := &Server{tb: tb, Kind: k, Port: testkit.FreePorts(tb, k.ports()), Dir: tb.TempDir()}
 	tb.Cleanup(func() {
 		s.run("stop", string(s.Kind), s.Dir)
 		if tb.Failed() {
@@ -126,58 +123,4 @@ func (s *Server) log() string {
 func script() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "pipeline", "scripts", "services.sh")
-}
-
-// freePorts finds n free 127.0.0.1 ports in a row and returns the first.
-// They are free now; services.sh fails if another process takes one
-// before the server binds it. They lie below the kernel's range of
-// ephemeral ports: a server stopped and started again (Restart) binds
-// them a second time, and a port of that range may meanwhile be the
-// local port of any connection on the machine (a RabbitMQ node then
-// refused to start, its distribution port "already used").
-func freePorts(tb testing.TB, n int) int {
-	tb.Helper()
-	lo, hi := 20000, ephemeralLow()-n
-	if hi <= lo {
-		tb.Fatalf("no room for %d ports below the ephemeral range", n)
-	}
-	for range 100 {
-		port := lo + rand.IntN(hi-lo)
-		ok := true
-		for p := port; ok && p < port+n; p++ {
-			ok = free(p)
-		}
-		if ok {
-			return port
-		}
-	}
-	tb.Fatalf("no %d free ports in a row", n)
-	return 0
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range), Linux's default when unreadable.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	low, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 32768
-	}
-	return low
-}
-
-func free(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }

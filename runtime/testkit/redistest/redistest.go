@@ -138,14 +138,9 @@ func start(tb testing.TB, args ...string) *Server {
 func (s *Server) startOnFreePort(prepare func()) {
 	s.tb.Helper()
 	for try := 1; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			s.tb.Fatal(err)
-		}
-		s.Port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		s.Port = testkit.FreePort(s.tb)
 		prepare()
-		err = s.start()
+		err := s.start()
 		if err == nil {
 			break
 		}
