@@ -2,7 +2,6 @@ package api
 
 import (
 	"maps"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,12 +56,7 @@ func TestRateLimitPerKey(t *testing.T) {
 	})
 
 	down := maps.Clone(env)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down[redisstate.EnvURL] = "redis://" + ln.Addr().String() + "/0" // nothing answers once closed
-	ln.Close()
+	down[redisstate.EnvURL] = "redis://" + testkit.FreeAddr(t) + "/0" // nothing listens there
 	r := c.replicaWith(down)
 	testkit.WaitFor(t, 10*time.Second, "a replica without Redis to accept the key", func() bool {
 		return r.do("GET", "/v1/subscriptions", key, nil).status == http.StatusOK

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookpipe/hookpipe/runtime/kafka"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -18,15 +18,7 @@ import (
 // it cannot work, and returns nil when cancelled before it started.
 func TestRunStartup(t *testing.T) {
 	names := topics.Names{Prefix: topics.DefaultPrefix}
-	closedPort := func(t *testing.T) []string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return []string{addr}
-	}
+	closedPort := func(t *testing.T) []string { return []string{testkit.FreeAddr(t)} }
 	noTopics := func(t *testing.T) []string {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {

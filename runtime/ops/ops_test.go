@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -192,16 +191,11 @@ func TestServer(t *testing.T) {
 // TestGroupReadyNotMember: a group client that cannot reach a broker has
 // not joined its group, and the check says so.
 func TestGroupReadyNotMember(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there any more
+	addr := testkit.FreeAddr(t) // nothing listens there
 	cl := client(t, kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = GroupReady(cl, "g")(ctx)
+	err := GroupReady(cl, "g")(ctx)
 	if err == nil || !strings.Contains(err.Error(), "not a member of consumer group g") {
 		t.Errorf("err %v, want not a member of consumer group g", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookpipe/hookpipe/runtime/send/classify"
+	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/testcert"
 	"github.com/hookpipe/hookpipe/topics"
 )
@@ -123,12 +123,7 @@ func TestKafkaDestination(t *testing.T) {
 func TestKafkaDestinationRefusals(t *testing.T) {
 	t.Parallel()
 	c, cert := customerKafka(t, "webhooks")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := ln.Addr().String()
-	ln.Close()
+	down := testkit.FreeAddr(t) // nothing listens there
 	for _, tc := range []struct {
 		name   string
 		edit   func(*topics.Subscription)
