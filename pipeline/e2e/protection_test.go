@@ -21,7 +21,7 @@ import (
 func (e *env) withRedis(url, prefix string, more map[string]string) {
 	e.vars[redisstate.EnvURL] = url
 	e.vars[redisstate.EnvKeyPrefix] = prefix
-	e.vars[redisstate.EnvRetryInterval] = "500ms"
+	e.vars[redisstate.EnvRetryInterval] = "1s"
 	e.vars[redisstate.EnvTimeout] = "1s" // the default 100 ms fails open under -race on a loaded machine
 	for k, v := range more {
 		e.vars[k] = v
