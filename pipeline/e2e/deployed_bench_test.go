@@ -239,10 +239,12 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	}
 
 	var drained time.Duration // from the storm's due time to its last delivery
+	var busy float64          // the host's cores busy during the run without the storm
 	latency := func(withStorm bool) []request {
 		if ch != nil {
 			settled(b, ch)
 		}
+		cores := hostCPU(b)
 		before, base := r.count(), count("four-")
 		due := time.Now().Add(time.Second)
 		if withStorm {
@@ -250,6 +252,9 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		}
 		want := base + publishAtRate(b, e, int(fourRate/2), depLatency, toFour)
 		wait(b, 120*time.Second, "the latency run", func() bool { return count("four-") >= want })
+		if !withStorm {
+			busy = hostCPU(b).busySince(cores)
+		}
 		if withStorm {
 			wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
 		}
@@ -289,6 +294,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	row("  ratio to raw https (target >= 0.75)", tlsRatio)
 	row(fmt.Sprintf("p50 at %d events/s (half the four-subscription rate)", int(fourRate/2)), p50.Round(100*time.Microsecond).String())
 	row("p99 (target < 25ms)", p99.Round(100*time.Microsecond).String())
+	row("  the host's cores busy meanwhile (every process)", fmt.Sprintf("%.0f%%", 100*busy))
 	row(fmt.Sprintf("p99 with %d due retries released at once", depStorm), p99Storm.Round(100*time.Microsecond).String())
 	row("  ratio to without (target <= 2)", fmt.Sprintf("%.2f", float64(p99Storm)/float64(p99)))
 	row("  the storm delivered within (from its due time)", drained.Round(10*time.Millisecond).String())
@@ -319,6 +325,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	metrics = append(metrics, metric{float64(spilled), "one-sub-spilled"})
 	metrics = append(metrics, metric{fourRate / fourRaw, "four-sub-ratio"})
 	metrics = append(metrics, metric{float64(p99.Microseconds()) / 1000, "p99-ms"})
+	metrics = append(metrics, metric{busy, "p99-host-busy"})
 	metrics = append(metrics, metric{float64(p99Storm) / float64(p99), "storm-p99-ratio"})
 	metrics = append(metrics, metric{float64(pipeline[1].Nanoseconds()) / 1000, "pipeline-cpu-us"})
 	metrics = append(metrics, metric{float64(floorCPU.Nanoseconds()) / 1000, "floor-cpu-us"})
@@ -423,6 +430,44 @@ func cpuTimes(b *testing.B, procs []cpuOf) []time.Duration {
 		out[i] = time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return out
+}
+
+// cpuTicks is the machine's CPU time so far, all cores (/proc/stat), in
+// clock ticks: busy, and in all.
+type cpuTicks struct{ busy, all int64 }
+
+// hostCPU reads the machine's CPU time so far.
+func hostCPU(b *testing.B) cpuTicks {
+	b.Helper()
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(fields) < 9 || fields[0] != "cpu" {
+		b.Fatalf("/proc/stat: %q", line)
+	}
+	var t cpuTicks
+	for i, f := range fields[1:9] {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/stat: %q", line)
+		}
+		t.all += v
+		if i != 3 && i != 4 { // idle, iowait
+			t.busy += v
+		}
+	}
+	return t
+}
+
+// busySince is the fraction of the machine's CPU time busy since then.
+func (t cpuTicks) busySince(then cpuTicks) float64 {
+	if t.all == then.all {
+		return 0
+	}
+	return float64(t.busy-then.busy) / float64(t.all-then.all)
 }
 
 // publishKeyed produces n events keyed as their Key says, as fast as the
