@@ -267,11 +267,10 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		}
 		want := base + publishAtRate(b, e, int(fourRate/2), depLatency, toFour)
 		wait(b, 120*time.Second, "the latency run", func() bool { return count("four-") >= want })
-		if !withStorm {
-			busy = hostCPU(b).busySince(cores)
-		}
 		if withStorm {
 			wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
+		} else {
+			busy = hostCPU(b).busySince(cores)
 		}
 		var reqs []request
 		for _, q := range r.got(before) {

@@ -3,7 +3,8 @@
 // test, a logger that outlives the test quietly, a buffer safe to write
 // from another goroutine, the rule for tests that need a real service, a
 // consumer-group member that holds a rebalance, a component's Run going in
-// a goroutine, and a watchdog on testing/synctest bubbles.
+// a goroutine, a watchdog on testing/synctest bubbles, and free ports for
+// the servers a test starts (FreePorts).
 package testkit
 
 import (
