@@ -29,7 +29,11 @@ import (
 // Limits bound one call of a script. A zero field takes its default.
 //
 //   - Time stops the script by interrupting it (goja's Interrupt) when the
-//     call has run this long, and when the caller's context ends. The
+//     call has run this long on a CPU (its realm's thread's CPU clock, on
+//     Linux; wall time elsewhere), so that a script is not stopped for the
+//     time it waited for a CPU on a saturated machine. Wall bounds the
+//     call's wall time, by default ten times Time: a script kept from the
+//     CPU that long is stopped too, and the caller's context ends it. The
 //     interrupt is seen between two instructions of the script, not inside
 //     a builtin, which is Go code: the builtins that loop or allocate in
 //     proportion to an argument are guarded (see guards.go), and a call
@@ -53,6 +57,7 @@ import (
 //   - Source bounds the script, in bytes, at Compile.
 type Limits struct {
 	Time      time.Duration
+	Wall      time.Duration
 	Memory    int64
 	Output    int
 	CallDepth int
@@ -70,9 +75,15 @@ var DefaultLimits = Limits{
 	Source:    64 << 10,
 }
 
+// wallFactor is Limits.Wall by default, as a multiple of Limits.Time.
+const wallFactor = 10
+
 func (l Limits) withDefaults() Limits {
 	if l.Time <= 0 {
 		l.Time = DefaultLimits.Time
+	}
+	if l.Wall <= 0 {
+		l.Wall = wallFactor * l.Time
 	}
 	if l.Memory <= 0 {
 		l.Memory = DefaultLimits.Memory

@@ -28,9 +28,8 @@ var event = Input{
 func run(t testing.TB, src string, l Limits, in Input) (Output, error) {
 	t.Helper()
 	if l.Time == 0 {
-		// Not a test of the time limit: the default 50 ms is more than a
-		// loaded machine under the race detector once took to start a
-		// realm and run a few lines (CI).
+		// Not a test of the time limit, whose tests set it: these leave
+		// the race detector's slowdown a wide margin.
 		l.Time = bound / 2
 	}
 	s, err := CompileWith(src, l)
