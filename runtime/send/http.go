@@ -170,17 +170,22 @@ func (s *Sender) Send(ctx context.Context, sub *topics.Subscription, d *topics.D
 	traced []kgo.RecordHeader) (Response, error) {
 	start := time.Now()
 	deadline := start.Add(sub.Timeout())
+	// The script and a destination's publish run under a context that
+	// ends at the deadline; an HTTP request takes ctx and the deadline
+	// (sendHTTP): a connection of the pool watches the context of its
+	// requests, so one ending with the delivery would end the connection.
+	bounded := ctx
 	if sub.Transformation != "" || !sub.Destination.IsHTTP() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
+		bounded, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	req, err := s.prepare(ctx, sub, d)
+	req, err := s.prepare(bounded, sub, d)
 	if err != nil {
 		return Response{Duration: time.Since(start)}, err
 	}
 	if !sub.Destination.IsHTTP() {
-		return s.publish(ctx, req, d, traced)
+		return s.publish(bounded, req, d, traced)
 	}
 	return s.sendHTTP(ctx, deadline, req, traced)
 }
@@ -217,8 +222,11 @@ func (s *Sender) SendBatch(ctx context.Context, sub *topics.Subscription, ds []*
 
 // sendHTTP makes the request of an HTTP endpoint, answered by deadline.
 // A request through the HTTP/1.1 pool takes the deadline as its own (the
-// connection's deadline: no timer of its own); the others, and the OAuth
-// token's, are made under a context that ends at it.
+// connection's deadline: no timer of its own) and ctx, which its
+// connection watches while it is kept (http1.conn.watch): ctx must live as
+// long as the Sender's callers do, not end with the delivery. The other
+// requests, and the OAuth token's, are made under a context that ends at
+// the deadline.
 func (s *Sender) sendHTTP(ctx context.Context, deadline time.Time, req request, traced []kgo.RecordHeader) (Response, error) {
 	sub := req.sub
 	u, err := s.urls.parse(sub.URL)
@@ -235,16 +243,17 @@ func (s *Sender) sendHTTP(ctx context.Context, deadline time.Time, req request, 
 	keys := s.keys.of(sub, time.Now())
 	authz := authorization(sub.Auth)
 	oauth := sub.Auth != nil && sub.Auth.Type == topics.AuthOAuth2
-	if oauth || s.pool(client, u) == nil || req.method != http.MethodPost {
+	bounded := ctx
+	if oauth {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
+		bounded, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
 	var token string
 	for try := 0; ; try++ {
 		if oauth {
 			start := time.Now()
-			if token, err = s.auth.token(ctx, sub, token); err != nil {
+			if token, err = s.auth.token(bounded, sub, token); err != nil {
 				return Response{Duration: time.Since(start)}, err
 			}
 			authz = "Bearer " + token
@@ -293,6 +302,8 @@ func (s *Sender) post(ctx context.Context, deadline time.Time, client *http.Clie
 			err = &url.Error{Op: "Post", URL: u.Redacted(), Err: err}
 		}
 	} else {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
 		req, rerr := http.NewRequestWithContext(ctx, r.method, r.sub.URL, bytes.NewReader(b))
 		if rerr != nil {
 			return Response{}, rerr
