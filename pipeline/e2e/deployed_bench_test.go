@@ -253,13 +253,14 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		rtls.checkSignatures()
 	}
 
-	var drained time.Duration // from the storm's due time to its last delivery
-	var busy float64          // the host's cores busy during the run without the storm
+	var drained time.Duration   // from the storm's due time to its last delivery
+	var busy float64            // the host's cores busy during the run without the storm
+	var calmCPU []time.Duration // each process's CPU a delivery in the run without the storm
 	latency := func(withStorm bool) []request {
 		if ch != nil {
 			settled(b, ch)
 		}
-		cores := hostCPU(b)
+		cores, cpu := hostCPU(b), cpuTimes(b, procs)
 		before, base := r.count(), count("four-")
 		due := time.Now().Add(time.Second)
 		if withStorm {
@@ -271,6 +272,11 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 			wait(b, 120*time.Second, "the storm", func() bool { return count("storm-") >= depStorm })
 		} else {
 			busy = hostCPU(b).busySince(cores)
+			recorded() // the recorder's share of these deliveries
+			calmCPU = cpuTimes(b, procs)
+			for i := range calmCPU {
+				calmCPU[i] = (calmCPU[i] - cpu[i]) / time.Duration(want-base)
+			}
 		}
 		var reqs []request
 		for _, q := range r.got(before) {
@@ -322,6 +328,17 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	}
 	row("  the pipeline (all but the receiver and this process; target <= 40µs)", fmt.Sprintf("%v / %v",
 		pipeline[0].Round(time.Microsecond), pipeline[1].Round(time.Microsecond)))
+	row(fmt.Sprintf("CPU per delivery at %d events/s (the p50 run), four subscriptions", int(fourRate/2)), "")
+	var calmPipeline time.Duration
+	for i, p := range procs {
+		if p.pid != 0 {
+			row("  "+p.name, calmCPU[i].Round(time.Microsecond).String())
+		}
+		if p.name != "receiver" && p.pid != os.Getpid() {
+			calmPipeline += calmCPU[i]
+		}
+	}
+	row("  the pipeline", calmPipeline.Round(time.Microsecond).String())
 	row("Redis commands per delivery in the bursts (one / four subscriptions)", fmt.Sprintf("%.2f / %.2f", redisPerDelivery[0], redisPerDelivery[1]))
 	row("floor: a minimal HTTP/1.1 client, 64 connections (req/s)", fmt.Sprintf("%.0f", floorRate))
 	row("  its CPU per request (the least a delivery's request costs)", floorCPU.Round(time.Microsecond).String())
@@ -342,6 +359,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	metrics = append(metrics, metric{busy, "p99-host-busy"})
 	metrics = append(metrics, metric{float64(p99Storm) / float64(p99), "storm-p99-ratio"})
 	metrics = append(metrics, metric{float64(pipeline[1].Nanoseconds()) / 1000, "pipeline-cpu-us"})
+	metrics = append(metrics, metric{float64(calmPipeline.Nanoseconds()) / 1000, "half-rate-pipeline-cpu-us"})
 	metrics = append(metrics, metric{float64(floorCPU.Nanoseconds()) / 1000, "floor-cpu-us"})
 	e.close()
 	return table, metrics
