@@ -66,6 +66,17 @@ type Config struct {
 	Redis redisstate.Config `env:"-"`
 	// DedupWindow is how long an idempotency key is remembered.
 	DedupWindow time.Duration `env:"WEBHOOKS_DEDUP_WINDOW" envDefault:"24h" validate:"min=1ms" desc:"How long an event's idempotency key is remembered."`
+	// FetchMinBytes and FetchMaxWait are the events consumer's
+	// fetch.min.bytes and fetch.max.wait.ms: a fetch is answered once
+	// FetchMinBytes of events wait, or after FetchMaxWait. Each batch of
+	// events fetched is dispatched in one transaction, whose requests cost
+	// the same whatever its size: a broker that holds fetches until a few
+	// milliseconds of events gathered makes fewer, larger transactions at a
+	// steady rate, for that much latency at a low one and a fetch every
+	// FetchMaxWait when idle (docs/operations.md, "Batching at the
+	// dispatcher").
+	FetchMinBytes int32         `env:"WEBHOOKS_DISPATCHER_FETCH_MIN_BYTES" envDefault:"1" validate:"min=1" desc:"The broker answers the dispatcher's fetch once this many bytes of events wait (fetch.min.bytes), or after WEBHOOKS_DISPATCHER_FETCH_MAX_WAIT."`
+	FetchMaxWait  time.Duration `env:"WEBHOOKS_DISPATCHER_FETCH_MAX_WAIT" envDefault:"1s" validate:"min=10ms" desc:"The longest the broker holds the dispatcher's fetch (fetch.max.wait.ms): with fewer than WEBHOOKS_DISPATCHER_FETCH_MIN_BYTES waiting, the latency added; when idle, the time between two fetches."`
 	// TransactionTimeout is how long the broker lets a transaction stay
 	// open before aborting it, which bounds how long a crashed dispatcher
 	// holds back read-committed consumers of its partitions. Not read from
@@ -95,6 +106,12 @@ func (c *Config) defaults() {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.FetchMinBytes == 0 {
+		c.FetchMinBytes = 1
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = time.Second
 	}
 	if c.DedupWindow == 0 {
 		c.DedupWindow = 24 * time.Hour

@@ -139,9 +139,11 @@ func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// A partition whose offsets load while a fetch is in flight (after
-		// a rebalance) joins only the next fetch: a short long-poll bounds
-		// that wait, at the cost of one empty fetch per second when idle.
-		kgo.FetchMaxWait(time.Second),
+		// a rebalance) joins only the next fetch: a short long-poll (1s by
+		// default) bounds that wait, at the cost of one empty fetch per
+		// FetchMaxWait when idle.
+		kgo.FetchMinBytes(cfg.FetchMinBytes),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		kgo.TransactionalID(cfg.TransactionalID),
 		kafka.TransactionsV1(),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),

@@ -1,7 +1,9 @@
 package dispatcher
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,5 +44,42 @@ func TestSessionSpeaksTransactionsV1(t *testing.T) {
 		if got, ok := v.LookupMaxKeyVersion(key.Int16()); v == nil || !ok || got > most {
 			t.Errorf("the session's %s requests go up to version %d; want at most %d", key.Name(), got, most)
 		}
+	}
+}
+
+// TestFetchBatching: the events consumer fetches with the configured
+// fetch.min.bytes and fetch.max.wait.ms (1 byte and 1s by default), and a
+// wait below the 10ms franz-go accepts is refused at load, naming its
+// variable.
+func TestFetchBatching(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		minimum int32
+		wait    time.Duration
+	}{
+		{map[string]string{}, 1, time.Second},
+		{map[string]string{"WEBHOOKS_DISPATCHER_FETCH_MIN_BYTES": "65536", "WEBHOOKS_DISPATCHER_FETCH_MAX_WAIT": "10ms"}, 65536, 10 * time.Millisecond},
+	} {
+		tc.env[config.EnvDev] = "1"
+		cfg, err := LoadConfig(func(k string) string { return tc.env[k] })
+		if err != nil {
+			t.Fatalf("LoadConfig(%v): %v", tc.env, err)
+		}
+		_, session := kafkaOpts(cfg, zap.NewNop())
+		cl, err := kgo.NewClient(session...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		minimum, wait := cl.OptValue(kgo.FetchMinBytes), cl.OptValue(kgo.FetchMaxWait)
+		cl.Close()
+		if minimum != tc.minimum || wait != tc.wait {
+			t.Errorf("%v: the session fetches with min bytes %v, max wait %v; want %d, %v", tc.env, minimum, wait, tc.minimum, tc.wait)
+		}
+	}
+	_, err := LoadConfig(func(k string) string {
+		return map[string]string{config.EnvDev: "1", "WEBHOOKS_DISPATCHER_FETCH_MAX_WAIT": "5ms"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), "WEBHOOKS_DISPATCHER_FETCH_MAX_WAIT") {
+		t.Fatalf("a max wait of 5ms: %v, want an error naming the variable", err)
 	}
 }

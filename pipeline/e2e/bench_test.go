@@ -180,7 +180,13 @@ func publishAsync(b *testing.B, e *env, n int, event func(int) topics.Event) {
 // returns how many it sent.
 func publishAtRate(b *testing.B, e *env, rate int, d time.Duration, event func(int) topics.Event) int {
 	b.Helper()
-	t := time.NewTicker(10 * time.Millisecond)
+	return publishEvery(b, e, rate, d, 10*time.Millisecond, event)
+}
+
+// publishEvery is publishAtRate in ticks of tick.
+func publishEvery(b *testing.B, e *env, rate int, d, tick time.Duration, event func(int) topics.Event) int {
+	b.Helper()
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	start := time.Now()
 	sent := 0
