@@ -183,9 +183,9 @@ func allocatedRecently() uint64 {
 // the process's.
 //
 // The goroutine stays on its thread for the call, whose CPU clock then
-// measures the call alone: locked only while it runs, it costs about a
-// microsecond a call; locked for good, a handover between threads at
-// every call and every answer cost tens.
+// measures the call alone: locked only while it runs, it costs two system
+// calls a call, a microsecond or two; locked for good, a handover between
+// threads at every call and every answer cost tens.
 func (c *call) run(done chan<- result) {
 	t, ok := pinThread()
 	c.thread = t
