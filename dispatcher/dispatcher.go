@@ -112,7 +112,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
 		zap.String("deliveries", cfg.Kafka.Names.Deliveries()), zap.String("group", cfg.Group))
 	mk := &markers{cl: sess.Client(), adm: kadm.NewClient(sess.Client()), txnID: cfg.TransactionalID, group: cfg.Group,
-		log: d.log, mu: &d.txMu, repaired: m.repaired}
+		writes: append(append(n.DeliveryTopics(), n.DLQ(), n.Attempts(), n.Notices()), n.RetryTopics()...),
+		log:    d.log, mu: &d.txMu, repaired: m.repaired}
 	var repairs sync.WaitGroup
 	mctx, stopMarkers := context.WithCancel(ctx)
 	repairs.Go(func() { mk.run(mctx) })

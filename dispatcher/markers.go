@@ -28,13 +28,19 @@ import (
 //
 // It ends transactions of this dispatcher's producer, and of dispatchers
 // gone since (their transactional ids have the default prefix, and no one
-// else ends them: a restarted dispatcher has a new id).
+// else ends them: a restarted dispatcher has a new id). The same
+// transaction left open on the partitions the dispatchers write (their
+// last stable offset held at its first record, so read-committed consumers
+// wait there for ever) is ended there too, when its coordinator recorded
+// how it ended.
 type markers struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
 	txnID string
 	group string
-	log   *zap.Logger
+	// writes are the topics the dispatchers' transactions write.
+	writes []string
+	log    *zap.Logger
 	// mu is held by every transaction of the dispatcher: none begins
 	// while markers ends one of its producer.
 	mu *sync.Mutex
@@ -146,14 +152,18 @@ func (m *markers) endOwn(ctx context.Context, part int32, o openTxn) error {
 	if err != nil {
 		return err
 	}
-	commit, ok := ownOutcome(o.DescribedProducer, d, epoch)
-	if !ok {
+	v := ownOutcome(o.DescribedProducer, d, epoch)
+	if v == underWay {
 		return nil // the coordinator is still at it
 	}
 	if still, err := m.stillOpen(ctx, part, o); !still || err != nil {
 		return err
 	}
-	return m.ended(o, d.State, m.end(ctx, m.txnID, o.ProducerID, epoch, commit))
+	parts, err := m.alsoOpen(ctx, o, v)
+	if err != nil {
+		return err
+	}
+	return m.ended(o, d.State, parts, m.end(ctx, m.txnID, o.ProducerID, epoch, v == committed, parts))
 }
 
 // stillOpen looks at the partition again after the coordinator was
@@ -189,14 +199,20 @@ func (m *markers) endOther(ctx context.Context, part int32, o openTxn) error {
 		if err != nil {
 			return err
 		}
-		commit, ok := outcome(o.DescribedProducer, d)
-		if !ok {
+		v := outcome(o.DescribedProducer, d)
+		if v == underWay {
 			continue
 		}
 		if still, err := m.stillOpen(ctx, part, o); !still || err != nil {
 			return err
 		}
-		err = m.end(ctx, id, o.ProducerID, o.ProducerEpoch, commit)
+		parts, err := m.alsoOpen(ctx, o, v)
+		if err != nil {
+			return err
+		}
+		// As the producer is now: at the transaction's epoch, or at the
+		// later one its coordinator moved to when it ended it.
+		err = m.end(ctx, id, o.ProducerID, d.ProducerEpoch, v == committed, parts)
 		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 			m.log.Error("a transaction the coordinator completed is still open on the group's offsets partition, "+
 				"and the dispatcher may not end it (no WRITE on its transactional id): the group's partitions it holds dispatch nothing "+
@@ -204,13 +220,14 @@ func (m *markers) endOther(ctx context.Context, part int32, o openTxn) error {
 				zap.String("of_transactional_id", id), zap.Int64("producer_id", o.ProducerID),
 				zap.String("partition", fmt.Sprintf("%s-%d", offsetsTopic, o.Partition)), zap.Int64("open_since_offset", o.CurrentTxnStartOffset))
 		}
-		return m.ended(o, d.State, err, zap.String("of_transactional_id", id))
+		return m.ended(o, d.State, parts, err, zap.String("of_transactional_id", id))
 	}
 	return nil
 }
 
-// ended records a transaction ended by end, which returned err.
-func (m *markers) ended(o openTxn, state string, err error, fields ...zap.Field) error {
+// ended records a transaction ended by end, which returned err, on the
+// group's offsets partition and on parts.
+func (m *markers) ended(o openTxn, state string, parts map[string][]int32, err error, fields ...zap.Field) error {
 	if err != nil {
 		return fmt.Errorf("ending the transaction left open on the group's offsets: %w", err)
 	}
@@ -218,42 +235,101 @@ func (m *markers) ended(o openTxn, state string, err error, fields ...zap.Field)
 	m.repaired()
 	m.log.Warn("a transaction the coordinator completed was still open on the group's offsets partition; wrote its marker again",
 		append(fields, zap.Int64("producer_id", o.ProducerID), zap.Int64("open_since_offset", o.CurrentTxnStartOffset),
-			zap.String("coordinator_state", state))...)
+			zap.String("coordinator_state", state), zap.Any("also_on", parts))...)
 	return nil
 }
 
+// verdict is how a transaction found open ended, by its coordinator.
+type verdict int8
+
+const (
+	// underWay: not ended yet, or not provably this transaction.
+	underWay verdict = iota
+	// committed and aborted: the outcome the coordinator recorded.
+	committed
+	aborted
+	// dropped: ended, its outcome no longer kept. The coordinator moved the
+	// producer to a later epoch (a timeout or an initialization ends the
+	// transaction under way first) and has nothing under way. Ending it
+	// as an abort is safe on the group's offsets partition only: offsets
+	// dropped are events dispatched again, where records aborted after a
+	// commit would be deliveries lost.
+	dropped
+)
+
 // outcome is how the transaction open on the partition ended, by its
-// coordinator d: ok only when d is the same producer at the same epoch
-// (under the first transaction protocol, which dispatchers use, the epoch
-// of every transaction of a producer) and holds its last transaction
-// complete. A dispatcher's every transaction writes to the group's
+// coordinator d. Under the first transaction protocol, which dispatchers
+// use, every transaction of a producer has the same epoch, so the outcome
+// recorded at the open transaction's epoch is that of the producer's last
+// transaction: a dispatcher's every transaction writes to the group's
 // offsets partition, and the marker of a later one would have closed the
 // one still open there, so that last one is it.
-func outcome(open kadm.DescribedProducer, d kadm.DescribedTransaction) (commit, ok bool) {
-	if d.ProducerID != open.ProducerID || d.ProducerEpoch != open.ProducerEpoch {
-		return false, false
+func outcome(open kadm.DescribedProducer, d kadm.DescribedTransaction) verdict {
+	if d.ProducerID != open.ProducerID {
+		return underWay
 	}
-	switch d.State {
-	case "CompleteCommit":
-		return true, true
-	case "CompleteAbort":
-		return false, true
+	switch {
+	case d.ProducerEpoch == open.ProducerEpoch && d.State == "CompleteCommit":
+		return committed
+	case d.ProducerEpoch == open.ProducerEpoch && d.State == "CompleteAbort":
+		return aborted
+	case d.ProducerEpoch > open.ProducerEpoch && (d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort"):
+		return dropped
 	}
-	return false, false
+	return underWay
 }
 
 // ownOutcome is outcome for a transaction of this dispatcher's producer,
-// now at epoch. One opened before the producer was initialized again (a
-// process restarted with the same WEBHOOKS_DISPATCHER_TXN_ID) ended then,
-// and its outcome is not kept: it is aborted, its offsets dropped, its
-// events dispatched again, which loses none.
-func ownOutcome(open kadm.DescribedProducer, d kadm.DescribedTransaction, epoch int16) (commit, ok bool) {
-	if commit, ok = outcome(open, d); ok {
-		return commit, ok
+// now at epoch. One dropped (the process restarted with the same
+// WEBHOOKS_DISPATCHER_TXN_ID, or the producer was fenced) is ended only
+// while the coordinator holds the producer at the epoch it has now: at
+// another, a process of the same id has initialized it since, and ends
+// it itself.
+func ownOutcome(open kadm.DescribedProducer, d kadm.DescribedTransaction, epoch int16) verdict {
+	v := outcome(open, d)
+	if v == dropped && d.ProducerEpoch != epoch {
+		return underWay
 	}
-	reinitialized := d.ProducerID == open.ProducerID && open.ProducerEpoch < epoch && d.ProducerEpoch == epoch
-	settled := d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort"
-	return false, reinitialized && settled
+	return v
+}
+
+// alsoOpen is where else than on the group's offsets partition the
+// transaction o ended as v is open: the partitions of the topics the
+// dispatchers write where its producer, at its epoch, has one open. Those
+// of an outcome recorded are ended with it; those of one dropped are left
+// open and logged, the outcome to write there being unknown.
+func (m *markers) alsoOpen(ctx context.Context, o openTxn, v verdict) (map[string][]int32, error) {
+	listed, err := m.adm.ListTopics(ctx, m.writes...)
+	if err != nil {
+		return nil, err
+	}
+	set := kadm.TopicsSet{}
+	for _, t := range listed {
+		if t.Err == nil {
+			set.Add(t.Topic, t.Partitions.Numbers()...)
+		}
+	}
+	described, err := m.adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	parts := map[string][]int32{}
+	for _, p := range described.SortedPartitions() {
+		if p.Err != nil {
+			return nil, fmt.Errorf("describing the producers of %s/%d: %w", p.Topic, p.Partition, p.Err)
+		}
+		pr, ok := p.ActiveProducers[o.ProducerID]
+		if ok && pr.CurrentTxnStartOffset >= 0 && pr.ProducerEpoch == o.ProducerEpoch {
+			parts[p.Topic] = append(parts[p.Topic], p.Partition)
+		}
+	}
+	if v == dropped && len(parts) > 0 {
+		m.log.Error("a transaction ended with its outcome no longer kept by its coordinator is still open on partitions the dispatchers write: "+
+			"their read-committed consumers wait at its first record until an operator ends it with kafka-transactions.sh abort (operations.md)",
+			zap.Int64("producer_id", o.ProducerID), zap.Int16("producer_epoch", o.ProducerEpoch), zap.Any("partitions", parts))
+		return nil, nil
+	}
+	return parts, nil
 }
 
 // openOn describes the transactions open on the group's offsets
@@ -327,12 +403,31 @@ func (m *markers) describe(ctx context.Context, txnID string) (kadm.DescribedTra
 	return d, d.Err
 }
 
-// end adds the group's offsets partition to a transaction of the producer
-// (txnID, pid, epoch) and ends that transaction as commit says: the coordinator writes a
-// marker there, which settles the offsets left pending. A coordinator
-// still busy with the producer (CONCURRENT_TRANSACTIONS) is asked again
-// until ctx is done.
-func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16, commit bool) error {
+// end adds parts and the group's offsets partition to a transaction of
+// the producer (txnID, pid, epoch) and ends that transaction as commit
+// says: the coordinator writes a marker on each, which settles the offsets
+// left pending and closes the records left open. A coordinator still busy
+// with the producer (CONCURRENT_TRANSACTIONS) is asked again until ctx is
+// done.
+func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16, commit bool, parts map[string][]int32) error {
+	if len(parts) > 0 {
+		addp := kmsg.NewPtrAddPartitionsToTxnRequest()
+		addp.TransactionalID, addp.ProducerID, addp.ProducerEpoch = txnID, pid, epoch
+		for topic, ps := range parts {
+			t := kmsg.NewAddPartitionsToTxnRequestTopic()
+			t.Topic, t.Partitions = topic, ps
+			addp.Topics = append(addp.Topics, t)
+		}
+		if err := retryBusy(ctx, func() (int16, error) {
+			resp, err := addp.RequestWith(ctx, m.cl)
+			if err != nil {
+				return 0, err
+			}
+			return partitionsAdded(resp), nil
+		}); err != nil {
+			return fmt.Errorf("add partitions: %w", err)
+		}
+	}
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, m.group
 	if err := retryBusy(ctx, func() (int16, error) {
@@ -353,6 +448,22 @@ func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16,
 		}
 		return resp.ErrorCode, nil
 	})
+}
+
+// partitionsAdded is the first error code of an AddPartitionsToTxn answer
+// (one per partition), 0 for none.
+func partitionsAdded(resp *kmsg.AddPartitionsToTxnResponse) int16 {
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return p.ErrorCode
+			}
+		}
+	}
+	return 0
 }
 
 // retryBusy sends a request until its answer is not

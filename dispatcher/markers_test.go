@@ -1,7 +1,9 @@
 package dispatcher
 
 import (
+	"context"
 	"errors"
+	"hash/crc32"
 	"sync"
 	"testing"
 	"time"
@@ -69,26 +71,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 	}
 	// fetch is the group's committed offset of the topic's partition and
 	// the error of a stable fetch.
-	fetch := func() (int64, error) {
-		req := kmsg.NewPtrOffsetFetchRequest()
-		req.Group, req.RequireStable = group, true
-		rt := kmsg.NewOffsetFetchRequestTopic()
-		rt.Topic, rt.Partitions = topic, []int32{0}
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return 0, err
-		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return 0, err
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				return p.Offset, kerr.ErrorForCode(p.ErrorCode)
-			}
-		}
-		return 0, errors.New("no partition in the answer")
-	}
+	fetch := func() (int64, error) { return stableOffset(ctx, cl, group, topic) }
 
 	for i, commit := range []bool{false, true} {
 		offset := int64(10 + i)
@@ -109,7 +92,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 			t.Fatalf("coordinator state %q (%v): want Ongoing, left alone", d.State, err)
 		}
 
-		if err := m.end(ctx, txnID, pid, epoch, commit); err != nil {
+		if err := m.end(ctx, txnID, pid, epoch, commit, nil); err != nil {
 			t.Fatal(err)
 		}
 		want := int64(-1) // dropped with the abort: nothing committed yet
@@ -155,7 +138,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 	if err != nil || listed[otherID].State != "Ongoing" {
 		t.Fatalf("the other's transaction listed by its producer: %+v %v", listed, err)
 	}
-	if err := m.end(ctx, otherID, opid, oepoch, false); err != nil {
+	if err := m.end(ctx, otherID, opid, oepoch, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, time.Minute, "the group's offsets settled by the other's marker", func() bool {
@@ -167,6 +150,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 	// when the partition is looked at again (its marker was on the way):
 	// left alone, no longer tracked.
 	m.seen = map[int64]openTxn{opid: {DescribedProducer: seen, looks: otherLooks}}
+	repaired = 0 // the checks above may have ended another test's, left so
 	if err := m.endOther(ctx, offsetsPart(t, m), m.seen[opid]); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +175,14 @@ func holdOffsets(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch in
 	}); err != nil {
 		t.Fatalf("add offsets: %v", err)
 	}
+	if err := commitOffset(ctx, cl, txnID, pid, epoch, group, topic, offset); err != nil {
+		t.Fatalf("transactional offset commit: %v", err)
+	}
+}
+
+// commitOffset has producer pid (of txnID, at epoch) commit offset for
+// the topic's partition 0 in group, in its transaction.
+func commitOffset(ctx context.Context, cl *kgo.Client, txnID string, pid int64, epoch int16, group, topic string, offset int64) error {
 	tc := kmsg.NewPtrTxnOffsetCommitRequest()
 	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = txnID, group, pid, epoch, -1
 	ct := kmsg.NewTxnOffsetCommitRequestTopic()
@@ -199,9 +191,11 @@ func holdOffsets(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch in
 	cp.Partition, cp.Offset, cp.LeaderEpoch = 0, offset, -1
 	ct.Partitions = append(ct.Partitions, cp)
 	tc.Topics = append(tc.Topics, ct)
-	if resp, err := tc.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("transactional offset commit: %v %+v", err, resp)
+	resp, err := tc.RequestWith(ctx, cl)
+	if err != nil {
+		return err
 	}
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
 }
 
 // offsetsPart is the group's partition of __consumer_offsets.
@@ -231,10 +225,10 @@ func openAt(t *testing.T, m *markers, pid int64) kadm.DescribedProducer {
 
 // TestMarkerDecisions: a transaction found open on the group's offsets
 // partition is counted at each look in a row that finds it at the same
-// offset, and ended only with the outcome its coordinator holds for that
-// producer and epoch; one of this dispatcher's producer opened before the
-// producer was initialized again is aborted once its coordinator has
-// settled.
+// offset, and ended with the outcome its coordinator recorded for that
+// producer and epoch; one the coordinator ended by moving the producer to
+// a later epoch, now settled, is dropped, and for this dispatcher's
+// producer only while the coordinator holds the epoch it has.
 func TestMarkerDecisions(t *testing.T) {
 	open := func(pid, start int64) map[int64]kadm.DescribedProducer {
 		return map[int64]kadm.DescribedProducer{pid: {ProducerID: pid, CurrentTxnStartOffset: start}}
@@ -253,27 +247,272 @@ func TestMarkerDecisions(t *testing.T) {
 
 	at := kadm.DescribedProducer{ProducerID: 7, ProducerEpoch: 3, CurrentTxnStartOffset: 100}
 	for _, c := range []struct {
-		name          string
-		d             kadm.DescribedTransaction
-		epoch         int16 // of this dispatcher's producer now
-		commit, ok    bool
-		own, ownCommt bool
+		name    string
+		d       kadm.DescribedTransaction
+		epoch   int16 // of this dispatcher's producer now
+		want    verdict
+		wantOwn verdict
 	}{
-		{"aborted", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "CompleteAbort"}, 3, false, true, true, false},
-		{"committed", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "CompleteCommit"}, 3, true, true, true, true},
-		{"under way", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "Ongoing"}, 3, false, false, false, false},
-		{"being committed", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "PrepareCommit"}, 3, false, false, false, false},
-		{"another producer now", kadm.DescribedTransaction{ProducerID: 9, ProducerEpoch: 3, State: "CompleteCommit"}, 3, false, false, false, false},
-		{"initialized again", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "Empty"}, 4, false, false, true, false},
-		{"initialized again, committed since", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "CompleteCommit"}, 4, false, false, true, false},
-		{"initialized again, under way", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "Ongoing"}, 4, false, false, false, false},
-		{"initialized again by another process", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 5, State: "Empty"}, 4, false, false, false, false},
+		{"aborted", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "CompleteAbort"}, 3, aborted, aborted},
+		{"committed", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "CompleteCommit"}, 3, committed, committed},
+		{"under way", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "Ongoing"}, 3, underWay, underWay},
+		{"being committed", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "PrepareCommit"}, 3, underWay, underWay},
+		{"another producer now", kadm.DescribedTransaction{ProducerID: 9, ProducerEpoch: 3, State: "CompleteCommit"}, 3, underWay, underWay},
+		{"an older epoch", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 2, State: "CompleteCommit"}, 3, underWay, underWay},
+		{"initialized again", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "Empty"}, 4, dropped, dropped},
+		{"initialized again, committed since", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "CompleteCommit"}, 4, dropped, dropped},
+		{"initialized again, under way", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "Ongoing"}, 4, underWay, underWay},
+		{"initialized again by another process", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 5, State: "Empty"}, 4, dropped, underWay},
+		{"timed out, aborted", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "CompleteAbort"}, 3, dropped, underWay},
+		{"timed out, being aborted", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "PrepareAbort"}, 3, underWay, underWay},
 	} {
-		if commit, ok := outcome(at, c.d); commit != c.commit || ok != c.ok {
-			t.Errorf("%s: outcome = %v, %v; want %v, %v", c.name, commit, ok, c.commit, c.ok)
+		if got := outcome(at, c.d); got != c.want {
+			t.Errorf("%s: outcome = %d, want %d", c.name, got, c.want)
 		}
-		if commit, ok := ownOutcome(at, c.d, c.epoch); commit != c.ownCommt || ok != c.own {
-			t.Errorf("%s: ownOutcome = %v, %v; want %v, %v", c.name, commit, ok, c.ownCommt, c.own)
+		if got := ownOutcome(at, c.d, c.epoch); got != c.wantOwn {
+			t.Errorf("%s: ownOutcome = %d, want %d", c.name, got, c.wantOwn)
 		}
 	}
+}
+
+// TestLostMarkersOnApacheKafka: on a real broker, the two states a broker
+// restart left a dispatcher's transaction in (ADR 0045), made by writing
+// past the coordinator with the brokers' partition verification off.
+//
+//   - Committed for its coordinator, its markers on none of its partitions:
+//     ended again, the marker settles the group's offsets and closes the
+//     records left open on a deliveries partition (their read-committed
+//     end moves past them); fails with only the offsets partition ended.
+//   - Aborted by its coordinator's timeout, which moved the producer to the
+//     next epoch, its marker not on the group's offsets partition: ended
+//     as an abort at that epoch, the offsets dropped; the records it left
+//     open on a deliveries partition stay so, their outcome unknown.
+func TestLostMarkersOnApacheKafka(t *testing.T) {
+	brokers, ok := testkit.ApacheKafka(t)
+	if !ok {
+		t.Skip("describes producers and transactions, which kfake does not: runs with WEBHOOKS_TEST_KAFKA=apache")
+	}
+	ns := testkit.Namespace(t)
+	group, events, deliveries, other := ns+"dispatcher", ns+"events", ns+"deliveries", ns+"other"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kafka.TransactionsV1()) // as the dispatcher's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	ctx := testkit.Ctx(t, 3*time.Minute)
+	for _, topic := range []string{events, deliveries, other} {
+		if _, err := adm.CreateTopic(ctx, 2, -1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &markers{cl: cl, adm: adm, group: group, writes: []string{deliveries, ns + "dlq"}, log: testkit.Logger(t),
+		mu: &sync.Mutex{}, repaired: func() {}}
+	stable := func() (int64, error) { return stableOffset(ctx, cl, group, events) }
+	lso := func(p int32) int64 {
+		listed, err := adm.ListCommittedOffsets(ctx, deliveries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := listed.Lookup(deliveries, p)
+		return o.Offset
+	}
+
+	// Committed, no marker anywhere.
+	pcl, pid, epoch := producer(t, brokers, txnIDPrefix+ns+"committed", time.Minute)
+	pastCoordinator(t, pcl, txnIDPrefix+ns+"committed", pid, epoch, group, events, deliveries, 0, 7)
+	inOther(t, pcl, txnIDPrefix+ns+"committed", pid, epoch, other)
+	endTxn(t, pcl, txnIDPrefix+ns+"committed", pid, epoch, true)
+	if _, err := stable(); !errors.Is(err, kerr.UnstableOffsetCommit) {
+		t.Fatalf("a stable fetch with the marker lost: %v, want UNSTABLE_OFFSET_COMMIT", err)
+	}
+	if got := lso(0); got != 0 {
+		t.Fatalf("the deliveries partition's read-committed end with the marker lost: %d, want 0", got)
+	}
+	lookUntilEnded(t, m, pid)
+	testkit.WaitFor(t, time.Minute, "the group's offsets settled by the commit", func() bool {
+		got, err := stable()
+		return err == nil && got == 7
+	})
+	testkit.WaitFor(t, time.Minute, "the deliveries partition's records committed", func() bool { return lso(0) == 3 })
+
+	// Aborted by its timeout, the producer at the next epoch; no marker on
+	// the group's offsets partition nor on deliveries partition 1.
+	pcl, pid, epoch = producer(t, brokers, txnIDPrefix+ns+"timed-out", time.Second)
+	pastCoordinator(t, pcl, txnIDPrefix+ns+"timed-out", pid, epoch, group, events, deliveries, 1, 9)
+	inOther(t, pcl, txnIDPrefix+ns+"timed-out", pid, epoch, other)
+	testkit.WaitFor(t, time.Minute, "the coordinator's timeout abort", func() bool {
+		d, err := m.describe(ctx, txnIDPrefix+ns+"timed-out")
+		return err == nil && d.State == "CompleteAbort" && d.ProducerEpoch == epoch+1
+	})
+	if _, err := stable(); !errors.Is(err, kerr.UnstableOffsetCommit) {
+		t.Fatalf("a stable fetch after the timeout, its marker lost: %v, want UNSTABLE_OFFSET_COMMIT", err)
+	}
+	lookUntilEnded(t, m, pid)
+	testkit.WaitFor(t, time.Minute, "the group's offsets settled by the abort", func() bool {
+		got, err := stable()
+		return err == nil && got == 7
+	})
+	if got := lso(1); got != 0 {
+		t.Fatalf("deliveries partition 1, whose outcome is unknown, ended: read-committed end %d, want 0", got)
+	}
+	// Not left for other tests: the records of the timed-out transaction
+	// aborted as an operator would.
+	if err := m.end(ctx, txnIDPrefix+ns+"timed-out", pid, epoch+1, false, map[string][]int32{deliveries: {1}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// producer is a transactional client of txnID, initialized, with its
+// producer id and epoch.
+func producer(t *testing.T, brokers []string, txnID string, timeout time.Duration) (*kgo.Client, int64, int16) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID), kafka.TransactionsV1(), kgo.TransactionTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	pid, epoch, err := cl.ProducerID(testkit.Ctx(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, pid, epoch
+}
+
+// pastCoordinator has producer pid commit offset for the events topic's
+// partition 0 in group and write two records to the deliveries topic's
+// partition p, in its transaction but without telling its coordinator:
+// with the brokers' partition verification off for the time it takes,
+// as a broker before KIP-890 allowed. The coordinator writes no marker
+// where it was not told, as it wrote none after the restart.
+func pastCoordinator(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch int16, group, events, deliveries string, p int32, offset int64) {
+	t.Helper()
+	ctx := testkit.Ctx(t, time.Minute)
+	adm := kadm.NewClient(cl)
+	const verification = "transaction.partition.verification.enable"
+	off := "false"
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: verification, Value: &off}}); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if _, err := adm.AlterBrokerConfigs(testkit.Ctx(t, time.Minute), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: verification}}); err != nil {
+			t.Errorf("restoring %s: %v", verification, err)
+		}
+	}
+	t.Cleanup(restore)
+	// Refused (TRANSACTION_ABORTABLE) until the brokers apply the change.
+	testkit.WaitFor(t, time.Minute, "offsets committed past the coordinator", func() bool {
+		return commitOffset(ctx, cl, txnID, pid, epoch, group, events, offset) == nil
+	})
+	topics, err := adm.ListTopics(ctx, deliveries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID, req.Acks, req.TimeoutMillis = &txnID, -1, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = deliveries, topics[deliveries].ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p, txnBatch(pid, epoch, "first", "second")
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		t.Fatalf("records written past the coordinator: %v", err)
+	}
+	restore()
+}
+
+// txnBatch is a transactional record batch of values, the first of
+// producer pid at epoch on its partition.
+func txnBatch(pid int64, epoch int16, values ...string) []byte {
+	var records []byte
+	for i, v := range values {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(v)}
+		r.Length = int32(len(r.AppendTo(nil)) - 1) // the rest, after a one-byte zero length
+		records = r.AppendTo(records)
+	}
+	now := time.Now().UnixMilli()
+	b := kmsg.RecordBatch{Magic: 2, Attributes: 0x10, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: pid, ProducerEpoch: epoch, NumRecords: int32(len(values)), Records: records}
+	b.Length = int32(len(b.AppendTo(nil)) - 12) // after the first offset and the length
+	out := b.AppendTo(nil)
+	crc := crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)) // from the attributes on
+	out[17], out[18], out[19], out[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+	return out
+}
+
+// inOther adds a partition of topic to the producer's transaction, as its
+// coordinator knows it: the one partition it writes a marker on.
+func inOther(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch int16, topic string) {
+	t.Helper()
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = txnID, pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testkit.Ctx(t, time.Minute), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(partitionsAdded(resp)); err != nil {
+		t.Fatalf("add partitions: %v", err)
+	}
+}
+
+// endTxn ends the producer's transaction as commit says.
+func endTxn(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch int16, commit bool) {
+	t.Helper()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = txnID, pid, epoch, commit
+	resp, err := req.RequestWith(testkit.Ctx(t, time.Minute), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		t.Fatalf("end: %v", err)
+	}
+}
+
+// lookUntilEnded has m check until the transaction of producer pid
+// (another dispatcher's) is no longer open on the group's offsets
+// partition, and no longer tracked.
+func lookUntilEnded(t *testing.T, m *markers, pid int64) {
+	t.Helper()
+	part := offsetsPart(t, m)
+	testkit.WaitFor(t, 2*time.Minute, "the transaction ended again", func() bool {
+		ctx := testkit.Ctx(t, time.Minute)
+		if err := m.check(ctx); err != nil {
+			t.Logf("check: %v", err)
+		}
+		open, err := m.openOn(ctx, part)
+		_, tracked := m.seen[pid]
+		return err == nil && open[pid].ProducerID != pid && !tracked
+	})
+}
+
+// stableOffset is the group's committed offset of the topic's partition
+// 0, fetched as franz-go's group consumers do (require_stable).
+func stableOffset(ctx context.Context, cl *kgo.Client, group, topic string) (int64, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = group, true
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			return p.Offset, kerr.ErrorForCode(p.ErrorCode)
+		}
+	}
+	return 0, errors.New("no partition in the answer")
 }
