@@ -6,6 +6,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -64,6 +66,8 @@ type Server struct {
 	eventTypes    *service.EventTypes
 	operations    *service.Operations
 	alertChannels *service.AlertChannels
+	reports       *service.Reports
+	lag           *service.Lag
 	callers       service.Callers
 }
 
@@ -113,6 +117,8 @@ func New(o Options) *Server {
 		Table: o.Subscriptions, Tenants: o.Tenants, Secrets: cfg.Secrets, MaxPerTenant: cfg.TenantMaxSubscriptions, Verify: s.verify})
 	s.eventTypes = service.NewEventTypes(cfg.Kafka.Names.EventTypes(), o.Client, o.Catalog)
 	s.operations = service.NewOperations(cfg.Kafka.Names.Operations(), o.Client, o.Operations)
+	s.reports = service.NewReports(o.ClickHouse, cfg.Database)
+	s.lag = service.NewLag(kadm.NewClient(o.Client), cfg.Kafka.Names, o.Holds)
 	s.callers = service.Callers{AdminKey: cfg.AdminKey, Keys: o.Keys}
 	s.runner = oprunner.New(oprunner.Options{Kafka: cfg.Kafka, Group: cfg.Group, Client: o.Client, Operations: o.Operations,
 		Subscriptions: o.Subscriptions, ClickHouse: o.ClickHouse, Database: cfg.Database, Log: log})
@@ -278,7 +284,7 @@ func (s *Server) problem(err error) error {
 	case errors.As(err, &e):
 		details := make([]error, len(e.Fields))
 		for i, f := range e.Fields {
-			loc := "body"
+			loc := cmp.Or(f.In, "body")
 			if f.Field != "" {
 				loc += "." + f.Field
 			}

@@ -158,7 +158,11 @@ func TestStats(t *testing.T) {
 		t.Fatalf("acme's stats: %+v", acme.Rows)
 	}
 	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?by=colour", adminKey, nil, nil)
-	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?event_type=a.*.b", adminKey, nil, nil)
+	var bad problem
+	r.must(http.StatusUnprocessableEntity, "GET", "/v1/stats?event_type=a.*.b", adminKey, nil, &bad)
+	if len(bad.Errors) != 1 || bad.Errors[0].Location != "query.event_type" {
+		t.Fatalf("an invalid type's problem: %+v, want it located at query.event_type", bad)
+	}
 }
 
 // epoch is the next_attempt_at of an attempt with no retry due.

@@ -20,6 +20,6 @@ func (a pagesAPI) BreakerStates(ctx context.Context, subs []string) map[string]s
 // registerPages serves the dashboard and the portal.
 func (s *Server) registerPages() {
 	ui.New(ui.Options{API: pagesAPI{s}, Callers: s.callers, Subscriptions: s.subscriptions, EventTypes: s.eventTypes,
-		Operations: s.operations, AlertChannels: s.alertChannels, Signer: s.signer, Assets: assets,
+		Operations: s.operations, AlertChannels: s.alertChannels, Reports: s.reports, Lag: s.lag, Signer: s.signer, Assets: assets,
 		AlertEmail: s.cfg.Alert.Email(), Log: s.log}).Register(s.mux)
 }

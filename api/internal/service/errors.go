@@ -42,8 +42,11 @@ type Error struct {
 
 // FieldError is a reason of a refusal.
 type FieldError struct {
-	// Field is dotted from the body's top ("tenant", "destination.url");
-	// "" for the body as a whole.
+	// In is where the field is: "" for the request's body, "query" for
+	// its query.
+	In string
+	// Field is dotted from the body's top ("tenant", "destination.url"),
+	// or a query parameter's name; "" for the body as a whole.
 	Field string
 	Why   string
 	// Value is the value refused; nil: not shown.
@@ -70,6 +73,11 @@ func unavailable(msg string) error { return &Error{Kind: Unavailable, Msg: msg} 
 // invalid refuses a record for field's value.
 func invalid(record, field, why string, value any) error {
 	return &Error{Kind: Invalid, Msg: "invalid " + record, Fields: []FieldError{{Field: field, Why: why, Value: value}}}
+}
+
+// invalidQuery refuses a read for its query parameter param's value.
+func invalidQuery(what, param, why string, value any) error {
+	return &Error{Kind: Invalid, Msg: "invalid " + what + " query", Fields: []FieldError{{In: "query", Field: param, Why: why, Value: value}}}
 }
 
 // refusedRecord is a record's validation error as a refusal naming the

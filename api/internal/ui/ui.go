@@ -127,11 +127,14 @@ type Options struct {
 	Callers service.Callers // who signs in
 	// Subscriptions are the endpoints the pages show, EventTypes the
 	// event catalog, Operations the bulk operations, AlertChannels the
-	// alert channels.
+	// alert channels, Reports the statistics and charts, Lag the
+	// consumer groups' lag.
 	Subscriptions *service.Subscriptions
 	EventTypes    *service.EventTypes
 	Operations    *service.Operations
 	AlertChannels *service.AlertChannels
+	Reports       *service.Reports
+	Lag           *service.Lag
 	Signer        session.Signer // of dashboard sessions and portal links
 	// Assets are the API's front-end assets (uPlot, htmx) under
 	// assets/dist; missing ones are not served.
@@ -149,6 +152,8 @@ type Pages struct {
 	types   *service.EventTypes
 	ops     *service.Operations
 	alerts  *service.AlertChannels
+	reports *service.Reports
+	lag     *service.Lag
 	signer  session.Signer
 	assets  fs.FS
 	email   bool
@@ -157,7 +162,7 @@ type Pages struct {
 
 // New makes the pages.
 func New(o Options) *Pages {
-	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, ops: o.Operations, alerts: o.AlertChannels, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
+	return &Pages{api: o.API, callers: o.Callers, subs: o.Subscriptions, types: o.EventTypes, ops: o.Operations, alerts: o.AlertChannels, reports: o.Reports, lag: o.Lag, signer: o.Signer, assets: o.Assets, email: o.AlertEmail, log: o.Log}
 }
 
 // Register serves the pages and their assets on mux.
@@ -411,13 +416,9 @@ type chart struct {
 // set) as v's principal.
 func (s *Pages) chartOf(ctx context.Context, v *view, window, sub string) chart {
 	c := chart{Window: window}
-	q := url.Values{"window": {window}}
-	if sub != "" {
-		q.Set("subscription_id", sub)
-	}
-	var out service.SeriesOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/series?"+q.Encode(), nil, &out.Body); err != nil {
-		c.Error = problemText(err)
+	out, err := s.reports.Series(ctx, v.p, service.SeriesQuery{Window: window, Subscription: sub, By: "all"})
+	if err != nil {
+		c.Error = problemText(s.logged(err))
 		return c
 	}
 	var points []service.Point
@@ -475,17 +476,17 @@ func (s *Pages) overviewPage(_ http.ResponseWriter, r *http.Request, v *view) pa
 	if _, err := s.call(ctx, v.p, "GET", "/v1/dlq?limit=1", nil, &dl.Body); err == nil {
 		data.Dead, data.ByCategory = dl.Body.Matched, dl.Body.ByCategory
 	}
-	var lag service.LagOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/lag", nil, &lag.Body); err != nil {
-		data.LagError = problemText(err)
+	if lag, err := s.lag.Get(ctx, v.p); err != nil {
+		data.LagError = problemText(s.logged(err))
+	} else {
+		data.Lag, data.Held = lag.Body.Data, lag.Body.Holds
 	}
-	data.Lag, data.Held = lag.Body.Data, lag.Body.Holds
-	var st service.StatsOutput
-	since := time.Now().Add(-service.SeriesWindows[window].Span).UTC().Format(time.RFC3339)
-	if _, err := s.call(ctx, v.p, "GET", "/v1/stats?by=subscription&since="+url.QueryEscape(since), nil, &st.Body); err != nil {
-		data.StatsError = problemText(err)
+	since := time.Now().Add(-service.SeriesWindows[window].Span).Truncate(time.Second)
+	if st, err := s.reports.Stats(ctx, v.p, service.StatsQuery{By: "subscription", Since: since}); err != nil {
+		data.StatsError = problemText(s.logged(err))
+	} else {
+		data.Stats = st.Body.Rows
 	}
-	data.Stats = st.Body.Rows
 	faults, _ := s.typeFaults(ctx, v)
 	data.TypeFaults = faults[:min(len(faults), 5)]
 	return page{Title: "Overview", Section: "overview", Data: data, template: "overview"}
@@ -505,8 +506,7 @@ func (s *Pages) subscriptionsPage(_ http.ResponseWriter, r *http.Request, v *vie
 		Rate      *float64
 	}
 	spark := map[string]service.Series{}
-	var series service.SeriesOutput
-	if _, err := s.call(ctx, v.p, "GET", "/v1/stats/series?window=24h&by=subscription", nil, &series.Body); err == nil {
+	if series, err := s.reports.Series(ctx, v.p, service.SeriesQuery{Window: "24h", By: "subscription"}); err == nil {
 		for _, se := range series.Body.Series {
 			spark[se.Key] = se
 		}
