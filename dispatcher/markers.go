@@ -32,7 +32,7 @@ import (
 // transaction left open on the partitions the dispatchers write (their
 // last stable offset held at its first record, so read-committed consumers
 // wait there for ever) is ended there too, when its coordinator recorded
-// how it ended.
+// how it ended; one left open there alone (stranded) is committed.
 type markers struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
@@ -45,8 +45,10 @@ type markers struct {
 	// while markers ends one of its producer.
 	mu *sync.Mutex
 	// seen holds the transactions open on the group's offsets partition
-	// at the last check, by producer id.
-	seen map[int64]openTxn
+	// at the last check, by producer id; strands those open on the
+	// partitions the dispatchers write.
+	seen    map[int64]openTxn
+	strands map[strandKey]openTxn
 	// repaired counts the transactions ended.
 	repaired func()
 }
@@ -110,7 +112,159 @@ func (m *markers) check(ctx context.Context) error {
 			errs = append(errs, m.endOther(ctx, part, o))
 		}
 	}
+	return errors.Join(append(errs, m.checkWritten(ctx, open, pid))...)
+}
+
+// strandKey is a producer on a partition.
+type strandKey struct {
+	topic     string
+	partition int32
+	producer  int64
+}
+
+// checkWritten looks at the partitions the dispatchers write, and commits
+// the transactions left open there long enough by producers not open on
+// the group's offsets partition (onOffsets), whose coordinators hold them
+// ended: their markers were lost there alone. The outcome is commit
+// whatever the coordinator holds, which loses nothing: had the transaction
+// aborted, its offsets were not committed and its events were dispatched
+// again, so its records are duplicates, where an abort of records that
+// had committed would lose them. The coordinator's outcome is not enough
+// to abort them on: it is the producer's last transaction's, which is this
+// one only if that last one wrote here too.
+func (m *markers) checkWritten(ctx context.Context, onOffsets map[int64]kadm.DescribedProducer, pid int64) error {
+	written, err := m.openWritten(ctx)
+	if err != nil {
+		return err
+	}
+	next := make(map[strandKey]openTxn, len(written))
+	due := map[int64][]openTxn{}
+	for k, pr := range written {
+		o := openTxn{DescribedProducer: pr, looks: 1}
+		if prev, ok := m.strands[k]; ok && prev.CurrentTxnStartOffset == pr.CurrentTxnStartOffset {
+			o.looks = prev.looks + 1
+		}
+		next[k] = o
+		if _, also := onOffsets[k.producer]; also {
+			continue // ended there first, and here with it
+		}
+		if k.producer == pid && o.looks >= ownLooks || k.producer != pid && o.looks >= otherLooks {
+			due[k.producer] = append(due[k.producer], o)
+		}
+	}
+	m.strands = next
+	var errs []error
+	for producer, open := range due {
+		errs = append(errs, m.endStranded(ctx, producer == pid, open))
+	}
 	return errors.Join(errs...)
+}
+
+// endStranded commits the transaction of one producer left open on the
+// partitions open lists (this dispatcher's own when own), once its
+// coordinator holds it ended and the partitions, looked at again, still
+// hold it open.
+func (m *markers) endStranded(ctx context.Context, own bool, open []openTxn) error {
+	pid, epoch := open[0].ProducerID, open[0].ProducerEpoch
+	id := m.txnID
+	if own {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if now, _, err := m.cl.ProducerID(ctx); err != nil || now != pid {
+			return err
+		}
+	} else {
+		var err error
+		if id, err = m.txnIDOf(ctx, pid); id == "" || err != nil {
+			return err
+		}
+	}
+	d, err := m.describe(ctx, id)
+	if err != nil {
+		return err
+	}
+	settled := d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort"
+	if d.ProducerID != pid || d.ProducerEpoch < epoch || !settled {
+		return nil // under way, or not provably this producer's
+	}
+	if own {
+		if _, now, err := m.cl.ProducerID(ctx); err != nil || now != d.ProducerEpoch {
+			return err // initialized again by another process of the same id
+		}
+	}
+	again, err := m.openWritten(ctx)
+	if err != nil {
+		return err
+	}
+	parts := map[string][]int32{}
+	for _, o := range open {
+		k := strandKey{o.Topic, o.Partition, pid}
+		if pr, ok := again[k]; ok && pr.CurrentTxnStartOffset == o.CurrentTxnStartOffset {
+			parts[o.Topic] = append(parts[o.Topic], o.Partition)
+		}
+		delete(m.strands, k)
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	if err := m.end(ctx, id, pid, d.ProducerEpoch, true, parts, false); err != nil {
+		return fmt.Errorf("committing the transaction left open on the partitions the dispatchers write: %w", err)
+	}
+	m.repaired()
+	m.log.Warn("a transaction its coordinator had ended was still open on partitions the dispatchers write, "+
+		"where read-committed consumers wait at its first record; committed it there (records of an aborted one are delivered again, never lost)",
+		zap.String("of_transactional_id", id), zap.Int64("producer_id", pid), zap.Int16("producer_epoch", epoch),
+		zap.String("coordinator_state", d.State), zap.Any("partitions", parts))
+	return nil
+}
+
+// txnIDOf is the transactional id of a dispatcher's producer pid (with the
+// default prefix); "" for a producer of another id.
+func (m *markers) txnIDOf(ctx context.Context, pid int64) (string, error) {
+	listed, err := m.adm.ListTransactions(ctx, []int64{pid}, nil)
+	if err != nil {
+		return "", err
+	}
+	for id, l := range listed {
+		if l.ProducerID == pid && strings.HasPrefix(id, txnIDPrefix) {
+			return id, nil
+		}
+	}
+	return "", nil
+}
+
+// openWritten describes the transactions open on the partitions of the
+// topics the dispatchers write, by partition and producer.
+func (m *markers) openWritten(ctx context.Context) (map[strandKey]kadm.DescribedProducer, error) {
+	open := map[strandKey]kadm.DescribedProducer{}
+	if len(m.writes) == 0 {
+		return open, nil // listing no topics would list them all
+	}
+	listed, err := m.adm.ListTopics(ctx, m.writes...)
+	if err != nil {
+		return nil, err
+	}
+	set := kadm.TopicsSet{}
+	for _, t := range listed {
+		if t.Err == nil {
+			set.Add(t.Topic, t.Partitions.Numbers()...)
+		}
+	}
+	described, err := m.adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range described.SortedPartitions() {
+		if p.Err != nil {
+			return nil, fmt.Errorf("describing the producers of %s/%d: %w", p.Topic, p.Partition, p.Err)
+		}
+		for _, pr := range p.ActiveProducers {
+			if pr.CurrentTxnStartOffset >= 0 {
+				open[strandKey{p.Topic, p.Partition, pr.ProducerID}] = pr
+			}
+		}
+	}
+	return open, nil
 }
 
 // track is what seen becomes after a check found open: each transaction
@@ -163,7 +317,7 @@ func (m *markers) endOwn(ctx context.Context, part int32, o openTxn) error {
 	if err != nil {
 		return err
 	}
-	return m.ended(o, d.State, parts, m.end(ctx, m.txnID, o.ProducerID, epoch, v == committed, parts))
+	return m.ended(o, d.State, parts, m.end(ctx, m.txnID, o.ProducerID, epoch, v == committed, parts, true))
 }
 
 // stillOpen looks at the partition again after the coordinator was
@@ -187,42 +341,36 @@ func (m *markers) stillOpen(ctx context.Context, part int32, o openTxn) (bool, e
 // on the group's offsets partition, when its coordinator holds it
 // complete.
 func (m *markers) endOther(ctx context.Context, part int32, o openTxn) error {
-	listed, err := m.adm.ListTransactions(ctx, []int64{o.ProducerID}, nil)
+	id, err := m.txnIDOf(ctx, o.ProducerID)
+	if id == "" || err != nil {
+		return err
+	}
+	d, err := m.describe(ctx, id)
 	if err != nil {
 		return err
 	}
-	for id, l := range listed {
-		if l.ProducerID != o.ProducerID || !strings.HasPrefix(id, txnIDPrefix) {
-			continue
-		}
-		d, err := m.describe(ctx, id)
-		if err != nil {
-			return err
-		}
-		v := outcome(o.DescribedProducer, d)
-		if v == underWay {
-			continue
-		}
-		if still, err := m.stillOpen(ctx, part, o); !still || err != nil {
-			return err
-		}
-		parts, err := m.alsoOpen(ctx, o, v)
-		if err != nil {
-			return err
-		}
-		// As the producer is now: at the transaction's epoch, or at the
-		// later one its coordinator moved to when it ended it.
-		err = m.end(ctx, id, o.ProducerID, d.ProducerEpoch, v == committed, parts)
-		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
-			m.log.Error("a transaction the coordinator completed is still open on the group's offsets partition, "+
-				"and the dispatcher may not end it (no WRITE on its transactional id): the group's partitions it holds dispatch nothing "+
-				"until an operator ends it with kafka-transactions.sh abort (operations.md)",
-				zap.String("of_transactional_id", id), zap.Int64("producer_id", o.ProducerID),
-				zap.String("partition", fmt.Sprintf("%s-%d", offsetsTopic, o.Partition)), zap.Int64("open_since_offset", o.CurrentTxnStartOffset))
-		}
-		return m.ended(o, d.State, parts, err, zap.String("of_transactional_id", id))
+	v := outcome(o.DescribedProducer, d)
+	if v == underWay {
+		return nil
 	}
-	return nil
+	if still, err := m.stillOpen(ctx, part, o); !still || err != nil {
+		return err
+	}
+	parts, err := m.alsoOpen(ctx, o, v)
+	if err != nil {
+		return err
+	}
+	// As the producer is now: at the transaction's epoch, or at the
+	// later one its coordinator moved to when it ended it.
+	err = m.end(ctx, id, o.ProducerID, d.ProducerEpoch, v == committed, parts, true)
+	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		m.log.Error("a transaction the coordinator completed is still open on the group's offsets partition, "+
+			"and the dispatcher may not end it (no WRITE on its transactional id): the group's partitions it holds dispatch nothing "+
+			"until an operator ends it with kafka-transactions.sh abort (operations.md)",
+			zap.String("of_transactional_id", id), zap.Int64("producer_id", o.ProducerID),
+			zap.String("partition", fmt.Sprintf("%s-%d", offsetsTopic, o.Partition)), zap.Int64("open_since_offset", o.CurrentTxnStartOffset))
+	}
+	return m.ended(o, d.State, parts, err, zap.String("of_transactional_id", id))
 }
 
 // ended records a transaction ended by end, which returned err, on the
@@ -294,40 +442,25 @@ func ownOutcome(open kadm.DescribedProducer, d kadm.DescribedTransaction, epoch 
 }
 
 // alsoOpen is where else than on the group's offsets partition the
-// transaction o ended as v is open: the partitions of the topics the
-// dispatchers write where its producer, at its epoch, has one open. Those
-// of an outcome recorded are ended with it; those of one dropped are left
-// open and logged, the outcome to write there being unknown.
+// transaction o ended as v is open: the partitions the dispatchers write
+// where its producer, at its epoch, has one open, which are ended with it
+// when the outcome is the one its coordinator recorded. Those of a
+// transaction dropped are not: its offsets are aborted, which loses
+// nothing, where its records may have committed; checkWritten commits
+// them once the producer is no longer open on the offsets partition.
 func (m *markers) alsoOpen(ctx context.Context, o openTxn, v verdict) (map[string][]int32, error) {
-	listed, err := m.adm.ListTopics(ctx, m.writes...)
-	if err != nil {
-		return nil, err
+	if v == dropped {
+		return nil, nil
 	}
-	set := kadm.TopicsSet{}
-	for _, t := range listed {
-		if t.Err == nil {
-			set.Add(t.Topic, t.Partitions.Numbers()...)
-		}
-	}
-	described, err := m.adm.DescribeProducers(ctx, set)
+	written, err := m.openWritten(ctx)
 	if err != nil {
 		return nil, err
 	}
 	parts := map[string][]int32{}
-	for _, p := range described.SortedPartitions() {
-		if p.Err != nil {
-			return nil, fmt.Errorf("describing the producers of %s/%d: %w", p.Topic, p.Partition, p.Err)
+	for k, pr := range written {
+		if k.producer == o.ProducerID && pr.ProducerEpoch == o.ProducerEpoch {
+			parts[k.topic] = append(parts[k.topic], k.partition)
 		}
-		pr, ok := p.ActiveProducers[o.ProducerID]
-		if ok && pr.CurrentTxnStartOffset >= 0 && pr.ProducerEpoch == o.ProducerEpoch {
-			parts[p.Topic] = append(parts[p.Topic], p.Partition)
-		}
-	}
-	if v == dropped && len(parts) > 0 {
-		m.log.Error("a transaction ended with its outcome no longer kept by its coordinator is still open on partitions the dispatchers write: "+
-			"their read-committed consumers wait at its first record until an operator ends it with kafka-transactions.sh abort (operations.md)",
-			zap.Int64("producer_id", o.ProducerID), zap.Int16("producer_epoch", o.ProducerEpoch), zap.Any("partitions", parts))
-		return nil, nil
 	}
 	return parts, nil
 }
@@ -403,13 +536,13 @@ func (m *markers) describe(ctx context.Context, txnID string) (kadm.DescribedTra
 	return d, d.Err
 }
 
-// end adds parts and the group's offsets partition to a transaction of
-// the producer (txnID, pid, epoch) and ends that transaction as commit
-// says: the coordinator writes a marker on each, which settles the offsets
-// left pending and closes the records left open. A coordinator still busy
-// with the producer (CONCURRENT_TRANSACTIONS) is asked again until ctx is
-// done.
-func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16, commit bool, parts map[string][]int32) error {
+// end adds parts, and with offsets the group's offsets partition, to a
+// transaction of the producer (txnID, pid, epoch) and ends that
+// transaction as commit says: the coordinator writes a marker on each,
+// which settles the offsets left pending and closes the records left open.
+// A coordinator still busy with the producer (CONCURRENT_TRANSACTIONS) is
+// asked again until ctx is done.
+func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16, commit bool, parts map[string][]int32, offsets bool) error {
 	if len(parts) > 0 {
 		addp := kmsg.NewPtrAddPartitionsToTxnRequest()
 		addp.TransactionalID, addp.ProducerID, addp.ProducerEpoch = txnID, pid, epoch
@@ -428,16 +561,18 @@ func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16,
 			return fmt.Errorf("add partitions: %w", err)
 		}
 	}
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, m.group
-	if err := retryBusy(ctx, func() (int16, error) {
-		resp, err := add.RequestWith(ctx, m.cl)
-		if err != nil {
-			return 0, err
+	if offsets {
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, m.group
+		if err := retryBusy(ctx, func() (int16, error) {
+			resp, err := add.RequestWith(ctx, m.cl)
+			if err != nil {
+				return 0, err
+			}
+			return resp.ErrorCode, nil
+		}); err != nil {
+			return fmt.Errorf("add offsets: %w", err)
 		}
-		return resp.ErrorCode, nil
-	}); err != nil {
-		return fmt.Errorf("add offsets: %w", err)
 	}
 	end := kmsg.NewPtrEndTxnRequest()
 	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, commit

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"sync"
 	"testing"
@@ -92,7 +93,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 			t.Fatalf("coordinator state %q (%v): want Ongoing, left alone", d.State, err)
 		}
 
-		if err := m.end(ctx, txnID, pid, epoch, commit, nil); err != nil {
+		if err := m.end(ctx, txnID, pid, epoch, commit, nil, true); err != nil {
 			t.Fatal(err)
 		}
 		want := int64(-1) // dropped with the abort: nothing committed yet
@@ -138,7 +139,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 	if err != nil || listed[otherID].State != "Ongoing" {
 		t.Fatalf("the other's transaction listed by its producer: %+v %v", listed, err)
 	}
-	if err := m.end(ctx, otherID, opid, oepoch, false, nil); err != nil {
+	if err := m.end(ctx, otherID, opid, oepoch, false, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, time.Minute, "the group's offsets settled by the other's marker", func() bool {
@@ -275,8 +276,8 @@ func TestMarkerDecisions(t *testing.T) {
 	}
 }
 
-// TestLostMarkersOnApacheKafka: on a real broker, the two states a broker
-// restart left a dispatcher's transaction in (ADR 0045), made by writing
+// TestLostMarkersOnApacheKafka: on a real broker, the states a broker
+// restart left dispatchers' transactions in (ADR 0045), made by writing
 // past the coordinator with the brokers' partition verification off.
 //
 //   - Committed for its coordinator, its markers on none of its partitions:
@@ -284,9 +285,12 @@ func TestMarkerDecisions(t *testing.T) {
 //     records left open on a deliveries partition (their read-committed
 //     end moves past them); fails with only the offsets partition ended.
 //   - Aborted by its coordinator's timeout, which moved the producer to the
-//     next epoch, its marker not on the group's offsets partition: ended
-//     as an abort at that epoch, the offsets dropped; the records it left
-//     open on a deliveries partition stay so, their outcome unknown.
+//     next epoch, its marker on neither the group's offsets partition nor
+//     a deliveries partition: aborted on the offsets at that epoch, the
+//     offsets dropped; then, open on the deliveries partition alone,
+//     committed there (fails without either).
+//   - Aborted, its marker lost on a deliveries partition alone: committed
+//     there, whatever the coordinator holds.
 func TestLostMarkersOnApacheKafka(t *testing.T) {
 	brokers, ok := testkit.ApacheKafka(t)
 	if !ok {
@@ -302,7 +306,7 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx := testkit.Ctx(t, 3*time.Minute)
 	for _, topic := range []string{events, deliveries, other} {
-		if _, err := adm.CreateTopic(ctx, 2, -1, nil, topic); err != nil {
+		if _, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,12 +321,28 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 		o, _ := listed.Lookup(deliveries, p)
 		return o.Offset
 	}
+	// closed looks until the records written on deliveries partition p
+	// (two, then the marker) are readable by read-committed consumers.
+	closed := func(p int32) {
+		testkit.WaitFor(t, 2*time.Minute, fmt.Sprintf("deliveries partition %d's records committed", p), func() bool {
+			if err := m.check(ctx); err != nil {
+				t.Logf("check: %v", err)
+			}
+			return lso(p) == 3
+		})
+	}
 
 	// Committed, no marker anywhere.
-	pcl, pid, epoch := producer(t, brokers, txnIDPrefix+ns+"committed", time.Minute)
-	pastCoordinator(t, pcl, txnIDPrefix+ns+"committed", pid, epoch, group, events, deliveries, 0, 7)
-	inOther(t, pcl, txnIDPrefix+ns+"committed", pid, epoch, other)
-	endTxn(t, pcl, txnIDPrefix+ns+"committed", pid, epoch, true)
+	id := txnIDPrefix + ns + "committed"
+	pcl, pid, epoch := producer(t, brokers, id, time.Minute)
+	withoutVerification(t, adm, func() error {
+		if err := commitOffset(ctx, pcl, id, pid, epoch, group, events, 7); err != nil {
+			return err
+		}
+		return writePast(ctx, pcl, id, pid, epoch, deliveries, 0)
+	})
+	inOther(t, pcl, id, pid, epoch, other)
+	endTxn(t, pcl, id, pid, epoch, true)
 	if _, err := stable(); !errors.Is(err, kerr.UnstableOffsetCommit) {
 		t.Fatalf("a stable fetch with the marker lost: %v, want UNSTABLE_OFFSET_COMMIT", err)
 	}
@@ -338,11 +358,17 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 
 	// Aborted by its timeout, the producer at the next epoch; no marker on
 	// the group's offsets partition nor on deliveries partition 1.
-	pcl, pid, epoch = producer(t, brokers, txnIDPrefix+ns+"timed-out", time.Second)
-	pastCoordinator(t, pcl, txnIDPrefix+ns+"timed-out", pid, epoch, group, events, deliveries, 1, 9)
-	inOther(t, pcl, txnIDPrefix+ns+"timed-out", pid, epoch, other)
+	id = txnIDPrefix + ns + "timed-out"
+	pcl, pid, epoch = producer(t, brokers, id, time.Second)
+	withoutVerification(t, adm, func() error {
+		if err := commitOffset(ctx, pcl, id, pid, epoch, group, events, 9); err != nil {
+			return err
+		}
+		return writePast(ctx, pcl, id, pid, epoch, deliveries, 1)
+	})
+	inOther(t, pcl, id, pid, epoch, other)
 	testkit.WaitFor(t, time.Minute, "the coordinator's timeout abort", func() bool {
-		d, err := m.describe(ctx, txnIDPrefix+ns+"timed-out")
+		d, err := m.describe(ctx, id)
 		return err == nil && d.State == "CompleteAbort" && d.ProducerEpoch == epoch+1
 	})
 	if _, err := stable(); !errors.Is(err, kerr.UnstableOffsetCommit) {
@@ -353,14 +379,22 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 		got, err := stable()
 		return err == nil && got == 7
 	})
-	if got := lso(1); got != 0 {
-		t.Fatalf("deliveries partition 1, whose outcome is unknown, ended: read-committed end %d, want 0", got)
+	closed(1)
+
+	// Aborted, its offsets' marker written, deliveries partition 2's lost.
+	id = txnIDPrefix + ns + "aborted"
+	pcl, pid, epoch = producer(t, brokers, id, time.Minute)
+	holdOffsets(t, pcl, id, pid, epoch, group, events, 11)
+	withoutVerification(t, adm, func() error { return writePast(ctx, pcl, id, pid, epoch, deliveries, 2) })
+	endTxn(t, pcl, id, pid, epoch, false)
+	testkit.WaitFor(t, time.Minute, "the group's offsets settled by the abort's own marker", func() bool {
+		got, err := stable()
+		return err == nil && got == 7
+	})
+	if got := lso(2); got != 0 {
+		t.Fatalf("deliveries partition 2's read-committed end with the marker lost: %d, want 0", got)
 	}
-	// Not left for other tests: the records of the timed-out transaction
-	// aborted as an operator would.
-	if err := m.end(ctx, txnIDPrefix+ns+"timed-out", pid, epoch+1, false, map[string][]int32{deliveries: {1}}); err != nil {
-		t.Fatal(err)
-	}
+	closed(2)
 }
 
 // producer is a transactional client of txnID, initialized, with its
@@ -379,19 +413,17 @@ func producer(t *testing.T, brokers []string, txnID string, timeout time.Duratio
 	return cl, pid, epoch
 }
 
-// pastCoordinator has producer pid commit offset for the events topic's
-// partition 0 in group and write two records to the deliveries topic's
-// partition p, in its transaction but without telling its coordinator:
-// with the brokers' partition verification off for the time it takes,
-// as a broker before KIP-890 allowed. The coordinator writes no marker
-// where it was not told, as it wrote none after the restart.
-func pastCoordinator(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch int16, group, events, deliveries string, p int32, offset int64) {
+// withoutVerification turns the brokers' partition verification off for
+// the time write takes, so that a producer may write past its coordinator
+// as brokers before KIP-890 allowed: the coordinator writes no marker
+// where it was not told, as it wrote none after the restart. write is
+// tried until the brokers apply the change (refused until then,
+// TRANSACTION_ABORTABLE).
+func withoutVerification(t *testing.T, adm *kadm.Client, write func() error) {
 	t.Helper()
-	ctx := testkit.Ctx(t, time.Minute)
-	adm := kadm.NewClient(cl)
 	const verification = "transaction.partition.verification.enable"
 	off := "false"
-	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: verification, Value: &off}}); err != nil {
+	if _, err := adm.AlterBrokerConfigs(testkit.Ctx(t, time.Minute), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: verification, Value: &off}}); err != nil {
 		t.Fatal(err)
 	}
 	restore := func() {
@@ -400,30 +432,30 @@ func pastCoordinator(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoc
 		}
 	}
 	t.Cleanup(restore)
-	// Refused (TRANSACTION_ABORTABLE) until the brokers apply the change.
-	testkit.WaitFor(t, time.Minute, "offsets committed past the coordinator", func() bool {
-		return commitOffset(ctx, cl, txnID, pid, epoch, group, events, offset) == nil
-	})
-	topics, err := adm.ListTopics(ctx, deliveries)
+	testkit.WaitFor(t, time.Minute, "written past the coordinator", func() bool { return write() == nil })
+	restore()
+}
+
+// writePast has producer pid write two records to the topic's partition p
+// in its transaction, without telling its coordinator.
+func writePast(ctx context.Context, cl *kgo.Client, txnID string, pid int64, epoch int16, topic string, p int32) error {
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID, req.Acks, req.TimeoutMillis = &txnID, -1, 10_000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = deliveries, topics[deliveries].ID
+	rt.Topic, rt.TopicID = topic, topics[topic].ID
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition, rp.Records = p, txnBatch(pid, epoch, "first", "second")
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("records written past the coordinator: %v", err)
-	}
-	restore()
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
 }
 
 // txnBatch is a transactional record batch of values, the first of

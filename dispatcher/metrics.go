@@ -68,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 				"(valid, invalid, unknown: a type not in the catalog, with WEBHOOKS_UNKNOWN_EVENT_TYPES warn or reject, counted under type \"\")."},
 			[]string{"type", "outcome"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Subsystem: "dispatcher",
-			Name: "transactions_total", Help: "Transactions ended, by result: committed, or aborted (the batch is dispatched again)."},
+			Name: "transactions_total", Help: "Transactions ended, by result: committed, aborted (the batch is dispatched again), or repaired (one whose marker was lost, ended again)."},
 			[]string{"result"}),
 		// A transaction is a batch of up to 1000 events: produce, flush,
 		// commit. On a healthy cluster that takes a few to a few hundred
@@ -84,9 +84,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// transaction records how a transaction ended.
-// repaired counts a transaction ended again to write its marker on the
-// group's offsets (markers).
+// repaired counts a transaction ended again to write a marker it lost
+// (markers).
 func (m *metrics) repaired() {
 	if m != nil {
 		m.transactions.WithLabelValues("repaired").Inc()
