@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookpipe/hookpipe/pipeline/internal/stack"
 	"github.com/hookpipe/hookpipe/runtime/kafka"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/topics"
@@ -113,6 +115,7 @@ func brokerRestartedMidStream(t *testing.T, stop string, replace bool) {
 	r := newReceiver(t)
 	e.subscribePair(r, "*", nil)
 	dispatcher := e.startProc(filepath.Join(bin, "dispatcher"), "dispatcher")
+	dispatchers := []*stack.Process{dispatcher}
 	procs := map[string]interface{ Done() <-chan struct{} }{
 		"dispatcher": dispatcher,
 		"deliverer":  e.startProc(filepath.Join(bin, "deliverer"), "deliverer"),
@@ -134,7 +137,8 @@ func brokerRestartedMidStream(t *testing.T, stop string, replace bool) {
 			t.Fatal(err)
 		}
 		<-dispatcher.Done()
-		procs["dispatcher"] = e.startProc(filepath.Join(bin, "dispatcher"), "dispatcher")
+		dispatchers = append(dispatchers, e.startProc(filepath.Join(bin, "dispatcher"), "dispatcher"))
+		procs["dispatcher"] = dispatchers[1]
 	}
 	restarted, before := time.Now(), r.count()
 	wait(t, 120*time.Second, "a delivery after the restart", func() bool { return r.count() > before })
@@ -149,10 +153,24 @@ func brokerRestartedMidStream(t *testing.T, stop string, replace bool) {
 		}
 	}
 	dups := duplicates(r)
-	t.Logf("broker stopped (%s) after %d of %d events were published and %d deliveries made; first delivery %v after the restart; duplicates: ordered %d, unordered %d; lost 0",
-		stop, killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"])
+	t.Logf("broker stopped (%s) after %d of %d events were published and %d deliveries made; first delivery %v after the restart; duplicates: ordered %d, unordered %d; lost 0; marker repairs logged: %d",
+		stop, killedAt, n, before, recovered.Round(time.Millisecond), dups["ordered"], dups["unordered"], markerRepairs(t, dispatchers))
 	assertKeyOrder(t, r, keys)
 	assertFannedOutOnce(t, e, n*2)
+}
+
+// markerRepairs counts the transactions the dispatchers' logs say they
+// ended again (ADR 0045).
+func markerRepairs(t *testing.T, dispatchers []*stack.Process) int {
+	n := 0
+	for _, p := range dispatchers {
+		b, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += bytes.Count(b, []byte("wrote its marker again")) + bytes.Count(b, []byte("committed it there"))
+	}
+	return n
 }
 
 // TestDispatcherThroughBrokerKills (invariant 2): the broker SIGKILLed and
