@@ -541,8 +541,16 @@ func (m *markers) describe(ctx context.Context, txnID string) (kadm.DescribedTra
 // transaction as commit says: the coordinator writes a marker on each,
 // which settles the offsets left pending and closes the records left open.
 // A coordinator still busy with the producer (CONCURRENT_TRANSACTIONS) is
-// asked again until ctx is done.
+// asked again, for endBound at most.
+//
+// Once begun, it ignores ctx's end: a transaction begun and not ended is
+// aborted by its coordinator's timeout, and an abort would drop records
+// left open that had committed, whose offsets are the group's. So a
+// shutdown waits for it (Run waits for the markers' goroutine); only a
+// crash between its requests leaves that to the timeout (ADR 0045).
 func (m *markers) end(ctx context.Context, txnID string, pid int64, epoch int16, commit bool, parts map[string][]int32, offsets bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endBound)
+	defer cancel()
 	if len(parts) > 0 {
 		addp := kmsg.NewPtrAddPartitionsToTxnRequest()
 		addp.TransactionalID, addp.ProducerID, addp.ProducerEpoch = txnID, pid, epoch
@@ -621,5 +629,10 @@ func retryBusy(ctx context.Context, send func() (int16, error)) error {
 	}
 }
 
-// busyRetry is the pause before asking a busy coordinator again.
-const busyRetry = 100 * time.Millisecond
+// busyRetry is the pause before asking a busy coordinator again; endBound
+// bounds the requests of end, below the transaction timeouts dispatchers
+// set (10 s by default).
+const (
+	busyRetry = 100 * time.Millisecond
+	endBound  = 5 * time.Second
+)

@@ -291,6 +291,7 @@ func TestMarkerDecisions(t *testing.T) {
 //     committed there (fails without either).
 //   - Aborted, its marker lost on a deliveries partition alone: committed
 //     there, whatever the coordinator holds.
+//   - Ending one goes on when its context ends (a shutdown).
 func TestLostMarkersOnApacheKafka(t *testing.T) {
 	brokers, ok := testkit.ApacheKafka(t)
 	if !ok {
@@ -306,7 +307,7 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx := testkit.Ctx(t, 3*time.Minute)
 	for _, topic := range []string{events, deliveries, other} {
-		if _, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil {
+		if _, err := adm.CreateTopic(ctx, 4, -1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -395,6 +396,21 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 		t.Fatalf("deliveries partition 2's read-committed end with the marker lost: %d, want 0", got)
 	}
 	closed(2)
+
+	// Ended as a shutdown would find it between its requests, its
+	// context done: ended all the same, not left to the coordinator's
+	// timeout, whose abort would drop records that had committed.
+	id = txnIDPrefix + ns + "shutdown"
+	pcl, pid, epoch = producer(t, brokers, id, time.Minute)
+	holdOffsets(t, pcl, id, pid, epoch, group, events, 13)
+	withoutVerification(t, adm, func() error { return writePast(ctx, pcl, id, pid, epoch, deliveries, 3) })
+	endTxn(t, pcl, id, pid, epoch, true)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := m.end(done, id, pid, epoch, true, map[string][]int32{deliveries: {3}}, false); err != nil {
+		t.Fatalf("ending with the context done: %v", err)
+	}
+	testkit.WaitFor(t, time.Minute, "deliveries partition 3's records committed", func() bool { return lso(3) == 3 })
 }
 
 // producer is a transactional client of txnID, initialized, with its
