@@ -331,9 +331,11 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	row(fmt.Sprintf("CPU per delivery at %d events/s (the p50 run), four subscriptions", int(fourRate/2)), "")
 	var calmPipeline time.Duration
 	for i, p := range procs {
+		cell := "-" // every column has the same rows, so that they line up
 		if p.pid != 0 {
-			row("  "+p.name, calmCPU[i].Round(time.Microsecond).String())
+			cell = calmCPU[i].Round(time.Microsecond).String()
 		}
+		row("  "+p.name, cell)
 		if p.name != "receiver" && p.pid != os.Getpid() {
 			calmPipeline += calmCPU[i]
 		}
