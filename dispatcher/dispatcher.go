@@ -146,10 +146,10 @@ func kafkaOpts(cfg Config, log *zap.Logger) (base, session []kgo.Opt) {
 		kgo.FetchMinBytes(cfg.FetchMinBytes),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		kgo.TransactionalID(cfg.TransactionalID),
-		kafka.TransactionsV1(),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(topics.Partitioner()),
 	)
+	session = append(session, kafka.TransactionsV1()...)
 	if cfg.Kafka.SessionTimeout > 0 {
 		session = append(session, kgo.SessionTimeout(cfg.Kafka.SessionTimeout),
 			kgo.HeartbeatInterval(max(cfg.Kafka.SessionTimeout/10, 100*time.Millisecond)))

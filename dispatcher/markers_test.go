@@ -53,7 +53,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 	}
 	ns := testkit.Namespace(t)
 	txnID, group, topic := ns+"dispatcher-txn", ns+"dispatcher", ns+"events"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID), kafka.TransactionsV1())
+	cl, err := kgo.NewClient(append(kafka.TransactionsV1(), kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestMarkersOnApacheKafka(t *testing.T) {
 	// way for its coordinator: found by its producer, left alone at every
 	// look, then ended as that producer.
 	otherID := txnIDPrefix + ns + "gone"
-	other, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(otherID), kafka.TransactionsV1())
+	other, err := kgo.NewClient(append(kafka.TransactionsV1(), kgo.SeedBrokers(brokers...), kgo.TransactionalID(otherID))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 	}
 	ns := testkit.Namespace(t)
 	group, events, deliveries, other := ns+"dispatcher", ns+"events", ns+"deliveries", ns+"other"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kafka.TransactionsV1()) // as the dispatcher's
+	cl, err := kgo.NewClient(append(kafka.TransactionsV1(), kgo.SeedBrokers(brokers...))...) // as the dispatcher's
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestLostMarkersOnApacheKafka(t *testing.T) {
 // producer id and epoch.
 func producer(t *testing.T, brokers []string, txnID string, timeout time.Duration) (*kgo.Client, int64, int16) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID), kafka.TransactionsV1(), kgo.TransactionTimeout(timeout))
+	cl, err := kgo.NewClient(append(kafka.TransactionsV1(), kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID), kgo.TransactionTimeout(timeout))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,8 @@ func TestAuthOnApacheKafka(t *testing.T) {
 // transaction to the next, which only the first transaction protocol does;
 // a client without TransactionsV1 on the same broker bumps it on every
 // commit (the second protocol, which the broker offers), so the test is
-// about the cap, not the broker.
+// about the cap, not the broker. It asks again 1 ms after the coordinator
+// refused a transaction begun while the previous one was completing.
 func TestTransactionsV1OnApacheKafka(t *testing.T) {
 	brokers := apacheKafka(t)
 	topic := testkit.Namespace(t) + "tx"
@@ -161,6 +162,9 @@ func TestTransactionsV1OnApacheKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Close()
+	if got, _ := tx.cl.OptValue(kgo.ConcurrentTransactionsBackoff).(time.Duration); got != concurrentTxnBackoff {
+		t.Errorf("NewTx's producer waits %v after CONCURRENT_TRANSACTIONS; want %v", got, concurrentTxnBackoff)
+	}
 	v1 := epochs(func() error { return tx.Commit(ctx, &kgo.Record{Topic: topic, Value: []byte("v1")}) },
 		func() (int64, int16, error) { return tx.cl.ProducerID(ctx) })
 
