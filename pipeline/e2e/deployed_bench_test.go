@@ -119,9 +119,11 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 	b.Helper()
 	var e *env
 	var brokerPid int
+	jit := func() time.Duration { return 0 } // the broker's JIT compiler's CPU so far (a JVM's)
 	if broker == "apache" {
 		k := startOwnKafka(b)
 		e, brokerPid = newEnvOn(b, k.brokers(), func() {}, nil), k.pid()
+		jit = func() time.Duration { return k.jitCPU(b) }
 	} else {
 		var p *stack.Process
 		e, p = newEnvBrokerProcess(b)
@@ -237,6 +239,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		return burstTo(r, four, prefix, ev)
 	}
 	// The least a request costs a client here, for the CPU rows.
+	jitFrom, brokerFrom := jit(), cpuTimes(b, []cpuOf{{"broker", brokerPid}})[0]
 	floorRate, floorCPU := floorLimit(b, r, four, data, depBurst, 64)
 	oneRate, oneRaw, oneRawCPU, oneCPU := burst("one", toOne)
 	spilled := spills(b, e, "one", 100+depBurst)
@@ -290,6 +293,10 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		return reqs
 	}
 	calm, stormy := latency(false), latency(true)
+	jitShare := "-"
+	if broker == "apache" {
+		jitShare = fmt.Sprintf("%.0f%%", 100*max(0, float64(jit()-jitFrom))/float64(cpuTimes(b, []cpuOf{{"broker", brokerPid}})[0]-brokerFrom))
+	}
 	p50, p99 := latencies(calm)
 	_, p99Storm := latencies(stormy)
 	split := dispatchSplit(b, e, calm, stormy)
@@ -341,6 +348,7 @@ func deployedOn(b *testing.B, bin string, redis *redistest.Server, broker string
 		}
 	}
 	row("  the pipeline", calmPipeline.Round(time.Microsecond).String())
+	row("the broker's JIT compiler, share of its CPU in these runs", jitShare)
 	row("Redis commands per delivery in the bursts (one / four subscriptions)", fmt.Sprintf("%.2f / %.2f", redisPerDelivery[0], redisPerDelivery[1]))
 	row("floor: a minimal HTTP/1.1 client, 64 connections (req/s)", fmt.Sprintf("%.0f", floorRate))
 	row("  its CPU per request (the least a delivery's request costs)", floorCPU.Round(time.Microsecond).String())
@@ -446,24 +454,40 @@ func cpuTimes(b *testing.B, procs []cpuOf) []time.Duration {
 	b.Helper()
 	out := make([]time.Duration, len(procs))
 	for i, p := range procs {
-		if p.pid == 0 { // not running in this column
-			continue
+		if p.pid != 0 { // else not running in this column
+			out[i] = statCPU(b, fmt.Sprintf("/proc/%d/stat", p.pid))
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		// The command name (field 2) may hold spaces; the fields after
-		// its closing parenthesis start at field 3.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-		stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			b.Fatalf("/proc/%d/stat: %q", p.pid, stat)
-		}
-		out[i] = time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return out
+}
+
+// statCPU is the user plus system CPU time in a process's /proc stat
+// file.
+func statCPU(b *testing.B, path string) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t, ok := parseStatCPU(stat)
+	if !ok {
+		b.Fatalf("%s: %q", path, stat)
+	}
+	return t
+}
+
+// parseStatCPU is the user plus system CPU time in the text of a /proc stat
+// file (of a process, or of a thread: /proc/PID/task/TID/stat).
+func parseStatCPU(stat []byte) (time.Duration, bool) {
+	// The command name (field 2) may hold spaces; the fields after its
+	// closing parenthesis start at field 3.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond, err1 == nil && err2 == nil
 }
 
 // cpuTicks is the machine's CPU time so far, all cores (/proc/stat), in

@@ -18,6 +18,7 @@
 #   services.sh start elasticmq PORT DIR
 #   services.sh stop SERVICE DIR
 #   services.sh kill SERVICE DIR
+#   services.sh kafka-requests DIR JMXPORT
 #   services.sh status
 #
 # Every instance binds to 127.0.0.1 only and keeps all of its state (data,
@@ -140,6 +141,7 @@ usage:
   $PROG stop SERVICE DIR
   $PROG kill SERVICE DIR
   $PROG ctl DIR ARGS...        rabbitmqctl ARGS against the node of DIR
+  $PROG kafka-requests DIR JMXPORT  requests the broker of DIR served, by API (JMX on JMXPORT)
   $PROG status
 SERVICE: redis|redis-cluster|clickhouse|kafka|nats|rabbitmq|elasticmq
 EOF
@@ -594,6 +596,30 @@ rootLogger.appenderRef.out.ref=out
 EOF
 }
 
+# kafka_requests DIR JMXPORT: the requests the broker of DIR has served since
+# it started, one "API COUNT" a line (its RequestsPerSec counts, every
+# version summed), for the benchmarks. The first call starts the JVM's JMX
+# agent on 127.0.0.1:JMXPORT (jcmd, from the JDK); later calls reuse it.
+kafka_requests() {
+	(($# == 2)) || usage
+	local dir port=$2 pid
+	dir=$(abs_dir "$1")
+	have jcmd || die "jcmd not found; install a JDK 17+ (apt-get install openjdk-17-jdk-headless)"
+	pid=$(tr -dc 0-9 <"$dir/kafka.pid") || die "no broker in $dir"
+	if [[ $(cat "$dir/jmx.port" 2>/dev/null) != "$port" ]]; then
+		jcmd "$pid" ManagementAgent.start "jmxremote.port=$port" "jmxremote.rmi.port=$port" \
+			jmxremote.host=127.0.0.1 jmxremote.authenticate=false jmxremote.ssl=false >/dev/null ||
+			die "could not start the JMX agent of the broker in $dir"
+		echo "$port" >"$dir/jmx.port"
+	fi
+	java -cp "$KAFKA_CACHE/libs/*" org.apache.kafka.tools.JmxTool --one-time true \
+		--jmx-url "service:jmx:rmi:///jndi/rmi://127.0.0.1:$port/jmxrmi" \
+		--object-name 'kafka.network:type=RequestMetrics,name=RequestsPerSec,*' \
+		--attributes Count --report-format properties 2>/dev/null |
+		grep -o 'request=[A-Za-z]*,version=[0-9]*:Count=[0-9]*' |
+		awk -F'[=,:]' '{n[$2] += $6} END {for (k in n) print k, n[k]}' | sort
+}
+
 start_kafka() {
 	(($# == 2)) || usage
 	local port=$1 dir
@@ -613,7 +639,7 @@ start_kafka() {
 	# The config path names the instance in the broker's command line.
 	local pidfile=$dir/kafka.pid logfile=$dir/kafka.out conf=$dir/server.properties
 	if ! pid_alive "$pidfile" "$conf"; then
-		rm -f -- "$pidfile"
+		rm -f -- "$pidfile" "$dir/jmx.port" # a new JVM has no JMX agent yet
 		local -a java=(java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20
 			-XX:+ExitOnOutOfMemoryError -XX:-UsePerfData -Djava.awt.headless=true
 			-Dlog4j2.configurationFile="$dir/log4j2.properties"
@@ -1132,6 +1158,7 @@ main() {
 	stop) stop_service TERM "$@" ;;
 	kill) stop_service KILL "$@" ;;
 	ctl) rabbitmq_ctl "$@" ;;
+	kafka-requests) kafka_requests "$@" ;;
 	status) status ;;
 	-h | --help | help) usage ;;
 	*) usage ;;
