@@ -207,7 +207,7 @@ bench: deps build
 	  $(SERVICES) install-kafka; \
 	  WEBHOOKS_TEST_CLICKHOUSE_ADDR=127.0.0.1:$(TEST_CLICKHOUSE_PORT) WEBHOOKS_BENCH_APACHE=1 \
 	  WEBHOOKS_BENCH_CLICKHOUSE_PID=$$(tr -dc 0-9 <$(TESTDIR)/clickhouse/clickhouse-server.pid) \
-	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 40m ./pipeline/e2e/ ./dispatcher/; \
+	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./pipeline/e2e/ ./dispatcher/; \
 	  $(GO) test -run '^$$' -bench BenchmarkTransformations -benchtime 1x -timeout 20m ./deliverer/; \
 	  echo "== destinations: each kind against its bare client"; \
 	  $(TEST_QUEUES); \

@@ -29,11 +29,9 @@ import (
 // served a delivery (all of them, and each API above 0.01), and the share
 // of the broker's CPU its JIT compiler took.
 //
-// A broker in production has run for days; one started for the benchmark
-// compiles its request paths for minutes on these two cores, at up to a
-// core. So it is warmed first: a burst, then 10-second rounds at 1,000
+// The broker is warmed first: a burst, then 10-second rounds at 1,000
 // events a second until its JIT compiler took under a tenth of its CPU in
-// a round (at most steadyWarmRounds; the table says how many it took).
+// a round (warmUp; the table says how many it took).
 // Runs with WEBHOOKS_BENCH_APACHE (make bench).
 func BenchmarkSteadyOnApache(b *testing.B) {
 	if os.Getenv(envBenchApache) == "" {
@@ -91,13 +89,7 @@ func BenchmarkSteadyOnApache(b *testing.B) {
 			}
 			return out
 		}
-		rounds := 0
-		for rounds < steadyWarmRounds {
-			rounds++
-			if run(1000).jit < 0.1 {
-				break
-			}
-		}
+		rounds := k.warmUp(b, func() { run(1000) })
 		var runs []steadyRun
 		for _, rate := range []int{200, 200, 1000, 1000} {
 			runs = append(runs, run(rate))
@@ -113,8 +105,25 @@ func BenchmarkSteadyOnApache(b *testing.B) {
 	}
 }
 
-// steadyWarmRounds bounds BenchmarkSteadyOnApache's warm-up rounds.
-const steadyWarmRounds = 12
+// warmUp runs round (10 s of events at 1,000 a second) until the broker's
+// JIT compiler took under a tenth of its CPU in one, at most warmRounds
+// times, and returns how many it ran. A broker in production has run for
+// days; one started for a benchmark compiles its request paths for
+// minutes, at up to a core of these two.
+func (k *ownKafka) warmUp(b *testing.B, round func()) int {
+	b.Helper()
+	broker := []cpuOf{{"broker", k.pid()}}
+	for n := 1; ; n++ {
+		jit, cpu := k.jitCPU(b), cpuTimes(b, broker)[0]
+		round()
+		if n == warmRounds || float64(k.jitCPU(b)-jit) < 0.1*float64(cpuTimes(b, broker)[0]-cpu) {
+			return n
+		}
+	}
+}
+
+// warmRounds bounds a broker's warmUp.
+const warmRounds = 12
 
 // steadyRun is one run of BenchmarkSteadyOnApache.
 type steadyRun struct {
