@@ -9,7 +9,6 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -39,7 +38,7 @@ const retryWait = time.Second
 // subscriptionTable is the part of table.Table the loop needs.
 type subscriptionTable interface {
 	matcher
-	WaitCaughtUp(ctx context.Context) error
+	table.Tailed
 }
 
 // Run dispatches events until ctx is done, then finishes the transaction in
@@ -208,14 +207,13 @@ func (d *dispatcher) run(ctx context.Context) error {
 	}
 }
 
-// catchUp waits for the subscription table and the catalog (at once),
-// retrying on errors; false means ctx is done. The polled batch is kept
-// meanwhile: dropping it would let a later commit skip its events.
+// catchUp waits for the subscription table and the catalog (one listing
+// of both topics' end offsets), retrying on errors; false means ctx is
+// done. The polled batch is kept meanwhile: dropping it would let a later
+// commit skip its events.
 func (d *dispatcher) catchUp(ctx context.Context) bool {
 	for {
-		types := make(chan error, 1)
-		go func() { types <- d.catalog.WaitCaughtUp(ctx) }()
-		err := errors.Join(d.table.WaitCaughtUp(ctx), <-types)
+		err := table.WaitAllCaughtUp(ctx, d.table, d.catalog)
 		if err == nil {
 			return true
 		}

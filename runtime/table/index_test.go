@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,6 +150,63 @@ func TestWaitCaughtUpSharesListings(t *testing.T) {
 	}
 	if _, ok := tbl.Get("s1"); !ok {
 		t.Fatal("s1 not in the table after WaitCaughtUp")
+	}
+}
+
+// TestWaitAllCaughtUp: the dispatcher waits for its subscription table and
+// its catalog before each batch. WaitAllCaughtUp sees what was written to
+// either topic before the call, with one listing of both topics' end
+// offsets a call, not one a table.
+func TestWaitAllCaughtUp(t *testing.T) {
+	e := newTableEnv(t, 2)
+	types := &tableEnv{c: e.c, cl: e.cl, adm: e.adm, topic: "webhooks.event-types"}
+	if _, err := e.adm.CreateTopic(testCtx(t, 10*time.Second), 1, -1, nil, types.topic); err != nil {
+		t.Fatal(err)
+	}
+	tbl := e.startTable(t)
+	cat := types.startKeyed(t, rules[string]{decode: decodeString})
+	var mu sync.Mutex
+	var listings [][]string // the topics of each listing of end offsets
+	e.c.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.KeepControl()
+		var named []string
+		for _, topic := range req.(*kmsg.ListOffsetsRequest).Topics {
+			if len(topic.Partitions) > 0 && topic.Partitions[0].Timestamp == -1 { // not a reset to the start (-2)
+				named = append(named, topic.Topic)
+			}
+		}
+		if named != nil {
+			mu.Lock()
+			listings = append(listings, named)
+			mu.Unlock()
+		}
+		return nil, nil, false
+	})
+	const rounds = 5
+	for i := range rounds {
+		s := sub(t, "s"+strconv.Itoa(i), "*")
+		e.putSub(t, s)
+		types.put(t, "type"+strconv.Itoa(i), []byte("v"))
+		if err := WaitAllCaughtUp(testCtx(t, catchUpTimeout), tbl, cat); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tbl.Get(s.ID); !ok {
+			t.Fatalf("%s not in the table after WaitAllCaughtUp", s.ID)
+		}
+		if _, ok := cat.Get("type" + strconv.Itoa(i)); !ok {
+			t.Fatalf("type%d not in the catalog after WaitAllCaughtUp", i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(listings) != rounds {
+		t.Fatalf("%d calls sent %d listings of end offsets, want %d: %v", rounds, len(listings), rounds, listings)
+	}
+	for _, named := range listings {
+		slices.Sort(named)
+		if !slices.Equal(named, []string{types.topic, e.topic}) {
+			t.Fatalf("a listing named %v, want both topics", named)
+		}
 	}
 }
 

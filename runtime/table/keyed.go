@@ -101,6 +101,8 @@ func (k *Keyed[V]) WaitCaughtUp(ctx context.Context) error {
 	return k.v.waitCaughtUp(ctx)
 }
 
+func (k *Keyed[V]) tailed() *view { return k.v }
+
 // WaitApplied returns once the record r (as produced: its partition and
 // offset set by the broker's acknowledgement) has been applied, or ctx is
 // done: one write's read-your-write without a listing of end offsets.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -183,14 +184,20 @@ func (v *view) waitCaughtUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list end offsets of %s: %w", v.topic, err)
 	}
+	return v.waitFor(ctx, ends[v.topic])
+}
+
+// waitFor waits until the view has applied its topic up to ends, by
+// partition.
+func (v *view) waitFor(ctx context.Context, ends map[int32]kadm.ListedOffset) error {
 	for {
 		v.mu.Lock()
 		behind := false
-		ends.Each(func(o kadm.ListedOffset) {
-			if !v.appliedTo(o.Partition, o.Offset) {
+		for p, o := range ends {
+			if !v.appliedTo(p, o.Offset) {
 				behind = true
 			}
-		})
+		}
 		wait := v.progress
 		v.mu.Unlock()
 		if !behind {
@@ -202,6 +209,44 @@ func (v *view) waitCaughtUp(ctx context.Context) error {
 			return fmt.Errorf("waiting for %s to catch up: %w", v.topic, ctx.Err())
 		}
 	}
+}
+
+// Tailed is a table kept from its topic: a Keyed, or a type that embeds
+// one (the subscription table, the catalog), not nil.
+type Tailed interface{ tailed() *view }
+
+// WaitAllCaughtUp returns once each of tables has applied every record
+// written before the call, or ctx is done: WaitCaughtUp of each, with one
+// listing of their topics' end offsets (a request to each broker) instead
+// of one a table. For a caller that waits for the same tables before each
+// batch (the dispatcher); it does not share the listings of concurrent
+// callers as WaitCaughtUp does.
+func WaitAllCaughtUp(ctx context.Context, tables ...Tailed) error {
+	var views []*view
+	var names []string
+	for _, t := range tables {
+		views = append(views, t.tailed())
+		names = append(names, t.tailed().topic)
+	}
+	if len(views) == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	// The last stable offsets, as in list.
+	ends, err := views[0].adm.ListCommittedOffsets(lctx, names...)
+	cancel()
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list end offsets of %s: %w", strings.Join(names, ", "), err)
+	}
+	for _, v := range views {
+		if err := v.waitFor(ctx, ends[v.topic]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // endOffsets returns the topic's end offsets from a listing sent after the
