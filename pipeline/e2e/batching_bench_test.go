@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,37 +37,13 @@ func BenchmarkDispatcherBatching(b *testing.B) {
 		{"1 byte, 1s (default)", nil},
 		{"64 KiB, 10ms", map[string]string{"WEBHOOKS_DISPATCHER_FETCH_MIN_BYTES": "65536", "WEBHOOKS_DISPATCHER_FETCH_MAX_WAIT": "10ms"}},
 	}
-	bin := binaries(b)
 	redis := redistest.Start(b)
-	data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
 	for b.Loop() {
 		var rows [][]string
 		for _, st := range settings {
 			e, broker := newEnvBrokerProcess(b)
-			e.withRedis(redis.URL(), fmt.Sprintf("batch%d:", time.Now().UnixNano()), map[string]string{
-				redisstate.EnvTimeout: "100ms", redisstate.EnvRetryInterval: "2s"})
-			r := newReceiverProcess(b)
-			for i := range 4 {
-				s := e.subscribe(topics.Subscription{ID: fmt.Sprintf("four-%d", i), URL: r.url(fmt.Sprintf("four-%d", i)),
-					EventTypes: []string{fmt.Sprintf("dep.four%d", i)}, Enabled: true})
-				r.trust(s)
-			}
-			ops := testkit.FreeAddr(b)
-			procs := []cpuOf{{"broker", broker.Pid()}}
-			for _, c := range []string{"dispatcher", "deliverer", "retrier"} {
-				vars := map[string]string{}
-				for k, v := range st.vars {
-					vars[k] = v
-				}
-				if c == "dispatcher" {
-					vars["WEBHOOKS_HTTP_ADDR"] = ops
-				}
-				procs = append(procs, cpuOf{c, e.startProcWith(filepath.Join(bin, c), c, vars).Pid()})
-			}
-			event := func(i int) topics.Event {
-				return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: fmt.Sprintf("dep.four%d", i%4),
-					Key: fmt.Sprintf("k%d", i%depKeys), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(data)}
-			}
+			f := startFourDeployed(b, e, redis.URL(), "batch", broker.Pid(), st.vars)
+			r, ops, procs, event := f.r, f.ops, f.procs, f.event
 			publishKeyed(b, e, 400, event)
 			wait(b, 120*time.Second, "warm-up", func() bool { return r.count() >= 400 })
 
@@ -121,4 +98,49 @@ func transactions(b *testing.B, ops string) float64 {
 	b.Helper()
 	m, _ := scrape(b, ops)
 	return m[`webhooks_dispatcher_transactions_total{result="committed"}`]
+}
+
+// fourDeployed is what BenchmarkDispatcherBatching and
+// BenchmarkSteadyOnApache run on: four subscriptions (event types
+// dep.four0 to dep.four3) on a receiver process r, the dispatcher (its ops
+// port at ops), deliverer and retrier as processes, on Redis. procs are
+// the broker and the three, for cpuTimes; event is a run's i-th event, to
+// the four subscriptions in turn.
+type fourDeployed struct {
+	r     *receiverProcess
+	ops   string
+	procs []cpuOf
+	event func(i int) topics.Event
+}
+
+// startFourDeployed sets up fourDeployed on e, whose broker runs as
+// process broker, with Redis at redisURL (keys under a fresh prefix
+// starting with prefix) and vars in the three processes' environment.
+func startFourDeployed(b *testing.B, e *env, redisURL, prefix string, broker int, vars map[string]string) fourDeployed {
+	b.Helper()
+	e.withRedis(redisURL, fmt.Sprintf("%s%d:", prefix, time.Now().UnixNano()), map[string]string{
+		redisstate.EnvTimeout: "100ms", redisstate.EnvRetryInterval: "2s"})
+	f := fourDeployed{r: newReceiverProcess(b), ops: testkit.FreeAddr(b), procs: []cpuOf{{"broker", broker}}}
+	for i := range 4 {
+		s := e.subscribe(topics.Subscription{ID: fmt.Sprintf("four-%d", i), URL: f.r.url(fmt.Sprintf("four-%d", i)),
+			EventTypes: []string{fmt.Sprintf("dep.four%d", i)}, Enabled: true})
+		f.r.trust(s)
+	}
+	bin := binaries(b)
+	for _, c := range []string{"dispatcher", "deliverer", "retrier"} {
+		v := maps.Clone(vars)
+		if c == "dispatcher" {
+			if v == nil {
+				v = map[string]string{}
+			}
+			v["WEBHOOKS_HTTP_ADDR"] = f.ops
+		}
+		f.procs = append(f.procs, cpuOf{c, e.startProcWith(filepath.Join(bin, c), c, v).Pid()})
+	}
+	data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
+	f.event = func(i int) topics.Event {
+		return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: fmt.Sprintf("dep.four%d", i%4),
+			Key: fmt.Sprintf("k%d", i%depKeys), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(data)}
+	}
+	return f
 }

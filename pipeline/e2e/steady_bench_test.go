@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpipe/hookpipe/runtime/redisstate"
 	"github.com/hookpipe/hookpipe/runtime/testkit"
 	"github.com/hookpipe/hookpipe/runtime/testkit/redistest"
-	"github.com/hookpipe/hookpipe/topics"
 )
 
 // BenchmarkSteadyOnApache is what a steady flow of events costs on Apache
@@ -37,34 +34,13 @@ func BenchmarkSteadyOnApache(b *testing.B) {
 	if os.Getenv(envBenchApache) == "" {
 		b.Skip(envBenchApache + " not set (make bench sets it; services.sh install-kafka first)")
 	}
-	bin := binaries(b)
 	redis := redistest.Start(b)
-	data := `{"pad":"` + strings.Repeat("x", depData-10) + `"}`
 	for b.Loop() {
 		k := startOwnKafka(b)
 		jmx := testkit.FreePorts(b, 1)
 		e := newEnvOn(b, k.brokers(), func() {}, nil)
-		e.withRedis(redis.URL(), fmt.Sprintf("steady%d:", time.Now().UnixNano()), map[string]string{
-			redisstate.EnvTimeout: "100ms", redisstate.EnvRetryInterval: "2s"})
-		r := newReceiverProcess(b)
-		for i := range 4 {
-			s := e.subscribe(topics.Subscription{ID: fmt.Sprintf("four-%d", i), URL: r.url(fmt.Sprintf("four-%d", i)),
-				EventTypes: []string{fmt.Sprintf("dep.four%d", i)}, Enabled: true})
-			r.trust(s)
-		}
-		ops := testkit.FreeAddr(b)
-		procs := []cpuOf{{"broker", k.pid()}}
-		for _, c := range []string{"dispatcher", "deliverer", "retrier"} {
-			vars := map[string]string{}
-			if c == "dispatcher" {
-				vars["WEBHOOKS_HTTP_ADDR"] = ops
-			}
-			procs = append(procs, cpuOf{c, e.startProcWith(filepath.Join(bin, c), c, vars).Pid()})
-		}
-		event := func(i int) topics.Event {
-			return topics.Event{ID: fmt.Sprintf("evt_%d_%d", time.Now().UnixNano(), i), Type: fmt.Sprintf("dep.four%d", i%4),
-				Key: fmt.Sprintf("k%d", i%depKeys), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), Data: json.RawMessage(data)}
-		}
+		f := startFourDeployed(b, e, redis.URL(), "steady", k.pid(), nil)
+		r, ops, procs, event := f.r, f.ops, f.procs, f.event
 		publishKeyed(b, e, depBurst, event)
 		wait(b, 300*time.Second, "the warm-up burst", func() bool { return r.count() >= depBurst })
 
