@@ -168,6 +168,9 @@ type dispatcher struct {
 	tracer  tracing.Tracer
 	// txMu is held through each transaction (see markers).
 	txMu sync.Mutex
+	// rewound is set by a transaction that did not commit: the
+	// positions must come from the broker before the next poll (resume).
+	rewound bool
 }
 
 // run is the poll loop. Work on a polled batch runs under a context that
@@ -204,6 +207,9 @@ func (d *dispatcher) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if d.rewound && !d.resume(ctx) {
+			return nil
+		}
 	}
 }
 
@@ -221,6 +227,57 @@ func (d *dispatcher) catchUp(ctx context.Context) bool {
 			return false
 		}
 		d.log.Warn("subscription table not caught up; retrying", zap.Error(err))
+		select {
+		case <-time.After(retryWait):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// resume sets the session's positions to the offsets the broker holds
+// committed for the group, read stable, after a transaction that did not
+// commit; false means ctx is done. The session rewinds itself to the
+// offsets it last saw committed, which is wrong when the commit's outcome
+// was unconfirmed (its EndTxn sent, the answer lost with the connection or
+// UNKNOWN_SERVER_ERROR): franz-go then reports no commit, but the
+// coordinator may have committed it, and its events would be dispatched a
+// second time. The producer is initialized again first (franz-go does so
+// after an unconfirmed end), which ends such a transaction at the
+// coordinator: committed if its commit arrived, aborted if not; the stable
+// offsets then say which (ADR 0046).
+func (d *dispatcher) resume(ctx context.Context) bool {
+	cl := d.sess.Client()
+	adm := kadm.NewClient(cl)
+	for {
+		// An error here (a fenced producer, say) surfaces at the next
+		// transaction's begin, as it did before; until the transaction
+		// times out the stable offsets wait for it.
+		d.txMu.Lock()
+		if _, _, err := cl.ProducerID(ctx); err != nil {
+			d.log.Debug("initializing the producer again", zap.Error(err))
+		}
+		d.txMu.Unlock()
+		committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), d.cfg.Group)
+		if err == nil {
+			err = committed.Error()
+		}
+		if err == nil {
+			at := map[string]map[int32]kgo.EpochOffset{}
+			committed.Each(func(o kadm.OffsetResponse) {
+				if at[o.Topic] == nil {
+					at[o.Topic] = map[int32]kgo.EpochOffset{}
+				}
+				at[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
+			})
+			cl.SetOffsets(at)
+			d.rewound = false
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d.log.Warn("reading the group's committed offsets after a transaction that did not commit; retrying", zap.Error(err))
 		select {
 		case <-time.After(retryWait):
 		case <-ctx.Done():
@@ -316,6 +373,7 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 			return fmt.Errorf("abort transaction of %s: %w", d.cfg.TransactionalID, err)
 		}
 	}
+	d.rewound = !committed
 	d.m.transaction(committed, len(batch), deliveries, dead, filterErrors, time.Since(now))
 	if committed {
 		d.m.validated(validated)

@@ -183,6 +183,54 @@ func TestExactlyOnceProduceFailure(t *testing.T) {
 	assertExactlyOnce(t, h, ids)
 }
 
+// TestExactlyOnceCommitUnconfirmed (invariant 2; ADR 0046): the
+// coordinator commits a transaction and the dispatcher never learns it.
+// kfake holds the dispatcher's EndTxn, another client sends the same one
+// (the coordinator commits), and the dispatcher is answered
+// UNKNOWN_SERVER_ERROR, as when the answer is lost with a broker that dies
+// (a retry then finds it unreachable). franz-go reports no commit and
+// rewinds to the offsets it last saw committed; a dispatcher that polled
+// from there would dispatch the batch a second time. Every delivery must
+// exist once.
+func TestExactlyOnceCommitUnconfirmed(t *testing.T) {
+	h := newFaultHarness(t, 3)
+	publish := exactlyOnceSetup(t, h)
+	const id = "unconfirmed"
+	var armed atomic.Bool
+	var carried atomic.Int32
+	h.cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.cluster.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if r.TransactionalID != id || !r.Commit || !armed.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		same := *r
+		var resp *kmsg.EndTxnResponse
+		var err error
+		h.cluster.SleepControl(func() { resp, err = same.RequestWith(h.ctx, h.cl) })
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			t.Errorf("committing the dispatcher's transaction from another client: %v", err)
+		} else {
+			carried.Add(1)
+		}
+		lost := r.ResponseKind().(*kmsg.EndTxnResponse)
+		lost.ErrorCode = kerr.UnknownServerError.Code
+		return lost, nil, true
+	})
+	h.start(h.config(id))
+	first := publish(0, 6)
+	armed.Store(true)
+	second := publish(6, 6)
+	if carried.Load() == 0 {
+		t.Fatal("no commit was carried out for the dispatcher: the test tests nothing")
+	}
+	third := publish(12, 3) // after the second batch on every partition it used
+	assertExactlyOnce(t, h, append(append(first, second...), third...))
+}
+
 // TestFencedByTransactionalID starts a second dispatcher with the first
 // one's transactional id: one of them must stop with an error naming it
 // once it tries to dispatch, the other go on, and every event must still
