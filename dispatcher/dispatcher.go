@@ -169,8 +169,9 @@ type dispatcher struct {
 	// txMu is held through each transaction (see markers).
 	txMu sync.Mutex
 	// rewound is set by a transaction that did not commit: the
-	// positions must come from the broker before the next poll (resume).
-	rewound bool
+	// positions must come from the broker before the next poll (resume);
+	// unconfirmed by one whose end failed, which may have committed.
+	rewound, unconfirmed bool
 }
 
 // run is the poll loop. Work on a polled batch runs under a context that
@@ -242,22 +243,26 @@ func (d *dispatcher) catchUp(ctx context.Context) bool {
 // was unconfirmed (its EndTxn sent, the answer lost with the connection or
 // UNKNOWN_SERVER_ERROR): franz-go then reports no commit, but the
 // coordinator may have committed it, and its events would be dispatched a
-// second time. The producer is initialized again first (franz-go does so
-// after an unconfirmed end), which ends such a transaction at the
-// coordinator: committed if its commit arrived, aborted if not; the stable
-// offsets then say which (ADR 0046).
+// second time. After an end that failed the producer is initialized again
+// first (franz-go would at its next write), which ends such a transaction
+// at the coordinator: committed if its commit arrived, aborted if not; the
+// stable offsets then say which (ADR 0046). Otherwise they wait for the
+// transaction's timeout where it is still open.
 func (d *dispatcher) resume(ctx context.Context) bool {
 	cl := d.sess.Client()
 	adm := kadm.NewClient(cl)
 	for {
-		// An error here (a fenced producer, say) surfaces at the next
-		// transaction's begin, as it did before; until the transaction
-		// times out the stable offsets wait for it.
-		d.txMu.Lock()
-		if _, _, err := cl.ProducerID(ctx); err != nil {
-			d.log.Debug("initializing the producer again", zap.Error(err))
+		// Only after an end that failed: a producer initialized again
+		// when it had nothing more to write could take its transactional
+		// id back from the process that fenced it. An error here (a fenced
+		// producer) surfaces at the next begin, as it did before.
+		if d.unconfirmed {
+			d.txMu.Lock()
+			if _, _, err := cl.ProducerID(ctx); err != nil {
+				d.log.Debug("initializing the producer again", zap.Error(err))
+			}
+			d.txMu.Unlock()
 		}
-		d.txMu.Unlock()
 		committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), d.cfg.Group)
 		if err == nil {
 			err = committed.Error()
@@ -271,7 +276,7 @@ func (d *dispatcher) resume(ctx context.Context) bool {
 				at[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
 			})
 			cl.SetOffsets(at)
-			d.rewound = false
+			d.rewound, d.unconfirmed = false, false
 			return true
 		}
 		if ctx.Err() != nil {
@@ -369,6 +374,7 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 			return nil
 		}
 		d.log.Warn("ending the transaction failed; aborting it, its events will be dispatched again", zap.Error(err))
+		d.unconfirmed = true
 		if _, err := d.sess.End(work, kgo.TryAbort); err != nil && work.Err() == nil {
 			return fmt.Errorf("abort transaction of %s: %w", d.cfg.TransactionalID, err)
 		}
