@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -337,6 +338,19 @@ func waitEveryEvent(t *testing.T, e *env, r *receiver, evs []topics.Event, timeo
 		if len(lost) > 0 {
 			logTransactions(t, e, lost)
 		}
+		if len(lost) < len(missing) {
+			var fannedMissing []string
+			for _, pair := range missing {
+				if fanned[pair] > 0 {
+					fannedMissing = append(fannedMissing, pair)
+				}
+			}
+			logTransactions(t, e, fannedMissing)
+			if offs, err := kadm.NewClient(e.cl).FetchOffsets(context.Background(), e.group(topics.GroupDeliverer)); err == nil {
+				offs.Each(func(o kadm.OffsetResponse) { t.Logf("deliverer group committed %s/%d at %d", o.Topic, o.Partition, o.At) })
+			}
+			logDelivererStacks(t)
+		}
 	})
 	wait(t, timeout, "every event at both subscriptions", func() bool {
 		p := r.pairs()
@@ -350,6 +364,21 @@ func waitEveryEvent(t *testing.T, e *env, r *receiver, evs []topics.Event, timeo
 		}
 		return len(missing) == 0
 	})
+}
+
+// logDelivererStacks logs the goroutines of a deliverer running in the
+// test's process (startDeliverer) that are in its or the sender's code:
+// where the deliveries fanned out but never sent wait.
+func logDelivererStacks(t *testing.T) {
+	var all bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&all, 2)
+	var b strings.Builder
+	for g := range strings.SplitSeq(all.String(), "\n\n") {
+		if strings.Contains(g, "hookpipe/deliverer") || strings.Contains(g, "hookpipe/runtime/send") {
+			b.WriteString(g + "\n\n")
+		}
+	}
+	t.Logf("goroutines of the deliverer in this process:\n%s", b.String())
 }
 
 // duplicates counts, per subscription, the requests accepted beyond the
@@ -453,6 +482,11 @@ func TestDispatcherKilledMidTransaction(t *testing.T) {
 	r := newReceiver(t)
 	e.subscribePair(r, "*", nil)
 	e.startDeliverer()
+	// The retrier too: on a loaded machine the deliverer finds the
+	// endpoint slow and spills deliveries to the retry path (invariant
+	// 5), and an ordered key stays held until its spilled delivery comes
+	// back; without a retrier it never does.
+	e.startRetrier()
 	a := e.startProc(bin, "dispatcher-a")
 
 	const n, keys, batch = 1500, 50, 50
@@ -498,6 +532,7 @@ func TestKilledDelivererTakenOver(t *testing.T) {
 	r := newReceiver(t)
 	e.subscribePair(r, "*", nil)
 	e.startDispatcher()
+	e.startRetrier() // spilled deliveries come back (TestDispatcherKilledMidTransaction)
 	a := e.startProc(bin, "deliverer-a")
 	e.startProc(bin, "deliverer-b")
 	e.waitDeliverers(2)
