@@ -347,7 +347,9 @@ func waitEveryEvent(t *testing.T, e *env, r *receiver, evs []topics.Event, timeo
 			}
 			logTransactions(t, e, fannedMissing)
 			if offs, err := kadm.NewClient(e.cl).FetchOffsets(context.Background(), e.group(topics.GroupDeliverer)); err == nil {
-				offs.Each(func(o kadm.OffsetResponse) { t.Logf("deliverer group committed %s/%d at %d", o.Topic, o.Partition, o.At) })
+				offs.Each(func(o kadm.OffsetResponse) {
+					t.Logf("deliverer group committed %s/%d at %d", o.Topic, o.Partition, o.At)
+				})
 			}
 			logDelivererStacks(t)
 		}
