@@ -109,6 +109,7 @@ func TestDelivererKilledMidStream(t *testing.T) {
 		Enabled: true, Ordering: topics.OrderingKey}))
 	r.trust(e.subscribe(topics.Subscription{ID: "unordered", URL: r.url("unordered"), EventTypes: []string{"*"}, Enabled: true}))
 	e.startDispatcher()
+	e.startRetrier() // spilled deliveries come back (TestDispatcherKilledMidTransaction)
 	a := e.startProc(bin, "deliverer-a")
 
 	const n, keys = 400, 10
