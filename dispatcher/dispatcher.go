@@ -219,15 +219,23 @@ func (d *dispatcher) run(ctx context.Context) error {
 // done. The polled batch is kept meanwhile: dropping it would let a later
 // commit skip its events.
 func (d *dispatcher) catchUp(ctx context.Context) bool {
+	return d.persist(ctx, "subscription table not caught up", func() error {
+		return table.WaitAllCaughtUp(ctx, d.table, d.catalog)
+	})
+}
+
+// persist runs fn until it succeeds (true) or ctx is done (false), logging
+// each failure as what and pausing retryWait before the next try.
+func (d *dispatcher) persist(ctx context.Context, what string, fn func() error) bool {
 	for {
-		err := table.WaitAllCaughtUp(ctx, d.table, d.catalog)
+		err := fn()
 		if err == nil {
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		d.log.Warn("subscription table not caught up; retrying", zap.Error(err))
+		d.log.Warn(what+"; retrying", zap.Error(err))
 		select {
 		case <-time.After(retryWait):
 		case <-ctx.Done():
@@ -251,7 +259,7 @@ func (d *dispatcher) catchUp(ctx context.Context) bool {
 func (d *dispatcher) resume(ctx context.Context) bool {
 	cl := d.sess.Client()
 	adm := kadm.NewClient(cl)
-	for {
+	if !d.persist(ctx, "reading the group's committed offsets after a transaction that did not commit", func() error {
 		// Only after an end that failed: a producer initialized again
 		// when it had nothing more to write could take its transactional
 		// id back from the process that fenced it. An error here (a fenced
@@ -267,28 +275,23 @@ func (d *dispatcher) resume(ctx context.Context) bool {
 		if err == nil {
 			err = committed.Error()
 		}
-		if err == nil {
-			at := map[string]map[int32]kgo.EpochOffset{}
-			committed.Each(func(o kadm.OffsetResponse) {
-				if at[o.Topic] == nil {
-					at[o.Topic] = map[int32]kgo.EpochOffset{}
-				}
-				at[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
-			})
-			cl.SetOffsets(at)
-			d.rewound, d.unconfirmed = false, false
-			return true
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return false
-		}
-		d.log.Warn("reading the group's committed offsets after a transaction that did not commit; retrying", zap.Error(err))
-		select {
-		case <-time.After(retryWait):
-		case <-ctx.Done():
-			return false
-		}
+		at := map[string]map[int32]kgo.EpochOffset{}
+		committed.Each(func(o kadm.OffsetResponse) {
+			if at[o.Topic] == nil {
+				at[o.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			at[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
+		})
+		cl.SetOffsets(at)
+		return nil
+	}) {
+		return false
 	}
+	d.rewound, d.unconfirmed = false, false
+	return true
 }
 
 // transact dispatches one polled batch in one transaction. It returns an
