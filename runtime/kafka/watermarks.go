@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,38 +147,46 @@ func (w *Watermarks) Forget(parts map[string][]int32) {
 // left out, and redone after a takeover.
 const maxMetadata = 1024
 
+// MaxFinishedRuns is the most runs of one partition a commit's metadata
+// can carry (each takes at least four bytes, " 1+1"): a committer need not
+// gather more.
+const MaxFinishedRuns = maxMetadata / len(" 1+1")
+
 // finishedPrefix starts the metadata of a commit with finished runs; any
 // other metadata (kgo commits its member id) has none.
 const finishedPrefix = "hookpipe-finished/1 "
 
 // finishedMetadata renders the runs above watermark wm: the watermark,
 // then each run as the gap from the end of the one before (from wm) and
-// its length, "gap+length". Empty without runs.
+// its length, "gap+length". Empty without runs. It runs for every
+// partition of every commit, with up to MaxFinishedRuns runs: appended
+// digits, no formatting.
 func finishedMetadata(wm int64, runs []Run) string {
 	if len(runs) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString(finishedPrefix)
-	b.WriteString(strconv.FormatInt(wm, 10))
+	b := make([]byte, 0, maxMetadata)
+	b = strconv.AppendInt(append(b, finishedPrefix...), wm, 10)
 	end := wm // offset after the last run written; wm itself is unfinished
 	n := 0
+	var run []byte
 	for _, r := range runs {
 		if r.From <= end || r.To < r.From {
 			break // not above the watermark, or out of order: stop here
 		}
-		s := fmt.Sprintf(" %d+%d", r.From-end, r.To-r.From+1)
-		if b.Len()+len(s) > maxMetadata {
+		run = strconv.AppendInt(append(run[:0], ' '), r.From-end, 10)
+		run = strconv.AppendInt(append(run, '+'), r.To-r.From+1, 10)
+		if len(b)+len(run) > maxMetadata {
 			break
 		}
-		b.WriteString(s)
+		b = append(b, run...)
 		end = r.To + 1
 		n++
 	}
 	if n == 0 {
 		return ""
 	}
-	return b.String()
+	return string(b)
 }
 
 // FinishedAbove returns the runs of records above a partition's committed

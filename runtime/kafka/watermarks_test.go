@@ -48,7 +48,32 @@ func TestFinishedRunsRoundTrip(t *testing.T) {
 		t.Fatalf("%d runs: metadata of %d bytes naming %d runs, want at most %d bytes naming the first ones",
 			len(many), len(md), len(got), maxMetadata)
 	}
+	// The densest runs ("gap 1, length 1") fill the metadata before
+	// MaxFinishedRuns of them: a committer gathering no more loses none.
+	var dense []Run
+	for i := range int64(MaxFinishedRuns + 10) {
+		dense = append(dense, Run{From: 2000 + 2*i, To: 2000 + 2*i})
+	}
+	if n := len(FinishedAbove(finishedMetadata(1999, dense), 1999)); n == 0 || n >= MaxFinishedRuns {
+		t.Fatalf("metadata of %d single-record runs names %d, want some and fewer than MaxFinishedRuns (%d)", len(dense), n, MaxFinishedRuns)
+	}
 	if !strings.HasPrefix(md, finishedPrefix) {
 		t.Fatalf("metadata %.40q does not start with %q", md, finishedPrefix)
+	}
+}
+
+// BenchmarkFinishedMetadata renders a commit's metadata from as many runs
+// as it carries (single records, every other offset), as every commit of
+// a partition whose records finish out of order does.
+func BenchmarkFinishedMetadata(b *testing.B) {
+	var runs []Run
+	for i := range int64(256) {
+		runs = append(runs, Run{From: 1_000_002 + 2*i, To: 1_000_002 + 2*i})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if finishedMetadata(1_000_000, runs) == "" {
+			b.Fatal("no metadata")
+		}
 	}
 }

@@ -1139,10 +1139,10 @@ func (l *Lanes) Watermarks(parts []TP) map[TP]kgo.EpochOffset {
 
 // Finished returns, for every partition with a ledger (those of parts
 // when not nil), the runs of records above its watermark that are
-// finished, in offset order: offsets between two finished records that
-// were never added (transaction markers, aborted records) count as
-// finished, and so do the runs its previous owner finished that were not
-// added yet.
+// finished, in offset order, the lowest kafka.MaxFinishedRuns of them:
+// offsets between two finished records that were never added (transaction
+// markers, aborted records) count as finished, and so do the runs its
+// previous owner finished that were not added yet.
 func (l *Lanes) Finished(parts []TP) map[TP][]kafka.Run {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -1151,13 +1151,19 @@ func (l *Lanes) Finished(parts []TP) map[TP][]kafka.Run {
 		if parts != nil && !slices.Contains(parts, id) {
 			continue
 		}
+		// No more than a commit's metadata can carry (kafka.MaxFinishedRuns):
+		// where records finish out of order the runs are many and short,
+		// and a commit reads them all again.
 		var runs []kafka.Run
+		full := func() bool { return len(runs) >= kafka.MaxFinishedRuns }
 		add := func(r kafka.Run) {
 			if n := len(runs); n > 0 && runs[n-1].To+1 >= r.From {
 				runs[n-1].To = max(runs[n-1].To, r.To)
 				return
 			}
-			runs = append(runs, r)
+			if !full() {
+				runs = append(runs, r)
+			}
 		}
 		for i, e := range p.ledger {
 			if e.offset > p.lastDone {
@@ -1166,6 +1172,9 @@ func (l *Lanes) Finished(parts []TP) map[TP][]kafka.Run {
 			if e.done && i > 0 && p.ledger[i-1].done {
 				runs[len(runs)-1].To = e.offset
 			} else if e.done {
+				if full() {
+					break
+				}
 				runs = append(runs, kafka.Run{From: e.offset, To: e.offset})
 			}
 		}

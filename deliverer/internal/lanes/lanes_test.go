@@ -806,24 +806,30 @@ func BenchmarkAddNextDone(b *testing.B) {
 
 // BenchmarkFinished is a commit's read of the runs finished above the
 // watermark with a full buffer: 8,192 records held in one partition, the
-// first 256 handed out and every other one of those finished.
+// first 256 (the default in-flight cap), or all of them, handed out and
+// every other one of those finished (runs beyond what a commit's metadata
+// carries, kafka.MaxFinishedRuns).
 func BenchmarkFinished(b *testing.B) {
-	l := New(256, 1<<20, 0, 0)
-	for off := range int64(8192) {
-		l.Add(rec(0, off, fmt.Sprintf("s%d/k%d", off%8, off)), subOf(fmt.Sprintf("s%d/k%d", off%8, off)), Shape{})
-	}
-	for i := range 256 {
-		it, _ := l.Next()
-		if i%2 == 1 {
-			l.Done(it, true)
-		}
-	}
-	parts := []TP{{Topic: "deliveries", Partition: 0}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if len(l.Finished(parts)) != 1 {
-			b.Fatal("no runs")
-		}
+	for _, out := range []int{256, 8192} {
+		b.Run(fmt.Sprintf("handed-out=%d", out), func(b *testing.B) {
+			l := New(out, 1<<20, 0, 0)
+			for off := range int64(8192) {
+				l.Add(rec(0, off, fmt.Sprintf("s%d/k%d", off%8, off)), subOf(fmt.Sprintf("s%d/k%d", off%8, off)), Shape{})
+			}
+			for i := range out {
+				it, _ := l.Next()
+				if i%2 == 1 {
+					l.Done(it, true)
+				}
+			}
+			parts := []TP{{Topic: "deliveries", Partition: 0}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if len(l.Finished(parts)) != 1 {
+					b.Fatal("no runs")
+				}
+			}
+		})
 	}
 }
 
@@ -1212,6 +1218,31 @@ func TestFinishedAboveTheWatermark(t *testing.T) {
 	}
 	if got, want := runs(), []kafka.Run{{From: 7, To: 8}}; !slices.Equal(got, want) {
 		t.Fatalf("runs past the watermark = %v, want %v", got, want)
+	}
+}
+
+// TestFinishedAsManyAsACommitCarries: where records finish out of order
+// the runs are many; Finished returns the lowest kafka.MaxFinishedRuns of
+// them, all a commit's metadata can carry, whatever the ledger holds.
+func TestFinishedAsManyAsACommitCarries(t *testing.T) {
+	const n = 4 * kafka.MaxFinishedRuns
+	l := New(n, 1<<20, 0, 0)
+	for off := range int64(n) {
+		add(l, 0, off, fmt.Sprintf("A/k%d", off))
+	}
+	for range n {
+		if it := next(t, l); it.Rec.Offset%2 == 1 {
+			l.Done(it, true)
+		}
+	}
+	got := l.Finished(tps(0))[TP{Topic: "deliveries", Partition: 0}]
+	if len(got) != kafka.MaxFinishedRuns {
+		t.Fatalf("%d runs, want kafka.MaxFinishedRuns (%d)", len(got), kafka.MaxFinishedRuns)
+	}
+	for i, r := range got {
+		if want := (kafka.Run{From: int64(2*i + 1), To: int64(2*i + 1)}); r != want {
+			t.Fatalf("run %d = %v, want %v (the lowest)", i, r, want)
+		}
 	}
 }
 
