@@ -27,7 +27,7 @@ type Config struct {
 	// Group is the consumer group.
 	Group string `env:"WEBHOOKS_DELIVERER_GROUP" envDefault:"webhooks-deliverer" validate:"required" desc:"Consumer group of the deliverers."`
 	// MaxInFlight caps concurrent HTTP requests of the process.
-	MaxInFlight int `env:"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT" envDefault:"256" validate:"min=1" desc:"Concurrent HTTP requests of one process, and the most records whose requests a crash of it repeats: a record holds its slot until a commit covers it."`
+	MaxInFlight int `env:"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT" envDefault:"1024" validate:"min=1" desc:"Concurrent HTTP requests of one process, and the most records whose requests a crash of it repeats: a record holds its slot until a commit covers it."`
 	// MaxBuffered caps records held in memory (running, ready or waiting
 	// behind their key); fetching pauses at the cap, due retries from the
 	// redeliveries topic take at most half of it, low-priority deliveries a

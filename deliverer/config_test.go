@@ -27,7 +27,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatalf("secrets %v in dev mode without a key", c.Secrets)
 	}
 	want := Config{
-		Group: topics.GroupDeliverer, MaxInFlight: 256, MaxBuffered: 8192, MaxPerSubscription: 64,
+		Group: topics.GroupDeliverer, MaxInFlight: 1024, MaxBuffered: 8192, MaxPerSubscription: 64,
 		CommitInterval: time.Second, ShutdownTimeout: 30 * time.Second, MaxResponseBytes: 64 << 10,
 		HTTP: send.HTTP{ConnectTimeout: 10 * time.Second},
 	}
@@ -99,7 +99,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", "many"},
 		{"WEBHOOKS_DELIVERER_MAX_IN_FLIGHT", "0"},
 		{"WEBHOOKS_DELIVERER_MAX_BUFFERED", "1.5"},
-		{"WEBHOOKS_DELIVERER_MAX_BUFFERED", "10"}, // below the default MaxInFlight of 256
+		{"WEBHOOKS_DELIVERER_MAX_BUFFERED", "10"}, // below the default MaxInFlight of 1024
 		{"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", "x"},
 		{"WEBHOOKS_DELIVERER_MAX_PER_SUBSCRIPTION", "-1"},
 		{"WEBHOOKS_DELIVERER_COMMIT_INTERVAL", "1 second"},
