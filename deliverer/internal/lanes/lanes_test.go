@@ -806,7 +806,7 @@ func BenchmarkAddNextDone(b *testing.B) {
 
 // BenchmarkFinished is a commit's read of the runs finished above the
 // watermark with a full buffer: 8,192 records held in one partition, the
-// first 256 (the default in-flight cap), or all of them, handed out and
+// first 256, or all of them, handed out and
 // every other one of those finished (runs beyond what a commit's metadata
 // carries, kafka.MaxFinishedRuns).
 func BenchmarkFinished(b *testing.B) {
