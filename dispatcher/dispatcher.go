@@ -105,7 +105,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer dd.close()
 	dd.register(reg)
-	d := &dispatcher{cfg: cfg, sess: sess, table: table, catalog: cat, m: m, dedup: dd, filters: filter.NewCache(),
+	d := &dispatcher{cfg: cfg, sess: sess, table: table, catalog: cat, m: m, dedup: dd, filters: filter.NewCache(), first: kafka.NewFirstWrites(),
 		tracer: tracing.For(ctx, "github.com/hookpipe/hookpipe/dispatcher"),
 		log:    log.With(zap.String("transactional_id", cfg.TransactionalID))}
 	d.log.Info("dispatching", zap.String("events", cfg.Kafka.Names.Events()),
@@ -168,6 +168,8 @@ type dispatcher struct {
 	tracer  tracing.Tracer
 	// txMu is held through each transaction (see markers).
 	txMu sync.Mutex
+	// first holds the transaction's records to topics not yet written.
+	first *kafka.FirstWrites
 	// rewound is set by a transaction that did not commit: the
 	// positions must come from the broker before the next poll (resume);
 	// unconfirmed by one whose end failed, which may have committed.
@@ -354,6 +356,7 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 		}
 		for _, o := range out {
 			pending.Add(1)
+			d.first.Note(o)
 			d.sess.Produce(work, o, promise)
 		}
 	}
@@ -364,6 +367,9 @@ func (d *dispatcher) transact(ctx, work context.Context, fs kgo.Fetches) error {
 	// Flush does not wait for records refused before buffering (too large,
 	// say); their promises still come, and a commit must not race them.
 	pending.Wait()
+	if err := d.first.Wait(work, d.sess.Client()); err != nil {
+		d.log.Warn("ending the transaction without the producer's partitions of a topic it wrote first", zap.Error(err))
+	}
 
 	end := kgo.TryCommit
 	if produceErr != nil {

@@ -49,7 +49,8 @@ const concurrentTxnBackoff = time.Millisecond
 // Tx is a transactional producer that commits batches of records: every
 // record of a batch is written, or none is.
 type Tx struct {
-	cl *kgo.Client
+	cl    *kgo.Client
+	first *FirstWrites
 }
 
 // NewTx returns a transactional producer with the transactional id id,
@@ -70,7 +71,7 @@ func NewTx(ctx context.Context, conn []kgo.Opt, id string, opts ...kgo.Opt) (*Tx
 		cl.Close()
 		return nil, fmt.Errorf("start the transactional producer %s: %w", id, err)
 	}
-	return &Tx{cl: cl}, nil
+	return &Tx{cl: cl, first: NewFirstWrites()}, nil
 }
 
 // Close closes the producer.
@@ -83,7 +84,14 @@ func (t *Tx) Commit(ctx context.Context, recs ...*kgo.Record) error {
 	if err := t.cl.BeginTransaction(); err != nil {
 		return fenced(fmt.Errorf("begin transaction: %w", err))
 	}
-	if err := t.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	for _, r := range recs {
+		t.first.Note(r)
+	}
+	err := t.cl.ProduceSync(ctx, recs...).FirstErr()
+	if werr := t.first.Wait(ctx, t.cl); err == nil {
+		err = werr // ending it now could leave a partition marked added (FirstWrites)
+	}
+	if err != nil {
 		t.abort()
 		return fenced(fmt.Errorf("produce: %w", err))
 	}
