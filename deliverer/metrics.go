@@ -2,7 +2,6 @@ package deliverer
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -29,12 +28,21 @@ type metrics struct {
 	retries    *prometheus.CounterVec // tier
 	dlq        *prometheus.CounterVec // category
 	parkedRead prometheus.Counter
+
+	// byClass holds the responses series by class (classIndex), looked up
+	// once rather than at every request.
+	byClass [len(responseClasses)]prometheus.Counter
+	// tallies holds, by counter and label (tallyAt), the context a record
+	// carries to count on that series when acknowledged: one per label,
+	// rather than a context and a series lookup per record.
+	tallies sync.Map
 }
 
-// responseClasses label webhooks_http_responses_total: the status class, or
-// "error" when no response came (timeout, connection, DNS, TLS, refused by
-// the SSRF guard).
-var responseClasses = []string{"2xx", "3xx", "4xx", "5xx", "error"}
+// responseClasses label webhooks_http_responses_total: the status class,
+// "acked" for a destination that acknowledged (no status), or "error" when
+// no response came (timeout, connection, DNS, TLS, refused by the SSRF
+// guard). classIndex depends on their order.
+var responseClasses = [...]string{"2xx", "3xx", "4xx", "5xx", "error", "acked"}
 
 func newMetrics(reg prometheus.Registerer, names topics.Names) *metrics {
 	m := &metrics{
@@ -68,8 +76,8 @@ func newMetrics(reg prometheus.Registerer, names topics.Names) *metrics {
 		topics.OutcomeThrottled, topics.OutcomeSkipped} {
 		m.deliveries.WithLabelValues(o)
 	}
-	for _, c := range responseClasses {
-		m.responses.WithLabelValues(c)
+	for i, c := range responseClasses {
+		m.byClass[i] = m.responses.WithLabelValues(c)
 	}
 	for _, t := range names.Tiers {
 		m.retries.WithLabelValues(topics.FormatDelay(t))
@@ -80,23 +88,31 @@ func newMetrics(reg prometheus.Registerer, names topics.Names) *metrics {
 	return m
 }
 
-// A tally is what one record adds to the counters once the broker has
-// acknowledged it: counted when built, a record produced again after a
-// failed produce (or by the replica that redoes the delivery) would count
-// twice, and one never written would count once.
-type tally struct {
+// A record counts on a series once the broker has acknowledged it:
+// counted when built, a record produced again after a failed produce (or
+// by the replica that redoes the delivery) would count twice, and one
+// never written would count once. The series rides in the record's
+// context, under tallyKey.
+type tallyKey struct{}
+
+// tallyAt is a series: a counter and its label.
+type tallyAt struct {
 	counter *prometheus.CounterVec
 	label   string
 }
 
-type tallyKey struct{}
-
 // tallied makes r count on counter's label when acknowledged (see acked).
 // Without metrics r counts nothing.
 func (m *metrics) tallied(r *kgo.Record, counter func(*metrics) *prometheus.CounterVec, label string) *kgo.Record {
-	if m != nil {
-		r.Context = context.WithValue(context.Background(), tallyKey{}, tally{counter: counter(m), label: label})
+	if m == nil {
+		return r
 	}
+	at := tallyAt{counter(m), label}
+	ctx, ok := m.tallies.Load(at)
+	if !ok {
+		ctx, _ = m.tallies.LoadOrStore(at, context.WithValue(context.Background(), tallyKey{}, at.counter.WithLabelValues(label)))
+	}
+	r.Context = ctx.(context.Context)
 	return r
 }
 
@@ -105,8 +121,8 @@ func (m *metrics) acked(r *kgo.Record) {
 	if m == nil || r.Context == nil {
 		return
 	}
-	if t, ok := r.Context.Value(tallyKey{}).(tally); ok {
-		t.counter.WithLabelValues(t.label).Inc()
+	if c, ok := r.Context.Value(tallyKey{}).(prometheus.Counter); ok {
+		c.Inc()
 	}
 }
 
@@ -114,16 +130,17 @@ func outcomes(m *metrics) *prometheus.CounterVec    { return m.deliveries }
 func retries(m *metrics) *prometheus.CounterVec     { return m.retries }
 func deadLetters(m *metrics) *prometheus.CounterVec { return m.dlq }
 
-// responseClass is the class label of an attempt: an HTTP status's class,
-// "acked" for a destination that acknowledged (no status), or "error".
-func responseClass(status int, err error) string {
-	if err == nil && status == 0 {
-		return "acked"
+// classIndex is the index in responseClasses of an attempt's class: an
+// HTTP status's class, "acked" for a destination that acknowledged (no
+// status), or "error".
+func classIndex(status int, err error) int {
+	switch {
+	case err == nil && status == 0:
+		return 5
+	case err != nil || status < 200 || status > 599:
+		return 4
 	}
-	if err != nil || status < 200 || status > 599 {
-		return "error"
-	}
-	return strconv.Itoa(status/100) + "xx"
+	return status/100 - 2
 }
 
 // send is send.Sender.Send, metered (see metered).
@@ -150,7 +167,7 @@ func (d *deliverer) metered(ctx context.Context, request func() (send.Response, 
 	resp, err := request()
 	m.inFlight.Dec()
 	if ctx.Err() == nil {
-		m.responses.WithLabelValues(responseClass(resp.Status, err)).Inc()
+		m.byClass[classIndex(resp.Status, err)].Inc()
 		m.duration.Observe(resp.Duration.Seconds())
 	}
 	return resp, err

@@ -2,6 +2,7 @@ package deliverer
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookpipe/hookpipe/runtime/ops"
+	"github.com/hookpipe/hookpipe/runtime/send"
 	"github.com/hookpipe/hookpipe/topics"
 )
 
@@ -75,5 +77,46 @@ func TestMetricsCountOnAck(t *testing.T) {
 	}
 	if got, want := counts(), [3]float64{2, 2, 2}; got != want {
 		t.Fatalf("counted %v after the second acknowledged produce, want %v", got, want)
+	}
+}
+
+// TestResponsesByClass: each request counts once on its response class.
+func TestResponsesByClass(t *testing.T) {
+	t.Parallel()
+	d := &deliverer{m: newMetrics(ops.NewRegistry(), topics.Names{})}
+	failed := errors.New("connection refused")
+	for _, c := range []struct {
+		status int
+		err    error
+		class  string
+	}{
+		{200, nil, "2xx"}, {204, nil, "2xx"}, {301, nil, "3xx"}, {404, nil, "4xx"}, {503, nil, "5xx"},
+		{0, failed, "error"}, {502, failed, "error"}, {102, nil, "error"}, {600, nil, "error"}, {0, nil, "acked"},
+	} {
+		before := testutil.ToFloat64(d.m.responses.WithLabelValues(c.class))
+		if _, err := d.metered(context.Background(), func() (send.Response, error) {
+			return send.Response{Status: c.status}, c.err
+		}); !errors.Is(err, c.err) {
+			t.Fatalf("metered returned %v, want %v", err, c.err)
+		}
+		if got := testutil.ToFloat64(d.m.responses.WithLabelValues(c.class)) - before; got != 1 {
+			t.Errorf("status %d, error %v: class %s counted %v times, want once", c.status, c.err, c.class, got)
+		}
+	}
+	if got := testutil.CollectAndCount(d.m.responses); got != len(responseClasses) {
+		t.Errorf("%d response series, want one a class (%d)", got, len(responseClasses))
+	}
+}
+
+// BenchmarkMetered is what metering adds to a request and to its attempt
+// record (tallied when built, counted when acknowledged).
+func BenchmarkMetered(b *testing.B) {
+	d := &deliverer{m: newMetrics(ops.NewRegistry(), topics.Names{})}
+	ctx := context.Background()
+	request := func() (send.Response, error) { return send.Response{Status: 204, Duration: time.Millisecond}, nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = d.metered(ctx, request)
+		d.m.acked(d.m.tallied(&kgo.Record{}, outcomes, topics.OutcomeSuccess))
 	}
 }
