@@ -44,6 +44,13 @@ type metrics struct {
 // guard). classIndex depends on their order.
 var responseClasses = [...]string{"2xx", "3xx", "4xx", "5xx", "error", "acked"}
 
+// classError and classAcked are the indexes of "error" and "acked" in
+// responseClasses.
+const (
+	classError = 4
+	classAcked = 5
+)
+
 func newMetrics(reg prometheus.Registerer, names topics.Names) *metrics {
 	m := &metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ops.Namespace, Name: "deliveries_total",
@@ -136,9 +143,9 @@ func deadLetters(m *metrics) *prometheus.CounterVec { return m.dlq }
 func classIndex(status int, err error) int {
 	switch {
 	case err == nil && status == 0:
-		return 5
+		return classAcked
 	case err != nil || status < 200 || status > 599:
-		return 4
+		return classError
 	}
 	return status/100 - 2
 }

@@ -168,7 +168,8 @@ type dispatcher struct {
 	tracer  tracing.Tracer
 	// txMu is held through each transaction (see markers).
 	txMu sync.Mutex
-	// first holds the transaction's records to topics not yet written.
+	// first waits, before a transaction ends, for the partitions of the
+	// topics it wrote first (kafka.FirstWrites).
 	first *kafka.FirstWrites
 	// rewound is set by a transaction that did not commit: the
 	// positions must come from the broker before the next poll (resume);
